@@ -1,0 +1,44 @@
+# Set-up and everyday commands. `make demo` and `make test` work on a fresh clone.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+NODE_STAMP := tests/interop/node/node_modules/.installed
+QUERY := how do honeybees tell each other where food is
+
+.PHONY: demo test lint proto proto-check bench-smoke clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	touch $(STAMP)
+
+$(NODE_STAMP): tests/interop/node/package-lock.json
+	npm ci --prefix tests/interop/node --no-audit --no-fund
+	touch $(NODE_STAMP)
+
+## Rank the example pool with the offline BM25 judge on an embedded server (no keys, no network).
+demo: $(STAMP)
+	$(BIN)/tierank rank examples/pool.jsonl --query "$(QUERY)" --rubric @examples/rubric.txt --top-k 10
+
+## Lint, check generated stubs, and run every test (unit, property, end-to-end, Node interop).
+test: $(STAMP) $(NODE_STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python scripts/gen_proto.py --check
+	$(BIN)/pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+## Regenerate gen/tierank/v1 from proto/tierank/v1.
+proto: $(STAMP)
+	$(BIN)/python scripts/gen_proto.py
+
+bench-smoke: $(STAMP)
+	$(BIN)/python -m tierank.bench.ranking run --smoke --out /tmp/tierank-bench-smoke
+
+clean:
+	rm -rf $(VENV) tests/interop/node/node_modules

@@ -1,0 +1,136 @@
+"""Command line: ``python -m tierank.bench.ranking run|calibrate [options]``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from tierank.bench.ranking.calibration import calibrate
+from tierank.bench.ranking.data import (
+    DEFAULT_PASSAGES,
+    DEFAULT_QRELS,
+    DEFAULT_RUN,
+    DEFAULT_TOPICS,
+    Query,
+    load_queries,
+)
+from tierank.bench.ranking.experiment import Task, ideal_ndcg, run_all
+from tierank.bench.ranking.judges import PANELS, STRONG, WEAK, JudgeProfile
+from tierank.bench.ranking.methods import DEFAULT_METHODS, METHODS, SMOKE_METHODS
+from tierank.bench.ranking.report import write_outputs
+
+HERE = Path(__file__).resolve().parent
+SMOKE_QUERIES = 3
+# Published non-transitivity of GPT-4-class and weak judges: the calibration targets.
+CYCLE_TARGETS = {STRONG.name: (0.04, 0.08), WEAK.name: (0.21, 0.23)}
+
+
+def _data_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--topics", type=Path, default=DEFAULT_TOPICS)
+    parser.add_argument("--qrels", type=Path, default=DEFAULT_QRELS)
+    parser.add_argument("--run", type=Path, default=DEFAULT_RUN, help="first-stage TREC run")
+    parser.add_argument(
+        "--passages",
+        type=Path,
+        default=DEFAULT_PASSAGES,
+        help="passage texts: rank_llm retrieve-results .json or {docid, contents} .jsonl",
+    )
+    parser.add_argument("--depth", type=int, default=100, help="candidates per query")
+    parser.add_argument("--queries", type=int, default=0, help="use the first N queries (0: all)")
+
+
+def _queries(args: argparse.Namespace) -> list[Query]:
+    queries = load_queries(args.topics, args.qrels, args.run, args.passages, args.depth)
+    return queries[: args.queries] if args.queries else queries
+
+
+def calibration_lines(
+    queries: Sequence[Query], profiles: Sequence[JudgeProfile], seeds: Sequence[int]
+) -> list[str]:
+    lines = []
+    for profile in profiles:
+        result = calibrate(queries, profile, seeds)
+        low, high = CYCLE_TARGETS.get(profile.name, (0.0, 1.0))
+        within = "within" if low <= result.cyclic_share <= high else "**outside**"
+        by_k = ", ".join(f"k={k}: {share:.3f}" for k, share in result.discordance_by_k.items())
+        lines.append(
+            f"- {profile.name}: cyclic triples (all pairs of the top-{20} asked once, k=2) "
+            f"{result.cyclic_share:.3f} over seeds {list(seeds)} "
+            f"(per seed {', '.join(f'{s:.3f}' for s in result.cyclic_share_by_seed)}; "
+            f"target {low:.2f}–{high:.2f}: {within}); misordered pairs of different grades "
+            f"per call: {by_k}"
+        )
+    return lines
+
+
+def _run(args: argparse.Namespace, command: str) -> None:
+    if args.smoke:
+        args.queries = args.queries or SMOKE_QUERIES
+        scenarios = args.scenarios or ["oracle", "strong"]
+        seeds = list(range(args.seeds or 1))
+        out = args.out or HERE / "results" / "smoke"
+    else:
+        scenarios = args.scenarios or list(DEFAULT_METHODS)
+        seeds = list(range(args.seeds or 5))
+        out = args.out or HERE
+    queries = _queries(args)
+    tasks = [
+        Task(scenario, method, seed)
+        for scenario in scenarios
+        for method in (
+            args.methods or (SMOKE_METHODS if args.smoke else DEFAULT_METHODS.get(scenario, []))
+        )
+        for seed in seeds
+    ]
+    unknown = sorted({t.method for t in tasks} - set(METHODS))
+    if unknown:
+        sys.exit(f"unknown methods {unknown}; known: {sorted(METHODS)}")
+    started = time.perf_counter()
+    records = run_all(tasks, queries, args.workers)
+    elapsed = time.perf_counter() - started
+    calibrated = [] if args.smoke else calibration_lines(queries, (STRONG, WEAK), seeds)
+    settings = (
+        f"Data: {args.run.name} with {args.qrels.name}. Judges: simulated from the human grades "
+        "(bench/ranking/judges.py explains the model; calibration below). "
+        f"{len(queries)} queries × {len(seeds)} seeds, {args.depth} candidates per query, "
+        f"top-10; {len(tasks)} (scenario, method, seed) runs in {elapsed:.0f} s "
+        f"on {args.workers} worker(s)."
+    )
+    results_md = write_outputs(
+        records, ideal_ndcg(queries), command, settings, calibrated, Path(out)
+    )
+    print(results_md.read_text(encoding="utf-8"))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(prog="python -m tierank.bench.ranking")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="run the benchmark and write RESULTS.md and plots")
+    _data_arguments(run)
+    run.add_argument("--seeds", type=int, default=0, help="number of seeds (default 5; smoke 1)")
+    run.add_argument("--scenarios", nargs="+", choices=sorted(PANELS))
+    run.add_argument("--methods", nargs="+", help=f"default per scenario; known: {list(METHODS)}")
+    run.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    run.add_argument("--out", type=Path, help="folder for RESULTS.md and results/")
+    run.add_argument("--smoke", action="store_true", help="3 queries, 1 seed, few methods")
+    cal = commands.add_parser("calibrate", help="re-measure the simulated judges' calibration")
+    _data_arguments(cal)
+    cal.add_argument("--seeds", type=int, default=3)
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        _run(args, shlex.join(["python", "-m", "tierank.bench.ranking", *argv]))
+    else:
+        seeds = list(range(args.seeds))
+        print(
+            "\n".join(calibration_lines(_queries(args), (STRONG, WEAK, *PANELS["ensemble"]), seeds))
+        )
+
+
+if __name__ == "__main__":
+    main()

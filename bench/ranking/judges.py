@@ -1,0 +1,140 @@
+"""Simulated LLM judges driven by the human grades.
+
+A judge orders a batch by a latent utility drawn afresh on every call:
+
+    utility = grade + fine offset + judge bias + primacy(position) + noise(position, batch size)
+
+- grade: the human qrel, 0 when unjudged.
+- fine offset: one draw per passage and seed, uniform in ±FINE_SPREAD/2 (< 0.5, so it never
+  crosses a grade). It stands for the real differences a judge perceives inside one coarse human
+  grade and makes a judge order two equally graded passages the same way most of the time.
+  Without it a third of the top-20 triples of DL19 (all three passages of one grade) would be
+  coin flips, which alone gives ~8% cyclic triples: no judge could be as transitive as a
+  GPT-4-class one (4–8%).
+- judge error: one draw per (judge, passage, seed), Gaussian with sd ``persistent_error``: a real
+  judge misreads some passages the same way on every call. It costs accuracy without costing
+  transitivity, and it is what lets a GPT-4-class judge (few cycles) still land near the published
+  nDCG@10 of GPT-4 reranking (0.73–0.75 on DL19) instead of near the ideal (0.89).
+- judge bias: persistent per-judge preferences (longer passages, higher first-stage rank), used to
+  make the ensemble's judges disagree systematically.
+- primacy: a bonus for the first position fading linearly to 0 at the last.
+- noise: Gaussian; its deviation grows for positions in the middle of long batches ("lost in the
+  middle"): ``sd = noise * (1 + lost_in_middle * 4x(1-x) * (k-2)/18)`` with x the relative
+  position, so a pair (k=2) has none and a batch of 20 has the full effect.
+- failure: with probability ``failure_rate`` the answer is unparseable and the call yields nothing.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from tierank.bench.ranking.data import Query
+
+FINE_SPREAD = 0.9
+# Batch size at which the lost-in-the-middle effect is at its full strength.
+MIDDLE_REFERENCE_K = 20
+
+
+def seeded_rng(seed: int, *names: str) -> np.random.Generator:
+    """A generator fixed by the seed and names, independent of Python's hash randomisation."""
+    return np.random.default_rng([seed, *(zlib.crc32(name.encode()) for name in names)])
+
+
+@dataclass(frozen=True)
+class JudgeProfile:
+    name: str
+    noise: float
+    lost_in_middle: float
+    primacy: float
+    failure_rate: float
+    persistent_error: float = 0.0
+    # Utility per standard deviation of log passage length.
+    length_bias: float = 0.0
+    # Utility for the first-stage top candidate, fading linearly to 0 at the last.
+    first_stage_bias: float = 0.0
+
+
+class QueryWorld:
+    """The per-passage parts of the utility that stay fixed across calls for one query and seed."""
+
+    def __init__(self, query: Query, seed: int) -> None:
+        rng = seeded_rng(seed, "world", query.qid)
+        ids = query.candidates
+        offsets = rng.uniform(-FINE_SPREAD / 2, FINE_SPREAD / 2, size=len(ids))
+        log_lengths = np.log([len(query.passages[pid]) + 1 for pid in ids])
+        spread = log_lengths.std() or 1.0
+        length_z = (log_lengths - log_lengths.mean()) / spread
+        first_stage = 1.0 - np.arange(len(ids)) / max(len(ids) - 1, 1)
+        self.index = {pid: i for i, pid in enumerate(ids)}
+        self.merit = np.array([query.grade(pid) for pid in ids], dtype=float) + offsets
+        self.length_z = length_z
+        self.first_stage = first_stage
+        self._seed = seed
+        self._qid = query.qid
+        self._judge_errors: dict[str, np.ndarray] = {}
+
+    def judge_error(self, profile: JudgeProfile) -> np.ndarray:
+        """The judge's fixed misreading of each candidate, drawn on first use."""
+        if profile.name not in self._judge_errors:
+            rng = seeded_rng(self._seed, "judge-error", self._qid, profile.name)
+            errors = rng.normal(0.0, profile.persistent_error, size=len(self.merit))
+            self._judge_errors[profile.name] = errors
+        return self._judge_errors[profile.name]
+
+
+class SimulatedJudge:
+    def __init__(self, profile: JudgeProfile) -> None:
+        self.profile = profile
+
+    @property
+    def name(self) -> str:
+        return self.profile.name
+
+    def order(
+        self, world: QueryWorld, presented: tuple[str, ...], rng: np.random.Generator
+    ) -> tuple[str, ...] | None:
+        """The judge's ordering of ``presented`` (best first), or None for an unparseable answer."""
+        p = self.profile
+        if p.failure_rate and rng.random() < p.failure_rate:
+            return None
+        k = len(presented)
+        idx = np.array([world.index[pid] for pid in presented])
+        x = np.arange(k) / max(k - 1, 1)
+        middle = 4 * x * (1 - x) * max(0.0, (k - 2) / (MIDDLE_REFERENCE_K - 2))
+        sd = p.noise * (1 + p.lost_in_middle * middle)
+        utility = (
+            world.merit[idx]
+            + world.judge_error(p)[idx]
+            + p.length_bias * world.length_z[idx]
+            + p.first_stage_bias * world.first_stage[idx]
+            + p.primacy * (1 - x)
+            + sd * rng.standard_normal(k)
+        )
+        # Stable sort: exact ties (only a noise-free judge has them) keep the presented order.
+        return tuple(presented[i] for i in np.argsort(-utility, kind="stable"))
+
+
+# Calibrated with `python -m tierank.bench.ranking calibrate` (see RESULTS.md).
+ORACLE = JudgeProfile("oracle", noise=0.0, lost_in_middle=0.0, primacy=0.0, failure_rate=0.0)
+STRONG = JudgeProfile(
+    "strong", noise=0.55, lost_in_middle=1.0, primacy=0.05, failure_rate=0.02, persistent_error=0.6
+)
+WEAK = JudgeProfile(
+    "weak", noise=2.6, lost_in_middle=1.0, primacy=0.2, failure_rate=0.02, persistent_error=0.6
+)
+# Three GPT-4-class judges, each with its own persistent misreadings and one extra bias.
+ENSEMBLE = (
+    replace(STRONG, name="strong-primacy", primacy=0.3),
+    replace(STRONG, name="strong-long", length_bias=0.3),
+    replace(STRONG, name="strong-lexical", first_stage_bias=0.6),
+)
+
+PANELS: dict[str, tuple[JudgeProfile, ...]] = {
+    "oracle": (ORACLE,),
+    "strong": (STRONG,),
+    "weak": (WEAK,),
+    "ensemble": ENSEMBLE,
+}

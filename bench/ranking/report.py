@@ -1,0 +1,220 @@
+"""Write the benchmark's outputs: a markdown table with the targets, Pareto plots, summary.json."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+from tierank.bench.ranking.experiment import Record
+from tierank.bench.ranking.stats import (
+    Interval,
+    mean_calls_by_round,
+    paired_difference,
+    summarize,
+)
+
+Summary = dict[tuple[str, str], dict[str, Interval]]
+
+
+def _fmt(interval: Interval, digits: int) -> str:
+    return f"{interval.mean:.{digits}f} [{interval.low:.{digits}f}, {interval.high:.{digits}f}]"
+
+
+def table(summary: Summary, scenario: str, ideal: float) -> str:
+    rows = [
+        "| method | nDCG@10 | judge calls | failed | input tokens | critical path | sim. wall s |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for (s, method), figures in summary.items():
+        if s != scenario:
+            continue
+        rows.append(
+            f"| {method} | {_fmt(figures['ndcg10'], 4)} | {_fmt(figures['calls'], 1)} "
+            f"| {figures['failed_calls'].mean:.2f} | {_fmt(figures['input_tokens'], 0)} "
+            f"| {_fmt(figures['critical_path'], 1)} | {_fmt(figures['wall_seconds'], 1)} |"
+        )
+    rows.append(f"| ideal reordering of the candidates | {ideal:.4f} | | | | | |")
+    return "\n".join(rows)
+
+
+def _verdict(ok: bool) -> str:
+    return "met" if ok else "**missed**"
+
+
+def targets(records: Sequence[Record], summary: Summary) -> list[str]:
+    """The project's targets, each as measured; lines only for the methods that were run."""
+    lines = []
+    have = set(summary)
+
+    def mean(scenario: str, method: str, figure: str) -> float:
+        return summary[(scenario, method)][figure].mean
+
+    if {("strong", "tierank"), ("strong", "blitzrank-k10")} <= have:
+        diff = paired_difference(records, "strong", "tierank", "blitzrank-k10")
+        ratio = mean("strong", "tierank", "input_tokens") / mean(
+            "strong", "blitzrank-k10", "input_tokens"
+        )
+        path = mean("strong", "tierank", "critical_path")
+        lines += [
+            f"- strong: nDCG@10 tierank − BlitzRank-k10 = {_fmt(diff, 4)} (paired): "
+            f"{_verdict(diff.high >= 0)} (target: not below, within the 95% interval)",
+            f"- strong: input tokens tierank / BlitzRank-k10 = {ratio:.2f}: "
+            f"{_verdict(ratio <= 0.9)} (target ≤ 0.90)",
+            f"- strong: tierank critical path = {path:.2f}: {_verdict(path <= 4)} (target ≤ 4)",
+        ]
+    if {("ensemble", "tierank-adaptive"), ("ensemble", "tierank-all")} <= have:
+        diff = paired_difference(records, "ensemble", "tierank-adaptive", "tierank-all")
+        ratio = mean("ensemble", "tierank-adaptive", "calls") / mean(
+            "ensemble", "tierank-all", "calls"
+        )
+        lines += [
+            f"- ensemble: nDCG@10 adaptive − all = {_fmt(diff, 4)} (paired): "
+            f"{_verdict(diff.high >= 0)} (target: reaches all's)",
+            f"- ensemble: calls adaptive / all = {ratio:.2f}: {_verdict(ratio <= 0.75)} "
+            "(target ≤ 0.75)",
+        ]
+    if {("weak", "tierank"), ("weak", "sliding-window")} <= have:
+        diff = paired_difference(records, "weak", "tierank", "sliding-window")
+        lines.append(
+            f"- weak: nDCG@10 tierank − sliding window = {_fmt(diff, 4)} (paired): "
+            f"{_verdict(diff.high >= 0)} (target: not below)"
+        )
+    return lines
+
+
+def rounds_profile(records: Sequence[Record], scenario: str, method: str, shown: int = 12) -> str:
+    calls = mean_calls_by_round(records, scenario, method)
+    if not calls:
+        return ""
+    head = ", ".join(f"{c:.2f}" for c in calls[:shown])
+    more = f", … ({len(calls)} rounds at most)" if len(calls) > shown else ""
+    return f"- {scenario} / {method}: mean calls in round 1, 2, …: {head}{more}"
+
+
+def pareto_plot(summary: Summary, scenario: str, figure: str, label: str, path: Path) -> None:
+    points = [(m, f) for (s, m), f in summary.items() if s == scenario and f["calls"].mean > 0]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for index, (method, figures) in enumerate(points):
+        x, y = figures[figure], figures["ndcg10"]
+        ax.errorbar(
+            x.mean,
+            y.mean,
+            xerr=[[x.mean - x.low], [x.high - x.mean]],
+            yerr=[[y.mean - y.low], [y.high - y.mean]],
+            fmt="o",
+            capsize=3,
+        )
+        ax.annotate(
+            method, (x.mean, y.mean), textcoords="offset points", xytext=(5, 5 - 14 * (index % 2))
+        )
+    # The frontier: methods that no other method beats on both cost and quality.
+    front = sorted(
+        (f[figure].mean, f["ndcg10"].mean)
+        for _, f in points
+        if not any(
+            o[figure].mean <= f[figure].mean
+            and o["ndcg10"].mean >= f["ndcg10"].mean
+            and o is not f
+            and (o[figure].mean, o["ndcg10"].mean) != (f[figure].mean, f["ndcg10"].mean)
+            for _, o in points
+        )
+    )
+    if front:
+        ax.step(*zip(*front, strict=True), where="post", linestyle="--", color="grey")
+    ax.set_xscale("log")
+    ax.set_xlabel(f"{label} per query (log scale)")
+    ax.set_ylabel("nDCG@10 (DL19 human qrels)")
+    ax.set_title(f"{scenario} judge: nDCG@10 vs {label}")
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write_outputs(
+    records: Sequence[Record],
+    ideal: dict[str, float],
+    command: str,
+    settings: str,
+    calibration_lines: Sequence[str],
+    out: Path,
+) -> Path:
+    """RESULTS.md in ``out``, figures and summary.json in ``out/results``; returns RESULTS.md."""
+    figures_dir = out / "results"
+    figures_dir.mkdir(parents=True, exist_ok=True)
+    summary = summarize(records)
+    ideal_mean = sum(ideal.values()) / len(ideal)
+    scenarios = list(dict.fromkeys(scenario for scenario, _ in summary))
+    parts = [
+        "# Ranking benchmark: tierank's scheduler and baselines with simulated judges",
+        "",
+        f"Command: `{command}`",
+        "",
+        settings,
+        "",
+        "Figures are means per query over the queries (each first averaged over the seeds), "
+        "with 95% percentile-bootstrap intervals over queries. Input tokens: every call is charged "
+        "as one listwise prompt (query + the passages shown), ceil(characters / 4). Critical path: "
+        "sequential judge round-trips. Simulated wall time: per round, 1.5 s + 1 ms per 100 input "
+        "tokens of its slowest call, summed over rounds.",
+    ]
+    for scenario in scenarios:
+        parts += [
+            "",
+            f"## {scenario} judge",
+            "",
+            table(summary, scenario, ideal_mean),
+            "",
+            f"![nDCG@10 vs input tokens](results/{scenario}-ndcg-vs-tokens.png)",
+            f"![nDCG@10 vs critical path](results/{scenario}-ndcg-vs-critical-path.png)",
+        ]
+        pareto_plot(
+            summary,
+            scenario,
+            "input_tokens",
+            "input tokens",
+            figures_dir / f"{scenario}-ndcg-vs-tokens.png",
+        )
+        pareto_plot(
+            summary,
+            scenario,
+            "critical_path",
+            "critical path (round-trips)",
+            figures_dir / f"{scenario}-ndcg-vs-critical-path.png",
+        )
+    target_lines = targets(records, summary)
+    if target_lines:
+        parts += ["", "## Targets, as measured", "", *target_lines]
+    profiles = [
+        rounds_profile(records, scenario, method)
+        for scenario, method in summary
+        if method.startswith("tierank")
+    ]
+    if profiles:
+        parts += ["", "## tierank: calls per round", "", *profiles]
+    if calibration_lines:
+        parts += ["", "## Judge calibration", "", *calibration_lines]
+    results_md = out / "RESULTS.md"
+    results_md.write_text("\n".join(parts) + "\n", encoding="utf-8")
+    (figures_dir / "summary.json").write_text(
+        json.dumps(
+            {
+                "command": command,
+                "ideal_ndcg10": ideal_mean,
+                "methods": [
+                    {"scenario": s, "method": m, **{k: asdict(v) for k, v in f.items()}}
+                    for (s, m), f in summary.items()
+                ],
+            },
+            indent=1,
+        ),
+        encoding="utf-8",
+    )
+    return results_md

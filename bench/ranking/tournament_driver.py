@@ -1,0 +1,50 @@
+"""Drive tierank's tournament scheduler directly (no server) with a judge session.
+
+Waves: plan every call the scheduler wants now, answer them all in one round (deterministic
+order), record every verdict, plan again, until the scheduler gives a stop reason. Every planned
+call is answered and charged even if the tiers settle midway through recording a wave: in a real
+job those calls are already in flight. The final ranking is the tiers best first, ties inside a
+tier broken by first-stage order.
+"""
+
+from __future__ import annotations
+
+from tierank.bench.ranking.session import JudgeSession
+from tierank.scheduler import Tournament
+from tierank.scheduler.types import Cost, JudgeCall, TournamentConfig, Verdict
+
+# Harness guard against a scheduler that neither plans nor stops.
+MAX_WAVES = 200
+
+
+def rank_tournament(session: JudgeSession, config: TournamentConfig) -> list[str]:
+    candidates = session.query.candidates
+    tournament = Tournament(list(candidates), config)
+
+    def estimate(call: JudgeCall) -> Cost:
+        return Cost(calls=1, input_tokens=session.input_tokens(call.presented))
+
+    for _ in range(MAX_WAVES):
+        if tournament.stop_reason() is not None:
+            break
+        calls = tournament.plan(estimate=estimate)
+        if not calls:
+            break
+        answers = session.ask_round([(call.judge, call.presented) for call in calls])
+        for call, answer in zip(calls, answers, strict=True):
+            tournament.record(
+                Verdict(
+                    call.call_id,
+                    ordering=answer or (),
+                    failed=answer is None,
+                    cost=Cost(calls=1, input_tokens=session.input_tokens(call.presented)),
+                )
+            )
+    first_stage = {pid: i for i, pid in enumerate(candidates)}
+    ranking = [
+        pid
+        for tier in sorted(tournament.tiers(), key=lambda tier: tier.rank)
+        for pid in sorted(tier.members, key=first_stage.__getitem__)
+    ]
+    placed = set(ranking)
+    return ranking + [pid for pid in candidates if pid not in placed]

@@ -1,0 +1,44 @@
+"""Python client for tierank: `AsyncClient` (grpc.aio), `Client` (blocking), and spec builders.
+
+Jobs and events are returned as the generated messages, re-exported here as `Job`, `JobEvent`,
+`JobSpec`, `Tier`: they are the service's documented contract (see tierank.client.aio).
+
+    from tierank.client import AsyncClient, job_spec
+
+    spec = job_spec("what is BM25?", [{"id": "d1", "text": "..."}], judges=["lexical"])
+    async with AsyncClient("127.0.0.1:50051") as client:
+        async for event in client.rank(spec):
+            print(event.sequence, event.WhichOneof("kind"))
+"""
+
+from tierank.client._errors import ErrorInfo, FieldViolation, TierankError
+from tierank.client._names import job_name, reason_name, state_name
+from tierank.client._resume import ReconnectPolicy, is_terminal
+from tierank.client._spec import candidate, candidate_from_dict, job_spec, judge
+from tierank.client.aio import AsyncClient
+from tierank.client.local_server import LocalServer, LocalServerError
+from tierank.client.sync import Client
+from tierank.v1.rank_pb2 import Job, JobEvent, JobSpec, Tier
+
+__all__ = [
+    "AsyncClient",
+    "Client",
+    "ErrorInfo",
+    "FieldViolation",
+    "Job",
+    "JobEvent",
+    "JobSpec",
+    "LocalServer",
+    "LocalServerError",
+    "ReconnectPolicy",
+    "Tier",
+    "TierankError",
+    "candidate",
+    "candidate_from_dict",
+    "is_terminal",
+    "job_name",
+    "job_spec",
+    "judge",
+    "reason_name",
+    "state_name",
+]

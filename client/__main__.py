@@ -1,0 +1,5 @@
+"""`python -m tierank.client` is the `tierank` command."""
+
+from tierank.client.cli import main
+
+raise SystemExit(main())

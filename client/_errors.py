@@ -1,0 +1,103 @@
+"""One exception type for every failed call, with the server's structured details decoded.
+
+The server puts a `google.rpc.Status` in the trailers; callers should never have to parse
+trailers themselves, so both clients funnel every `grpc.RpcError` through `error_from_rpc`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import grpc
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+
+
+@dataclass(frozen=True)
+class FieldViolation:
+    """One rejected field of a request, e.g. `spec.batch_size: must be between 2 and 20`."""
+
+    field: str
+    description: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.description}"
+
+
+@dataclass(frozen=True)
+class ErrorInfo:
+    reason: str
+    domain: str
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+class TierankError(Exception):
+    """A call to the tierank service failed.
+
+    `code` is the gRPC status code; `field_violations`, `error_info` and `retry_delay` carry the
+    `google.rpc` details the server attached (empty / None when it attached none).
+    """
+
+    def __init__(
+        self,
+        code: grpc.StatusCode,
+        message: str,
+        *,
+        field_violations: tuple[FieldViolation, ...] = (),
+        error_info: ErrorInfo | None = None,
+        retry_delay: float | None = None,
+    ) -> None:
+        super().__init__(f"{code.name}: {message}" if message else code.name)
+        self.code = code
+        self.message = message
+        self.field_violations = field_violations
+        self.error_info = error_info
+        self.retry_delay = retry_delay
+
+    def describe(self) -> str:
+        """Multi-line, human-readable form: the message, then one line per field violation."""
+        lines = [str(self)]
+        lines.extend(f"  {violation}" for violation in self.field_violations)
+        return "\n".join(lines)
+
+
+def error_from_rpc(error: grpc.RpcError) -> TierankError:
+    """Decode a failed call (sync `grpc.RpcError` or `grpc.aio.AioRpcError`)."""
+    code = error.code() if callable(getattr(error, "code", None)) else grpc.StatusCode.UNKNOWN
+    message = error.details() if callable(getattr(error, "details", None)) else str(error)
+    violations: list[FieldViolation] = []
+    error_info: ErrorInfo | None = None
+    retry_delay: float | None = None
+    for detail in _status_details(error):
+        if detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            bad_request = error_details_pb2.BadRequest()
+            detail.Unpack(bad_request)
+            violations.extend(
+                FieldViolation(v.field, v.description) for v in bad_request.field_violations
+            )
+        elif detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            error_info = ErrorInfo(info.reason, info.domain, dict(info.metadata))
+        elif detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
+            retry = error_details_pb2.RetryInfo()
+            detail.Unpack(retry)
+            retry_delay = retry.retry_delay.ToTimedelta().total_seconds()
+    return TierankError(
+        code,
+        message or "",
+        field_violations=tuple(violations),
+        error_info=error_info,
+        retry_delay=retry_delay,
+    )
+
+
+def _status_details(error: grpc.RpcError) -> list:
+    if not callable(getattr(error, "trailing_metadata", None)):
+        return []
+    try:
+        status = rpc_status.from_call(error)
+    except ValueError:
+        # Trailers disagree with the status line; trust the status line and drop the details.
+        return []
+    return list(status.details) if status is not None else []

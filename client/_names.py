@@ -1,0 +1,44 @@
+"""Human-facing names for wire values: job names, states, completion reasons."""
+
+from __future__ import annotations
+
+from tierank.v1 import rank_pb2
+
+JOB_NAME_PREFIX = "jobs/"
+
+
+def job_name(name_or_id: str) -> str:
+    """Accept "jobs/abc" or just "abc"."""
+    return name_or_id if name_or_id.startswith(JOB_NAME_PREFIX) else JOB_NAME_PREFIX + name_or_id
+
+
+def parse_state(state: str | int | None) -> int:
+    """A JobState from "running", "JOB_STATE_RUNNING" or the enum value; None means any."""
+    if state is None:
+        return rank_pb2.JOB_STATE_UNSPECIFIED
+    if isinstance(state, int):
+        return state
+    full = state.upper()
+    if not full.startswith("JOB_STATE_"):
+        full = "JOB_STATE_" + full
+    try:
+        return rank_pb2.JobState.Value(full)
+    except ValueError:
+        raise ValueError(f"unknown job state {state!r}; one of {', '.join(STATE_NAMES)}") from None
+
+
+def state_name(state: int) -> str:
+    """ "running" for JOB_STATE_RUNNING."""
+    return rank_pb2.JobState.Name(state).removeprefix("JOB_STATE_").lower()
+
+
+def reason_name(reason: int) -> str:
+    """ "settled" for COMPLETION_REASON_SETTLED."""
+    return rank_pb2.CompletionReason.Name(reason).removeprefix("COMPLETION_REASON_").lower()
+
+
+STATE_NAMES = tuple(
+    state_name(value)
+    for value in rank_pb2.JobState.values()
+    if value != rank_pb2.JOB_STATE_UNSPECIFIED
+)

@@ -1,0 +1,132 @@
+"""Final results of a job as a table, JSON, or a TREC run file.
+
+TREC runs have no notion of ties, so tiers are flattened: `rank` is the position in the
+flattened tiers (1, 2, 3, ...), and every member of a tier gets the same score, the number of
+tiers below it plus one (best tier highest). trec_eval orders by score and breaks equal scores
+by docid, so within a tier its order is trec_eval's own, exactly as for any tied run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TextIO
+
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from tierank.client._names import reason_name, state_name
+from tierank.v1 import rank_pb2
+
+FORMATS = ("table", "json", "trec")
+# Tier and settled columns plus the padding of four columns.
+_FIXED_COLUMNS_WIDTH = 4 + 7 + 4 * 3
+_MIN_TEXT_WIDTH = 20
+
+
+def write_result(
+    job: rank_pb2.Job,
+    output_format: str,
+    out: TextIO,
+    *,
+    texts: Mapping[str, str],
+    qid: str,
+    run_tag: str,
+    color: bool,
+) -> None:
+    if output_format == "json":
+        json.dump(job_summary(job), out, indent=2)
+        out.write("\n")
+    elif output_format == "trec":
+        out.writelines(f"{line}\n" for line in trec_lines(job.tiers, qid, run_tag))
+    else:
+        console = Console(
+            file=out, no_color=not color, highlight=False, width=None if color else 160
+        )
+        console.print(tier_table(job, texts, console.width))
+        console.print(summary_line(job))
+
+
+def job_summary(job: rank_pb2.Job) -> dict:
+    return {
+        "job": job.name,
+        "state": state_name(job.state),
+        "completion_reason": reason_name(job.completion_reason),
+        "query": job.query,
+        "tiers": [
+            {"rank": t.rank, "settled": t.settled, "candidate_ids": list(t.candidate_ids)}
+            for t in job.tiers
+        ],
+        "stats": _plain(job.stats),
+        **(
+            {"error": {"code": job.error.code, "message": job.error.message}}
+            if job.HasField("error")
+            else {}
+        ),
+    }
+
+
+def _plain(message: Message) -> dict:
+    """Fields to JSON values, numbers as numbers (proto3 JSON would quote every int64)."""
+
+    def value(field: FieldDescriptor, item: object) -> object:
+        return _plain(item) if field.type == FieldDescriptor.TYPE_MESSAGE else item
+
+    plain = {}
+    for field in message.DESCRIPTOR.fields:
+        current = getattr(message, field.name)
+        if field.is_repeated:
+            plain[field.name] = [value(field, item) for item in current]
+        else:
+            plain[field.name] = value(field, current)
+    return plain
+
+
+def trec_lines(tiers: list[rank_pb2.Tier], qid: str, run_tag: str) -> list[str]:
+    lines = []
+    position = 0
+    for index, tier in enumerate(tiers):
+        score = len(tiers) - index
+        for candidate_id in tier.candidate_ids:
+            position += 1
+            lines.append(f"{qid} Q0 {candidate_id} {position} {score} {run_tag}")
+    return lines
+
+
+def tier_table(job: rank_pb2.Job, texts: Mapping[str, str], width: int) -> Table:
+    table = Table(title=f"{job.name}: {job.query}", box=box.SIMPLE_HEAD, title_justify="left")
+    id_width = max(map(len, texts), default=2)
+    # Only the text gives way when the terminal is narrow (rich would squeeze every column).
+    text_width = max(_MIN_TEXT_WIDTH, width - id_width - _FIXED_COLUMNS_WIDTH)
+    table.add_column("tier", justify="right", no_wrap=True)
+    table.add_column("settled", no_wrap=True)
+    table.add_column("id", no_wrap=True)
+    table.add_column("text", overflow="ellipsis", no_wrap=True, max_width=text_width)
+    for tier in job.tiers:
+        for position, candidate_id in enumerate(tier.candidate_ids):
+            first = position == 0
+            table.add_row(
+                str(tier.rank) if first else "",
+                ("yes" if tier.settled else "no") if first else "",
+                candidate_id,
+                Text(" ".join(texts.get(candidate_id, "").split())),
+            )
+    return table
+
+
+def summary_line(job: rank_pb2.Job) -> str:
+    stats = job.stats
+    line = (
+        f"{state_name(job.state)} ({reason_name(job.completion_reason)}): "
+        f"{stats.settled_count}/{stats.total_count} settled, {stats.judge_calls} judge calls"
+        f" ({stats.failed_calls} failed, {stats.cached_calls} cached), "
+        f"{stats.input_tokens} input / {stats.output_tokens} output tokens, "
+        f"${stats.cost_usd:.4f}, critical path {stats.critical_path}, {stats.wall_seconds:.2f}s"
+    )
+    if job.HasField("error") and job.error.message:
+        line += f"\nerror: {job.error.message}"
+    return line

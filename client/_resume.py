@@ -1,0 +1,114 @@
+"""Resumable event streams: what both clients share to reconnect a watch without gaps or dupes.
+
+The server numbers each job's events 1, 2, 3, ... and WatchJob replays everything after a given
+number. A watcher therefore only has to remember the last sequence it delivered: after a broken
+connection it asks again from there, and drops anything at or below it (a replay can overlap
+with what the broken stream already delivered).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import grpc
+
+from tierank.client._errors import TierankError
+from tierank.v1 import rank_pb2
+
+TERMINAL_EVENT_KINDS = frozenset({"completed", "failed"})
+FINAL_JOB_STATES = frozenset(
+    {rank_pb2.JOB_STATE_SUCCEEDED, rank_pb2.JOB_STATE_FAILED, rank_pb2.JOB_STATE_CANCELLED}
+)
+
+# Codes that mean "the connection or server went away", not "the request is wrong".
+RECONNECTABLE_CODES = frozenset({grpc.StatusCode.UNAVAILABLE})
+
+# Called before each reconnect with the attempt number (1-based) and the error that caused it.
+ReconnectHook = Callable[[int, TierankError], None]
+
+
+def is_terminal(event: rank_pb2.JobEvent) -> bool:
+    return event.WhichOneof("kind") in TERMINAL_EVENT_KINDS
+
+
+@dataclass(frozen=True)
+class ReconnectPolicy:
+    """How hard a watch tries to come back. Attempts reset whenever a new event arrives."""
+
+    max_attempts: int = 8
+    initial_backoff: float = 0.05
+    max_backoff: float = 2.0
+
+    def backoff(self, attempt: int) -> float:
+        """Full-jitter exponential backoff, so many watchers don't reconnect in lockstep."""
+        ceiling = min(self.max_backoff, self.initial_backoff * 2 ** (attempt - 1))
+        return random.uniform(0, ceiling)
+
+
+DEFAULT_RECONNECT_POLICY = ReconnectPolicy()
+
+
+class EventCursor:
+    """Remembers the job and the last sequence delivered to the caller."""
+
+    def __init__(self, job: str = "", after_sequence: int = 0) -> None:
+        self.job = job
+        self.last_sequence = after_sequence
+        self.finished = False
+
+    def accept(self, event: rank_pb2.JobEvent) -> bool:
+        """True if the event is new and should be delivered; records it."""
+        if event.sequence <= self.last_sequence:
+            return False
+        self.job = self.job or event.job
+        self.last_sequence = event.sequence
+        self.finished = is_terminal(event)
+        return True
+
+
+class Attempts:
+    """Counts consecutive failed connections and decides whether to try again."""
+
+    def __init__(self, policy: ReconnectPolicy, hook: ReconnectHook | None) -> None:
+        self._policy = policy
+        self._hook = hook
+        self._failures = 0
+
+    def progressed(self) -> None:
+        self._failures = 0
+
+    def next_delay(self, error: TierankError, deadline: Deadline) -> float:
+        """Seconds to wait before reconnecting, or re-raise `error` when it is time to give up."""
+        self._failures += 1
+        if error.code not in RECONNECTABLE_CODES or self._failures > self._policy.max_attempts:
+            raise error
+        delay = self._policy.backoff(self._failures)
+        if deadline.remaining() is not None and deadline.remaining() <= delay:
+            raise error
+        if self._hook is not None:
+            self._hook(self._failures, error)
+        return delay
+
+
+class Deadline:
+    """An absolute deadline for a whole stream, across reconnects; None means none."""
+
+    def __init__(self, timeout: float | None) -> None:
+        self._at = None if timeout is None else time.monotonic() + timeout
+
+    def remaining(self) -> float | None:
+        return None if self._at is None else max(0.0, self._at - time.monotonic())
+
+
+def ended_cleanly(job: rank_pb2.Job, cursor: EventCursor) -> bool:
+    """A stream that closed without a terminal event is complete only if the job is over and
+    the caller already has its last event (e.g. it asked for events after the last one)."""
+    return job.state in FINAL_JOB_STATES and job.last_sequence <= cursor.last_sequence
+
+
+def interrupted_stream_error() -> TierankError:
+    """The stream closed cleanly before a terminal event: the server went away mid-job."""
+    return TierankError(grpc.StatusCode.UNAVAILABLE, "event stream ended before the job did")

@@ -1,0 +1,126 @@
+"""Build `JobSpec` messages from plain Python values, so callers never assemble protos by hand."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from tierank.v1 import rank_pb2
+
+ENSEMBLE_MODES = {
+    "all": rank_pb2.ENSEMBLE_MODE_ALL,
+    "adaptive": rank_pb2.ENSEMBLE_MODE_ADAPTIVE,
+}
+
+# Keys accepted for a candidate's id and text: tierank's own, then the Pyserini/MS MARCO names.
+_ID_KEYS = ("id", "docid")
+_TEXT_KEYS = ("text", "contents")
+
+
+def judge(
+    spec: str,
+    *,
+    weight: float = 0.0,
+    name: str = "",
+    options: Mapping[str, str] | None = None,
+    temperature: float | None = None,
+    max_output_tokens: int | None = None,
+    reasoning: bool | None = None,
+    timeout_seconds: float | None = None,
+) -> rank_pb2.JudgeSpec:
+    """A judge from "provider" or "provider:model" (the model may itself contain colons)."""
+    provider, _, model = spec.partition(":")
+    if not provider:
+        raise ValueError(f"judge {spec!r} has no provider; expected provider[:model]")
+    parameters = rank_pb2.JudgeParameters(options=dict(options or {}))
+    for field_name, value in (
+        ("temperature", temperature),
+        ("max_output_tokens", max_output_tokens),
+        ("reasoning", reasoning),
+        ("timeout_seconds", timeout_seconds),
+    ):
+        if value is not None:
+            setattr(parameters, field_name, value)
+    return rank_pb2.JudgeSpec(
+        provider=provider, model=model, weight=weight, name=name, parameters=parameters
+    )
+
+
+def candidate(id: str, text: str, metadata: Mapping[str, Any] | None = None) -> rank_pb2.Candidate:
+    """One candidate; metadata values are stringified because the wire map is string → string."""
+    return rank_pb2.Candidate(
+        id=str(id), text=text, metadata={str(k): str(v) for k, v in (metadata or {}).items()}
+    )
+
+
+def candidate_from_dict(record: Mapping[str, Any]) -> rank_pb2.Candidate:
+    """A candidate from `{"id", "text", "metadata"?}` or `{"docid", "contents"}`."""
+    id_value = _first_present(record, _ID_KEYS)
+    text = _first_present(record, _TEXT_KEYS)
+    if id_value is None or text is None:
+        raise ValueError(
+            f"candidate needs one of {_ID_KEYS} and one of {_TEXT_KEYS}; got keys {sorted(record)}"
+        )
+    return candidate(id_value, str(text), record.get("metadata"))
+
+
+def job_spec(
+    query: str,
+    candidates: Iterable[rank_pb2.Candidate | Mapping[str, Any]],
+    *,
+    judges: Iterable[str | rank_pb2.JudgeSpec] = ("lexical",),
+    rubric: str = "",
+    batch_size: int | None = None,
+    top_k: int = 0,
+    max_in_flight: int | None = None,
+    seed: int = 0,
+    ensemble: str = "all",
+    quorum: int | None = None,
+    max_judge_calls: int = 0,
+    max_input_tokens: int = 0,
+    max_cost_usd: float = 0.0,
+    deadline_seconds: float = 0.0,
+) -> rank_pb2.JobSpec:
+    """A complete job spec. Unset optional fields keep the server's defaults.
+
+    Validation is the server's job (it answers INVALID_ARGUMENT with field violations); only
+    what cannot be expressed on the wire at all (an unknown ensemble name) is rejected here.
+    """
+    try:
+        ensemble_mode = ENSEMBLE_MODES[ensemble]
+    except KeyError:
+        raise ValueError(
+            f"ensemble must be one of {sorted(ENSEMBLE_MODES)}, not {ensemble!r}"
+        ) from None
+    spec = rank_pb2.JobSpec(
+        query=query,
+        candidates=[
+            c if isinstance(c, rank_pb2.Candidate) else candidate_from_dict(c) for c in candidates
+        ],
+        rubric=rubric,
+        judges=[j if isinstance(j, rank_pb2.JudgeSpec) else judge(j) for j in judges],
+        top_k=top_k,
+        seed=seed,
+        ensemble_mode=ensemble_mode,
+        budget=rank_pb2.Budget(
+            max_judge_calls=max_judge_calls,
+            max_input_tokens=max_input_tokens,
+            max_cost_usd=max_cost_usd,
+        ),
+        deadline_seconds=deadline_seconds,
+    )
+    for field_name, value in (
+        ("batch_size", batch_size),
+        ("max_in_flight", max_in_flight),
+        ("quorum", quorum),
+    ):
+        if value is not None:
+            setattr(spec, field_name, value)
+    return spec
+
+
+def _first_present(record: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
+    for key in keys:
+        if record.get(key) is not None:
+            return record[key]
+    return None

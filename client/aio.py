@@ -1,0 +1,169 @@
+"""Async client for the tierank service, on `grpc.aio`.
+
+Return types, deliberately: jobs and events come back as the generated `Job` / `JobEvent`
+messages (re-exported from `tierank.client`). They are the documented API contract shared with
+every other language, and wrapping them would only copy the schema. What this layer does own:
+building specs (`tierank.client.job_spec`), decoding errors into `TierankError`, paging, and
+resuming broken event streams.
+
+    async with AsyncClient("127.0.0.1:50051") as client:
+        async for event in client.rank(job_spec("query", pool, judges=["lexical"])):
+            ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Callable
+
+import grpc
+
+from tierank.client._errors import TierankError, error_from_rpc
+from tierank.client._names import job_name, parse_state
+from tierank.client._resume import (
+    DEFAULT_RECONNECT_POLICY,
+    Attempts,
+    Deadline,
+    EventCursor,
+    ReconnectHook,
+    ReconnectPolicy,
+    ended_cleanly,
+    interrupted_stream_error,
+)
+from tierank.v1 import rank_pb2, rank_pb2_grpc
+
+
+class AsyncClient:
+    """One channel to one server. Use as an async context manager, or call `close()`."""
+
+    def __init__(
+        self,
+        target: str,
+        *,
+        reconnect: ReconnectPolicy = DEFAULT_RECONNECT_POLICY,
+        on_reconnect: ReconnectHook | None = None,
+        channel_options: list[tuple[str, object]] | None = None,
+    ) -> None:
+        self.target = target
+        self._channel = grpc.aio.insecure_channel(target, options=channel_options)
+        self._stub = rank_pb2_grpc.RankServiceStub(self._channel)
+        self._reconnect = reconnect
+        self._on_reconnect = on_reconnect
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def wait_ready(self, timeout: float | None = None) -> None:
+        """Wait until the channel connects; raises TierankError(UNAVAILABLE) on timeout."""
+        try:
+            await asyncio.wait_for(self._channel.channel_ready(), timeout)
+        except TimeoutError:
+            raise TierankError(
+                grpc.StatusCode.UNAVAILABLE, f"no tierank server at {self.target}"
+            ) from None
+
+    async def create_job(
+        self, spec: rank_pb2.JobSpec, *, request_id: str = "", timeout: float | None = None
+    ) -> rank_pb2.Job:
+        """Create a job. With a request_id, a retry returns the job the first call created."""
+        request = rank_pb2.CreateJobRequest(spec=spec, request_id=request_id)
+        return await _unary(self._stub.CreateJob, request, timeout)
+
+    async def get_job(self, name: str, *, timeout: float | None = None) -> rank_pb2.Job:
+        return await _unary(self._stub.GetJob, rank_pb2.GetJobRequest(name=job_name(name)), timeout)
+
+    async def cancel_job(self, name: str, *, timeout: float | None = None) -> rank_pb2.Job:
+        request = rank_pb2.CancelJobRequest(name=job_name(name))
+        return await _unary(self._stub.CancelJob, request, timeout)
+
+    async def list_jobs(
+        self,
+        *,
+        state: str | int | None = None,
+        page_size: int = 0,
+        timeout: float | None = None,
+    ) -> AsyncIterator[rank_pb2.Job]:
+        """Every job (optionally in one state), fetched a page at a time as you iterate.
+
+        `timeout` applies to each page request.
+        """
+        request = rank_pb2.ListJobsRequest(page_size=page_size, state=parse_state(state))
+        while True:
+            page = await _unary(self._stub.ListJobs, request, timeout)
+            for job in page.jobs:
+                yield job
+            if not page.next_page_token:
+                return
+            request.page_token = page.next_page_token
+
+    def watch_job(
+        self, name: str, after_sequence: int = 0, *, timeout: float | None = None
+    ) -> AsyncIterator[rank_pb2.JobEvent]:
+        """Events with sequence > after_sequence, then live ones, until the terminal event.
+
+        A connection lost mid-stream (UNAVAILABLE) is reopened from the last delivered sequence,
+        so the caller sees every event exactly once. `timeout` bounds the whole stream.
+        """
+        cursor = EventCursor(job_name(name), after_sequence)
+        return self._follow(cursor, Deadline(timeout), first_call=None)
+
+    def rank(
+        self, spec: rank_pb2.JobSpec, *, request_id: str = "", timeout: float | None = None
+    ) -> AsyncIterator[rank_pb2.JobEvent]:
+        """Create a job and stream its events from the first, with the same resume guarantee.
+
+        Without a request_id one is generated, so that a retry after a lost connection can
+        never create a second job.
+        """
+        request = rank_pb2.RankRequest(spec=spec, request_id=request_id or uuid.uuid4().hex)
+        return self._follow(
+            EventCursor(),
+            Deadline(timeout),
+            first_call=lambda t: self._stub.Rank(request, timeout=t),
+        )
+
+    async def _follow(
+        self,
+        cursor: EventCursor,
+        deadline: Deadline,
+        first_call: Callable[[float | None], grpc.aio.UnaryStreamCall] | None,
+    ) -> AsyncIterator[rank_pb2.JobEvent]:
+        attempts = Attempts(self._reconnect, self._on_reconnect)
+        while not cursor.finished:
+            # Until the job's name is known (Rank before its first event) only Rank can resume.
+            if cursor.job:
+                request = rank_pb2.WatchJobRequest(
+                    name=cursor.job, after_sequence=cursor.last_sequence
+                )
+                call = self._stub.WatchJob(request, timeout=deadline.remaining())
+            else:
+                call = first_call(deadline.remaining())
+            try:
+                async for event in call:
+                    if cursor.accept(event):
+                        attempts.progressed()
+                        yield event
+                if cursor.finished or (
+                    cursor.job and ended_cleanly(await self.get_job(cursor.job), cursor)
+                ):
+                    return
+                error = interrupted_stream_error()
+            except grpc.RpcError as rpc_error:
+                error = error_from_rpc(rpc_error)
+            finally:
+                call.cancel()
+            await asyncio.sleep(attempts.next_delay(error, deadline))
+
+
+async def _unary(method, request, timeout: float | None):
+    try:
+        return await method(request, timeout=timeout)
+    except grpc.RpcError as rpc_error:
+        raise error_from_rpc(rpc_error) from None

@@ -1,0 +1,252 @@
+"""`tierank rank`: rank a pool with judges, showing tiers live as they settle."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from rich.console import Console
+
+from tierank.client._errors import TierankError
+from tierank.client._pool import PoolError, read_jsonl_pool, read_run_pool, read_topic
+from tierank.client._progress import LiveProgress, PlainProgress
+from tierank.client._render import FORMATS, write_result
+from tierank.client._spec import ENSEMBLE_MODES, job_spec
+from tierank.client.aio import AsyncClient
+from tierank.client.commands._shared import (
+    EXIT_OK,
+    EXIT_SERVER_ERROR,
+    UsageError,
+    add_server_option,
+    positive_int,
+)
+from tierank.client.local_server import LocalServer, LocalServerError
+from tierank.v1 import rank_pb2
+
+_STATS_POLL_SECONDS = 0.5
+_DEFAULT_QID = "1"
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "rank",
+        help="rank a candidate pool with judges",
+        description="Rank candidates for one query. Candidates come from a JSONL pool"
+        ' ({"id","text","metadata"?} or {"docid","contents"} per line) or from a TREC run'
+        " plus passage texts. Progress goes to stderr; the final tiers to stdout or --output.",
+    )
+    sources = parser.add_argument_group("candidates and query")
+    sources.add_argument("pool", nargs="?", type=Path, help="JSONL file of candidates")
+    sources.add_argument("--run", type=Path, help="TREC run file (qid Q0 docid rank score tag)")
+    sources.add_argument(
+        "--passages", type=Path, help="passage texts for --run: JSONL, or docid<TAB>text"
+    )
+    sources.add_argument(
+        "--qid",
+        help=f"query id: picks --run and --topics lines; TREC output qid (default {_DEFAULT_QID})",
+    )
+    sources.add_argument("--topics", type=Path, help="query texts: qid<TAB>text, or JSONL")
+    sources.add_argument("--query", help="query text (instead of --topics)")
+    sources.add_argument(
+        "--rubric", default="", help="what 'relevant' means for this task; @FILE reads it from FILE"
+    )
+
+    judging = parser.add_argument_group("judging")
+    judging.add_argument(
+        "--judge",
+        dest="judges",
+        action="append",
+        metavar="PROVIDER[:MODEL]",
+        help="a judge, repeatable (default: lexical); e.g. oracle, openai:gpt-4.1-mini",
+    )
+    judging.add_argument(
+        "--k", type=positive_int, help="candidates per judge call (server default 10)"
+    )
+    judging.add_argument(
+        "--top-k", type=int, default=0, help="settle only the top K (default 0: full order)"
+    )
+    judging.add_argument(
+        "--max-in-flight", type=positive_int, help="judge calls in flight (server default 4)"
+    )
+    judging.add_argument(
+        "--seed", type=int, default=0, help="seed for batches and shuffles (default 0)"
+    )
+    judging.add_argument(
+        "--ensemble",
+        choices=sorted(ENSEMBLE_MODES),
+        default="all",
+        help="ask every judge, or extra judges only where the first ones disagree (default all)",
+    )
+    judging.add_argument(
+        "--quorum", type=positive_int, help="judges in the first quorum (adaptive)"
+    )
+    judging.add_argument(
+        "--max-calls", type=int, default=0, help="judge call budget (0: unlimited)"
+    )
+    judging.add_argument(
+        "--max-input-tokens", type=int, default=0, help="input token budget (0: unlimited)"
+    )
+    judging.add_argument(
+        "--max-cost", type=float, default=0.0, help="cost budget in USD (0: unlimited)"
+    )
+    judging.add_argument(
+        "--deadline", type=float, default=0.0, help="job deadline in seconds (0: none)"
+    )
+    judging.add_argument(
+        "--request-id",
+        default="",
+        help="idempotency key: rerunning with it never starts a second job",
+    )
+
+    output = parser.add_argument_group("output")
+    output.add_argument(
+        "--format", choices=FORMATS, default="table", help="result format (default table)"
+    )
+    output.add_argument("--output", type=Path, help="write the result here instead of stdout")
+    output.add_argument("--run-tag", default="tierank", help="run tag for --format trec")
+
+    connection = parser.add_argument_group("server")
+    add_server_option(connection, required=False)
+    connection.add_argument(
+        "--db", type=Path, help="database of the embedded server (default: the server's default)"
+    )
+    connection.add_argument(
+        "--timeout", type=float, help="give up waiting for the result after this many seconds"
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    candidates, query = _read_inputs(args)
+    spec = job_spec(
+        query,
+        candidates,
+        judges=args.judges or ["lexical"],
+        rubric=_read_rubric(args.rubric),
+        batch_size=args.k,
+        top_k=args.top_k,
+        max_in_flight=args.max_in_flight,
+        seed=args.seed,
+        ensemble=args.ensemble,
+        quorum=args.quorum,
+        max_judge_calls=args.max_calls,
+        max_input_tokens=args.max_input_tokens,
+        max_cost_usd=args.max_cost,
+        deadline_seconds=args.deadline,
+    )
+    live = sys.stdout.isatty() and sys.stderr.isatty()
+    progress = LiveProgress(Console(stderr=True)) if live else PlainProgress(sys.stderr)
+    try:
+        with _server(args) as target, progress:
+            job = asyncio.run(_rank(target, spec, args, progress, poll_stats=live))
+    except LocalServerError as error:
+        print(f"tierank rank: {error}\n(pass --server to use a running server)", file=sys.stderr)
+        return EXIT_SERVER_ERROR
+    texts = {c.id: c.text for c in candidates}
+    with _open_output(args.output) as out:
+        write_result(
+            job,
+            args.format,
+            out,
+            texts=texts,
+            qid=args.qid or _DEFAULT_QID,
+            run_tag=args.run_tag,
+            color=out.isatty(),
+        )
+    if job.state == rank_pb2.JOB_STATE_FAILED:
+        print(f"tierank rank: {job.name} failed: {job.error.message}", file=sys.stderr)
+        return EXIT_SERVER_ERROR
+    return EXIT_OK
+
+
+async def _rank(
+    target: str,
+    spec: rank_pb2.JobSpec,
+    args: argparse.Namespace,
+    progress: LiveProgress | PlainProgress,
+    *,
+    poll_stats: bool,
+) -> rank_pb2.Job:
+    async with AsyncClient(target, on_reconnect=progress.on_reconnect) as client:
+        name = ""
+        poller: asyncio.Task[None] | None = None
+        try:
+            async for event in client.rank(spec, request_id=args.request_id, timeout=args.timeout):
+                progress.on_event(event)
+                name = event.job
+                if poll_stats and poller is None:
+                    poller = asyncio.create_task(_poll_stats(client, name, progress))
+        finally:
+            if poller is not None:
+                poller.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await poller
+        return await client.get_job(name, timeout=args.timeout)
+
+
+async def _poll_stats(
+    client: AsyncClient, name: str, progress: LiveProgress | PlainProgress
+) -> None:
+    # Events carry per-call usage but not the critical path; the job's stats do. Best effort:
+    # a failed poll only leaves the display a little stale.
+    while True:
+        await asyncio.sleep(_STATS_POLL_SECONDS)
+        with contextlib.suppress(TierankError):
+            progress.on_stats((await client.get_job(name, timeout=_STATS_POLL_SECONDS * 4)).stats)
+
+
+def _read_inputs(args: argparse.Namespace) -> tuple[list[rank_pb2.Candidate], str]:
+    if (args.pool is None) == (args.run is None):
+        raise UsageError("give either a JSONL pool or --run (with --passages and --qid)")
+    if args.query is not None and args.topics is not None:
+        raise UsageError("give either --query or --topics, not both")
+    try:
+        if args.run is not None:
+            if args.passages is None or args.qid is None:
+                raise UsageError("--run needs --passages and --qid")
+            candidates = read_run_pool(args.run, args.passages, args.qid)
+        else:
+            candidates = read_jsonl_pool(args.pool)
+        if args.topics is not None:
+            if args.qid is None:
+                raise UsageError("--topics needs --qid")
+            return candidates, read_topic(args.topics, args.qid)
+    except PoolError as error:
+        raise UsageError(str(error)) from None
+    if args.query is None:
+        raise UsageError("give the query with --query (or --topics and --qid)")
+    return candidates, args.query
+
+
+def _read_rubric(rubric: str) -> str:
+    if not rubric.startswith("@"):
+        return rubric
+    try:
+        return Path(rubric[1:]).read_text(encoding="utf-8").strip()
+    except OSError as error:
+        raise UsageError(f"cannot read rubric {rubric[1:]}: {error.strerror}") from None
+
+
+@contextlib.contextmanager
+def _server(args: argparse.Namespace) -> Iterator[str]:
+    if args.server:
+        yield args.server
+        return
+    with LocalServer(db=args.db) as server:
+        yield server.address
+
+
+@contextlib.contextmanager
+def _open_output(path: Path | None):
+    if path is None:
+        yield sys.stdout
+        return
+    try:
+        with open(path, "w", encoding="utf-8") as out:
+            yield out
+    except OSError as error:
+        raise UsageError(f"cannot write {path}: {error.strerror}") from None

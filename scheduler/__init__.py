@@ -1,0 +1,31 @@
+"""The tournament: vote tallies, majority graph, tiers, batch choice and stop rules.
+
+Pure, synchronous and deterministic; no I/O. The server drives a `Tournament` with judge calls.
+"""
+
+from tierank.scheduler.selection import BatchStrategy, FrontierStrategy, SelectionView
+from tierank.scheduler.tournament import MAX_ASKS_PER_PAIR, Tournament
+from tierank.scheduler.types import (
+    Budget,
+    Cost,
+    JudgeCall,
+    StopReason,
+    Tier,
+    TournamentConfig,
+    Verdict,
+)
+
+__all__ = [
+    "MAX_ASKS_PER_PAIR",
+    "BatchStrategy",
+    "Budget",
+    "Cost",
+    "FrontierStrategy",
+    "JudgeCall",
+    "SelectionView",
+    "StopReason",
+    "Tier",
+    "Tournament",
+    "TournamentConfig",
+    "Verdict",
+]

@@ -1,0 +1,103 @@
+"""Which candidates go into the next batch: the swappable strategy of the tournament.
+
+A strategy sees a read-only `SelectionView` and proposes one batch; the tournament asks again
+for every free in-flight slot, so several disjoint batches can be in flight at once. Strategies
+work on candidate indices, where a lower index means a better first-stage (retrieval) rank.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from tierank.scheduler.graph import Standings
+
+
+@dataclass(frozen=True)
+class SelectionView:
+    batch_size: int
+    standings: Standings
+    # Per candidate: partners whose relation to it the target still needs and that may still be
+    # shown together (under the per-pair cap). Empty for candidates that need nothing more.
+    open_partners: Sequence[int]
+    # Candidates in batches still waiting for verdicts; new batches avoid them.
+    busy: int
+    # Whether verdicts are outstanding that may make a small batch unnecessary.
+    awaiting_verdicts: bool
+
+
+class BatchStrategy(Protocol):
+    def first_wave(self, size: int, batch_size: int) -> list[tuple[int, ...]]:
+        """Batches to show before anything is known."""
+        ...
+
+    def next_batch(self, view: SelectionView) -> tuple[int, ...] | None:
+        """Candidates for one new batch, or None to wait (or to end when nothing is in flight).
+
+        At least two candidates, none busy, and at least one open pair among them: each batch
+        then uses up part of some pair's re-ask cap, which is what guarantees the end.
+        """
+        ...
+
+
+def partition_in_prior_order(size: int, batch_size: int) -> list[tuple[int, ...]]:
+    """⌈size/batch_size⌉ consecutive batches whose sizes differ by at most one.
+
+    Balanced rather than k, k, ..., remainder: a final batch of one or two candidates would
+    cost a whole call for almost no votes. A batch of one (odd size, batch_size 2) states
+    nothing and is left out; later batches compare that candidate.
+    """
+    if size < 2:
+        return []
+    count = math.ceil(size / batch_size)
+    base, extra = divmod(size, count)
+    batches, start = [], 0
+    for index in range(count):
+        end = start + base + (1 if index < extra else 0)
+        if end - start >= 2:
+            batches.append(tuple(range(start, end)))
+        start = end
+    return batches
+
+
+class FrontierStrategy:
+    """Like BlitzRank's round choice, but for several disjoint batches at once.
+
+    Candidates that still need comparisons, one representative per component (members of a
+    cycle share every relation), ordered by fewest known above, then most known below, then
+    first-stage rank: the candidates most likely to matter for the top come first. The batch is
+    filled greedily with candidates that have an open pair with someone already in it, so no
+    slot is spent on a pair whose answer is already known.
+    """
+
+    def first_wave(self, size: int, batch_size: int) -> list[tuple[int, ...]]:
+        return partition_in_prior_order(size, batch_size)
+
+    def next_batch(self, view: SelectionView) -> tuple[int, ...] | None:
+        standings = view.standings
+        available = ~view.busy
+        representatives: dict[int, int] = {}
+        for candidate, partners in enumerate(view.open_partners):
+            if partners & available and not view.busy >> candidate & 1:
+                representatives.setdefault(standings.component_of[candidate], candidate)
+        above, below = standings.above_count, standings.below_count
+        ordered = sorted(representatives.values(), key=lambda c: (above[c], -below[c], c))
+
+        batch: list[int] = []
+        batch_bits = 0
+        for candidate in ordered:
+            partners = view.open_partners[candidate] & available
+            if batch_bits and not partners & batch_bits:
+                continue
+            batch.append(candidate)
+            batch_bits |= 1 << candidate
+            if len(batch) == view.batch_size:
+                break
+        if len(batch) < 2:
+            return None
+        # A short batch is worth a round-trip only when no verdict is coming that may settle it.
+        if len(batch) < view.batch_size and view.awaiting_verdicts:
+            return None
+        return tuple(sorted(batch))

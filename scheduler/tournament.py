@@ -1,0 +1,402 @@
+"""The tournament state machine: plan judge calls, record verdicts, report tiers and when to stop.
+
+Deterministic: the calls planned depend only on the candidate ids and their order, the config
+(seed included), the sequence of plan/record/disable_judge calls and the estimates returned.
+The server rebuilds a job after a crash by replaying that sequence and relies on getting the
+same calls back.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from itertools import combinations
+
+from tierank.scheduler.ensemble import Batch, presentation_order, wants_another_judge
+from tierank.scheduler.graph import MajorityGraph, Standings
+from tierank.scheduler.selection import BatchStrategy, FrontierStrategy, SelectionView
+from tierank.scheduler.types import Cost, JudgeCall, StopReason, Tier, TournamentConfig, Verdict
+from tierank.scheduler.votes import VoteTally
+
+# How many batches may show a pair while its relation is still open. Re-asking can break an
+# exact tie (a noisy judge that answered both ways equally often), but judges that split evenly
+# every time would tie forever; the cap guarantees the tournament ends.
+MAX_ASKS_PER_PAIR = 5
+
+
+def one_call(_: JudgeCall) -> Cost:
+    return Cost(calls=1)
+
+
+@dataclass(frozen=True)
+class _Progress:
+    """Standings plus what they mean for the target (top-K or full order)."""
+
+    standings: Standings
+    # Candidates that can still be in the top-K (everyone in full mode).
+    contenders: int
+    # Per component: contenders whose relation to it is still unknown.
+    needed: tuple[int, ...]
+    # Settled: relation to every other candidate known, or (top-K mode) provably outside it.
+    settled: int
+
+
+@dataclass(frozen=True)
+class _Proposal:
+    batch_id: int
+    members: tuple[int, ...]
+    judge: int
+    # None for a new batch.
+    existing: Batch | None
+    from_first_wave: bool
+
+
+@dataclass(frozen=True)
+class _Planned:
+    call: JudgeCall
+    batch: Batch
+    reservation: Cost
+
+
+class Tournament:
+    """Settle the tiers of `candidate_ids` (in first-stage order) with k-wise judge calls.
+
+    In top-K mode a candidate also counts as settled once at least K candidates are known
+    above it: it provably cannot reach the top-K, its tier's place below the top-K is final for
+    the target, and its order among the other outsiders is provisional.
+    """
+
+    def __init__(
+        self,
+        candidate_ids: Sequence[str],
+        config: TournamentConfig,
+        strategy: BatchStrategy | None = None,
+    ) -> None:
+        _validate(candidate_ids, config)
+        self._ids = tuple(candidate_ids)
+        self._index = {candidate: index for index, candidate in enumerate(self._ids)}
+        self._config = config
+        self._strategy = strategy or FrontierStrategy()
+        self._judge_count = len(config.judge_weights)
+        self._active = [True] * self._judge_count
+        self._tally = VoteTally(config.judge_weights)
+        self._graph = MajorityGraph(len(self._ids))
+        self._progress_cache: _Progress | None = None
+        self._first_wave = deque(self._strategy.first_wave(len(self._ids), config.batch_size))
+        self._open_batches: dict[int, Batch] = {}
+        self._busy = 0
+        self._next_batch_id = 0
+        self._asks: Counter[tuple[int, int]] = Counter()
+        self._capped = [0] * len(self._ids)
+        self._outstanding: dict[str, _Planned] = {}
+        self._planned_ids: set[str] = set()
+        self._reserved = Cost()
+        self._spent = Cost()
+        self._critical_path = 0
+        self._estimate: Callable[[JudgeCall], Cost] = one_call
+
+    # -- public surface -------------------------------------------------------------------
+
+    def plan(self, estimate: Callable[[JudgeCall], Cost] | None = None) -> list[JudgeCall]:
+        """New calls for the free in-flight slots; [] when there is nothing to do now.
+
+        Each call's `estimate` (default: one call) is reserved against the budget until its
+        verdict settles it; a call whose reservation would exceed the budget is not planned.
+        """
+        self._estimate = estimate or one_call
+        if self._target_settled() or not any(self._active):
+            return []
+        planned = []
+        while len(self._outstanding) < self._config.max_in_flight:
+            proposal = self._next_proposal()
+            if proposal is None:
+                break
+            call = self._call_for(proposal)
+            reservation = self._estimate(call)
+            if not self._affordable(reservation):
+                break
+            self._commit(proposal, call, reservation)
+            planned.append(call)
+        return planned
+
+    def record(self, verdict: Verdict) -> None:
+        """Absorb a verdict; a failed one adds no votes, a partial one only the pairs it states."""
+        planned = self._outstanding.get(verdict.call_id)
+        if planned is None:
+            state = "already recorded" if verdict.call_id in self._planned_ids else "unknown"
+            raise ValueError(f"call {verdict.call_id!r} is {state}")
+        ordering = () if verdict.failed else self._validated_ordering(planned.call, verdict)
+
+        del self._outstanding[verdict.call_id]
+        self._reserved -= planned.reservation
+        self._spent += verdict.cost
+        self._critical_path = max(self._critical_path, planned.call.depth)
+        batch = planned.batch
+        batch.outstanding -= 1
+        if len(ordering) >= 2:
+            changes = self._tally.add_ordering(planned.call.judge, ordering)
+            if changes:
+                self._graph.apply(changes)
+                self._progress_cache = None
+            batch.verdicts.append((planned.call.judge, ordering))
+        if self._should_escalate(batch):
+            batch.wanted_judges += 1
+        self._close_if_done(batch)
+
+    def disable_judge(self, judge: int) -> None:
+        """Stop planning calls to `judge` (its circuit breaker opened)."""
+        if not 0 <= judge < self._judge_count:
+            raise ValueError(f"no judge {judge}")
+        self._active[judge] = False
+        for batch in list(self._open_batches.values()):
+            self._close_if_done(batch)
+
+    def tiers(self) -> list[Tier]:
+        """Strongly connected components of the majority graph, best first."""
+        progress = self._progress()
+        standings = progress.standings
+        return [
+            Tier(
+                rank=rank,
+                members=tuple(self._ids[m] for m in standings.component_members[component]),
+                settled=not standings.component_bits[component] & ~progress.settled,
+            )
+            for rank, component in enumerate(standings.components_best_first(), start=1)
+        ]
+
+    def stop_reason(self) -> StopReason | None:
+        """Why the job should end now, or None while there is more to do or to wait for.
+
+        SETTLED holds even with calls in flight (the runner cancels them); the budget and
+        exhaustion only end a job once nothing is in flight, since a pending verdict may still
+        settle it or free budget.
+        """
+        if self._target_settled():
+            return StopReason.SETTLED
+        if not any(self._active):
+            return StopReason.JUDGES_UNAVAILABLE
+        if self._outstanding:
+            return None
+        proposal = self._next_proposal()
+        if proposal is None:
+            return StopReason.EXHAUSTED
+        if not self._affordable(self._estimate(self._call_for(proposal))):
+            return StopReason.BUDGET_EXHAUSTED
+        return None
+
+    @property
+    def in_flight(self) -> frozenset[str]:
+        return frozenset(self._outstanding)
+
+    @property
+    def spent(self) -> Cost:
+        """Actual usage of recorded calls."""
+        return self._spent
+
+    @property
+    def reserved(self) -> Cost:
+        """Estimated usage of calls in flight."""
+        return self._reserved
+
+    @property
+    def critical_path(self) -> int:
+        """Sequential judge round-trips: the largest depth among recorded calls."""
+        return self._critical_path
+
+    @property
+    def settled_count(self) -> int:
+        return self._progress().settled.bit_count()
+
+    @property
+    def total(self) -> int:
+        return len(self._ids)
+
+    def votes_for(self, winner: str, loser: str) -> float:
+        """Total judge weight of the votes stating `winner` is better than `loser`."""
+        return self._tally.wins(self._index[winner], self._index[loser])
+
+    def judge_agreement(self) -> list[float | None]:
+        """Per judge: share of its stated pairs that agree with the weighted majority now.
+
+        Pairs the majority leaves tied count as not agreeing. None for a judge with no pairs.
+        """
+        shares: list[float | None] = []
+        for judge in range(self._judge_count):
+            stated = self._tally.stated_by(judge)
+            total = sum(stated.values())
+            agreeing = sum(
+                count
+                for (winner, loser), count in stated.items()
+                if self._tally.direction(winner, loser) > 0
+            )
+            shares.append(agreeing / total if total else None)
+        return shares
+
+    # -- state derived from the votes -----------------------------------------------------
+
+    def _progress(self) -> _Progress:
+        if self._progress_cache is None:
+            self._progress_cache = _progress_of(self._graph.standings(), self._config.top_k)
+        return self._progress_cache
+
+    def _target_settled(self) -> bool:
+        return self._progress().settled.bit_count() == len(self._ids)
+
+    def _selection_view(self) -> SelectionView:
+        progress = self._progress()
+        needed, component_of = progress.needed, progress.standings.component_of
+        return SelectionView(
+            batch_size=self._config.batch_size,
+            standings=progress.standings,
+            open_partners=[
+                needed[component_of[candidate]] & ~capped
+                for candidate, capped in enumerate(self._capped)
+            ],
+            busy=self._busy,
+            awaiting_verdicts=bool(self._outstanding),
+        )
+
+    # -- planning -------------------------------------------------------------------------
+
+    def _next_proposal(self) -> _Proposal | None:
+        """The next call to plan, without changing any state."""
+        for batch in self._open_batches.values():
+            judge = self._next_judge(batch) if len(batch.asked) < batch.wanted_judges else None
+            if judge is not None:
+                return _Proposal(batch.batch_id, batch.members, judge, batch, False)
+        first_judge = self._next_judge(None)
+        if first_judge is None:
+            return None
+        if self._first_wave:
+            members = self._first_wave[0]
+            return _Proposal(self._next_batch_id, members, first_judge, None, True)
+        members = self._strategy.next_batch(self._selection_view())
+        if members is None:
+            return None
+        return _Proposal(self._next_batch_id, tuple(sorted(members)), first_judge, None, False)
+
+    def _next_judge(self, batch: Batch | None) -> int | None:
+        asked = batch.asked if batch else ()
+        return next(
+            (j for j in range(self._judge_count) if self._active[j] and j not in asked), None
+        )
+
+    def _call_for(self, proposal: _Proposal) -> JudgeCall:
+        members = [self._ids[m] for m in proposal.members]
+        return JudgeCall(
+            call_id=f"b{proposal.batch_id}.j{proposal.judge}",
+            batch=proposal.batch_id,
+            judge=proposal.judge,
+            presented=presentation_order(
+                members, self._config.seed, proposal.batch_id, proposal.judge
+            ),
+            depth=self._critical_path + 1,
+        )
+
+    def _affordable(self, reservation: Cost) -> bool:
+        return self._config.budget.allows(self._spent + self._reserved + reservation)
+
+    def _commit(self, proposal: _Proposal, call: JudgeCall, reservation: Cost) -> None:
+        batch = proposal.existing
+        if batch is None:
+            wanted = self._judge_count if self._config.ensemble == "all" else self._config.quorum
+            batch = Batch(proposal.batch_id, proposal.members, wanted_judges=wanted)
+            self._open_batches[batch.batch_id] = batch
+            self._next_batch_id += 1
+            self._busy |= batch.bits
+            self._count_asks(batch.members)
+            if proposal.from_first_wave:
+                self._first_wave.popleft()
+        batch.asked.append(call.judge)
+        batch.outstanding += 1
+        self._outstanding[call.call_id] = _Planned(call, batch, reservation)
+        self._planned_ids.add(call.call_id)
+        self._reserved += reservation
+
+    def _count_asks(self, members: tuple[int, ...]) -> None:
+        # Only open pairs count: a known pair shown again beside open ones was not re-asked,
+        # and counting it could cap a pair that later becomes a tie before it was ever retried.
+        progress = self._progress()
+        needed, component_of = progress.needed, progress.standings.component_of
+        for a, b in combinations(members, 2):
+            if not needed[component_of[a]] >> b & 1:
+                continue
+            self._asks[a, b] += 1
+            if self._asks[a, b] == MAX_ASKS_PER_PAIR:
+                self._capped[a] |= 1 << b
+                self._capped[b] |= 1 << a
+
+    # -- recording ------------------------------------------------------------------------
+
+    def _validated_ordering(self, call: JudgeCall, verdict: Verdict) -> tuple[int, ...]:
+        presented = set(call.presented)
+        strangers = [c for c in verdict.ordering if c not in presented]
+        if strangers:
+            raise ValueError(f"verdict {verdict.call_id!r} ranks ids not presented: {strangers}")
+        if len(set(verdict.ordering)) != len(verdict.ordering):
+            raise ValueError(f"verdict {verdict.call_id!r} ranks an id twice")
+        return tuple(self._index[c] for c in verdict.ordering)
+
+    def _should_escalate(self, batch: Batch) -> bool:
+        if self._config.ensemble != "adaptive" or batch.outstanding:
+            return False
+        if len(batch.asked) < batch.wanted_judges:
+            return False
+        contenders = self._progress().contenders
+        return wants_another_judge(
+            batch,
+            self._config.quorum,
+            self._config.judge_weights,
+            lambda a, b: bool(contenders >> a & 1 and contenders >> b & 1),
+        )
+
+    def _close_if_done(self, batch: Batch) -> None:
+        if batch.outstanding:
+            return
+        if len(batch.asked) < batch.wanted_judges and self._next_judge(batch) is not None:
+            return
+        del self._open_batches[batch.batch_id]
+        self._busy = 0
+        for still_open in self._open_batches.values():
+            self._busy |= still_open.bits
+
+
+def _progress_of(standings: Standings, top_k: int) -> _Progress:
+    everyone = (1 << standings.size) - 1
+    if top_k:
+        contenders = 0
+        for candidate, above in enumerate(standings.above_count):
+            if above < top_k:
+                contenders |= 1 << candidate
+    else:
+        contenders = everyone
+    settled = everyone & ~contenders
+    for members, unknown in zip(standings.component_bits, standings.unknown_bits, strict=True):
+        if not unknown:
+            settled |= members
+    needed = tuple(
+        unknown & contenders if members & contenders else 0
+        for members, unknown in zip(standings.component_bits, standings.unknown_bits, strict=True)
+    )
+    return _Progress(standings, contenders, needed, settled)
+
+
+def _validate(candidate_ids: Sequence[str], config: TournamentConfig) -> None:
+    if len(set(candidate_ids)) != len(candidate_ids):
+        raise ValueError("candidate ids must be unique")
+    if config.batch_size < 2:
+        raise ValueError("batch_size must be at least 2")
+    if config.top_k < 0:
+        raise ValueError("top_k must be 0 (full order) or positive")
+    if config.max_in_flight < 1:
+        raise ValueError("max_in_flight must be at least 1")
+    if not config.judge_weights:
+        raise ValueError("at least one judge weight is required")
+    if any(not math.isfinite(w) or w < 0 for w in config.judge_weights):
+        raise ValueError("judge weights must be finite and non-negative")
+    if config.ensemble not in ("all", "adaptive"):
+        raise ValueError(f"unknown ensemble mode {config.ensemble!r}")
+    if config.quorum < 1:
+        raise ValueError("quorum must be at least 1")

@@ -1,0 +1,44 @@
+"""`python -m tierank.server`: run the server until SIGTERM or SIGINT, then drain."""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+import anyio
+
+from tierank.server.app import serve
+from tierank.server.logs import configure
+from tierank.server.settings import ServerSettings, from_args
+from tierank.server.storage.sqlite import DatabaseLocked
+
+
+async def _main(settings: ServerSettings) -> None:
+    stop = anyio.Event()
+
+    async def on_signal() -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for _ in signals:
+                stop.set()
+                return
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(on_signal)
+        await serve(settings, stop)
+        tasks.cancel_scope.cancel()
+
+
+def main(argv: list[str] | None = None) -> int:
+    settings = from_args(argv)
+    configure(settings.log_level, settings.log_format)
+    exit_code = 0
+    try:
+        anyio.run(_main, settings)
+    except* DatabaseLocked as group:
+        print(f"tierank: {group.exceptions[0]}", file=sys.stderr)
+        exit_code = 1
+    return exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""Translation between wire types and the scheduler's and judges' own types."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from google.protobuf import timestamp_pb2
+
+from tierank.scheduler.types import Budget, Tier, TournamentConfig
+from tierank.server.judges.base import JudgeConfig, Passage, PoolContext
+from tierank.v1 import rank_pb2
+
+DEFAULT_BATCH_SIZE = 10
+DEFAULT_MAX_IN_FLIGHT = 8
+DEFAULT_QUORUM = 2
+
+
+def judge_config(judge: rank_pb2.JudgeSpec) -> JudgeConfig:
+    params = judge.parameters
+
+    def optional(name: str) -> object | None:
+        return getattr(params, name) if params.HasField(name) else None
+
+    return JudgeConfig(
+        provider=judge.provider,
+        model=judge.model,
+        name=judge.name,
+        weight=judge.weight or 1.0,
+        temperature=optional("temperature"),  # type: ignore[arg-type]
+        max_output_tokens=optional("max_output_tokens"),  # type: ignore[arg-type]
+        reasoning=optional("reasoning"),  # type: ignore[arg-type]
+        timeout_s=optional("timeout_seconds"),  # type: ignore[arg-type]
+        passage_token_budget=optional("passage_token_budget"),  # type: ignore[arg-type]
+        options=dict(params.options),
+    )
+
+
+def pool_context(spec: rank_pb2.JobSpec) -> PoolContext:
+    return PoolContext(
+        query=spec.query,
+        rubric=spec.rubric,
+        passages=tuple(Passage(c.id, c.text, dict(c.metadata)) for c in spec.candidates),
+    )
+
+
+def tournament_config(spec: rank_pb2.JobSpec) -> TournamentConfig:
+    judges = [judge_config(j) for j in spec.judges]
+    adaptive = spec.ensemble_mode == rank_pb2.ENSEMBLE_MODE_ADAPTIVE
+    return TournamentConfig(
+        batch_size=spec.batch_size if spec.HasField("batch_size") else DEFAULT_BATCH_SIZE,
+        top_k=spec.top_k,
+        max_in_flight=spec.max_in_flight
+        if spec.HasField("max_in_flight")
+        else DEFAULT_MAX_IN_FLIGHT,
+        judge_weights=tuple(j.weight for j in judges),
+        ensemble="adaptive" if adaptive else "all",
+        quorum=spec.quorum if spec.HasField("quorum") else min(DEFAULT_QUORUM, len(judges)),
+        budget=Budget(
+            max_calls=spec.budget.max_judge_calls,
+            max_input_tokens=spec.budget.max_input_tokens,
+            max_cost_usd=spec.budget.max_cost_usd,
+        ),
+        seed=spec.seed,
+    )
+
+
+def tiers_to_proto(tiers: Sequence[Tier]) -> list[rank_pb2.Tier]:
+    return [rank_pb2.Tier(rank=t.rank, candidate_ids=t.members, settled=t.settled) for t in tiers]
+
+
+def timestamp(seconds: float) -> timestamp_pb2.Timestamp:
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromNanoseconds(int(seconds * 1e9))
+    return stamp

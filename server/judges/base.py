@@ -1,0 +1,135 @@
+"""The one judge interface. Offline judges and every LLM provider implement it.
+
+A judge receives one batch (k passages in the order it must present them) and returns the
+ordering it saw, best first, with usage. Provider failures are returned, never raised, so a
+failing judge cannot crash a job: a failed reply adds no votes.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Passage:
+    id: str
+    text: str
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BatchRequest:
+    """One judge call. `passages` is already in this judge's presentation order."""
+
+    call_id: str
+    query: str
+    rubric: str
+    passages: tuple[Passage, ...]
+    # Per-call seed (derived from the job seed and call id) for judges with randomness.
+    seed: int = 0
+    # Absolute deadline on the `time.monotonic()` clock; None means no deadline.
+    deadline: float | None = None
+
+
+@dataclass(frozen=True)
+class JudgeUsage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_s: float = 0.0
+
+
+class FailureKind(enum.StrEnum):
+    UNPARSEABLE = "unparseable"
+    TRUNCATED = "truncated"
+    RATE_LIMITED = "rate_limited"
+    TIMEOUT = "timeout"
+    SERVER_ERROR = "server_error"
+    CLIENT_ERROR = "client_error"
+    UNAVAILABLE = "unavailable"
+
+
+@dataclass(frozen=True)
+class JudgeFailure:
+    kind: FailureKind
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.message}"
+
+
+@dataclass(frozen=True)
+class JudgeReply:
+    # Candidate ids, best first. A partial ordering states only the pairs among its members.
+    ordering: tuple[str, ...]
+    usage: JudgeUsage = JudgeUsage()
+    failure: JudgeFailure | None = None
+    # The rendered prompt and raw answer, kept for audit.
+    prompt: str = ""
+    raw_text: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.failure is not None
+
+
+@dataclass(frozen=True)
+class JudgeConfig:
+    """A judge as the job spec names it; the server's own settings hold credentials."""
+
+    provider: str
+    model: str = ""
+    name: str = ""
+    weight: float = 1.0
+    temperature: float | None = None
+    max_output_tokens: int | None = None
+    reasoning: bool | None = None
+    timeout_s: float | None = None
+    passage_token_budget: int | None = None
+    options: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def display_name(self) -> str:
+        return self.name or (f"{self.provider}/{self.model}" if self.model else self.provider)
+
+
+@dataclass(frozen=True)
+class PoolContext:
+    """What a judge may know about the whole job when it is built."""
+
+    query: str
+    rubric: str
+    passages: tuple[Passage, ...]
+
+
+class Judge(abc.ABC):
+    def __init__(self, config: JudgeConfig) -> None:
+        self.config = config
+
+    @property
+    def name(self) -> str:
+        return self.config.display_name
+
+    @property
+    def cacheable(self) -> bool:
+        """Whether the same prompt always deserves the same verdict (see the verdict cache)."""
+        return True
+
+    @abc.abstractmethod
+    def cache_identity(self) -> str:
+        """Provider, model, parameters and prompt-template version, as one stable string."""
+
+    @abc.abstractmethod
+    def estimate(self, request: BatchRequest) -> JudgeUsage:
+        """An upper estimate of a call's usage, reserved against the budget before the call."""
+
+    @abc.abstractmethod
+    async def judge(self, request: BatchRequest) -> JudgeReply:
+        """Judge one batch. Returns a failed reply instead of raising on provider errors."""
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook, most judges hold nothing
+        """Release clients and connections."""

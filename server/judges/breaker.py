@@ -1,0 +1,41 @@
+"""A circuit breaker per provider: stop calling a provider that keeps failing.
+
+After `failure_threshold` consecutive transient failures (5xx, timeouts, connection errors,
+429s) the breaker opens for `cooldown_s`; calls made meanwhile fail at once as unavailable
+instead of queueing behind a dead endpoint. After the cool-down the breaker is half-open: calls
+go through, the first success closes it and the first failure opens it again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from tierank.server.judges.settings import BreakerPolicy
+
+
+class CircuitBreaker:
+    def __init__(self, policy: BreakerPolicy, clock: Callable[[], float] = time.monotonic) -> None:
+        self._policy = policy
+        self._clock = clock
+        self._consecutive_failures = 0
+        self._open_until: float | None = None
+
+    @property
+    def is_open(self) -> bool:
+        return self._open_until is not None and self._clock() < self._open_until
+
+    def seconds_until_closed(self) -> float:
+        if self._open_until is None:
+            return 0.0
+        return max(self._open_until - self._clock(), 0.0)
+
+    def record_success(self) -> None:
+        self._consecutive_failures = 0
+        self._open_until = None
+
+    def record_failure(self) -> None:
+        self._consecutive_failures += 1
+        half_open = self._open_until is not None
+        if half_open or self._consecutive_failures >= self._policy.failure_threshold:
+            self._open_until = self._clock() + self._policy.cooldown_s

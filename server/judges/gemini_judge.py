@@ -1,0 +1,137 @@
+"""Google Gemini through google-genai's generateContent, with a JSON response schema."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import httpx2
+from google import genai
+from google.genai import errors, types
+
+from tierank.server.judges.base import FailureKind, JudgeConfig
+from tierank.server.judges.llm import (
+    RANKING_JSON_SCHEMA,
+    Completion,
+    LLMJudge,
+    Message,
+    ProviderShared,
+)
+from tierank.server.judges.prices import TokenCounts
+from tierank.server.judges.prompt import AnswerFormat
+from tierank.server.judges.retry import CallError, classify_status
+
+# -1 asks Gemini for a dynamic thinking budget.
+DYNAMIC_THINKING_BUDGET = -1
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)s$")
+
+
+class GeminiClient:
+    """The genai client with its own HTTP client, so that the transport (httpx) does not
+    change with whether aiohttp happens to be installed, and it can be closed."""
+
+    def __init__(self, api_key: str, base_url: str | None) -> None:
+        self.http = httpx2.AsyncClient()
+        options = types.HttpOptions(
+            base_url=base_url,
+            # One attempt: our retry loop is the only one.
+            retry_options=types.HttpRetryOptions(attempts=1),
+            httpx_async_client=self.http,
+        )
+        self.genai = genai.Client(api_key=api_key, http_options=options)
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+
+class GeminiJudge(LLMJudge):
+    provider = "gemini"
+    default_format = AnswerFormat.JSON
+    known_options = frozenset({"format", "thinking_budget"})
+
+    def __init__(self, config: JudgeConfig, shared: ProviderShared, client: GeminiClient) -> None:
+        super().__init__(config, shared)
+        self.client = client
+
+    def _config(self, max_output_tokens: int, seed: int) -> types.GenerateContentConfig:
+        config = types.GenerateContentConfig(
+            max_output_tokens=max_output_tokens,
+            temperature=self.config.temperature,
+            seed=seed,
+            # One HTTP request per call: no automatic continuation hops.
+            automatic_continuation=False,
+        )
+        if self.answer_format is AnswerFormat.JSON:
+            config.response_mime_type = "application/json"
+            config.response_json_schema = dict(RANKING_JSON_SCHEMA)
+        if self.config.reasoning is not None:
+            # Gemini thinks by default on 2.5 models: False must switch it off explicitly.
+            budget = (
+                int(self.config.options.get("thinking_budget", DYNAMIC_THINKING_BUDGET))
+                if self.config.reasoning
+                else 0
+            )
+            config.thinking_config = types.ThinkingConfig(thinking_budget=budget)
+        return config
+
+    async def _complete(
+        self, messages: Sequence[Message], max_output_tokens: int, seed: int
+    ) -> Completion:
+        contents = [
+            types.Content(
+                role="model" if m.role == "assistant" else "user", parts=[types.Part(text=m.text)]
+            )
+            for m in messages
+        ]
+        try:
+            response = await self.client.genai.aio.models.generate_content(
+                model=self.config.model,
+                contents=contents,
+                config=self._config(max_output_tokens, seed),
+            )
+        except errors.APIError as error:
+            raise _classify(error) from None
+        except httpx2.TimeoutException:
+            raise CallError(FailureKind.TIMEOUT, "the HTTP client timed out") from None
+        except httpx2.TransportError as error:
+            raise CallError(FailureKind.UNAVAILABLE, f"connection failed: {error}") from None
+        candidate = response.candidates[0] if response.candidates else None
+        parts = candidate.content.parts if candidate and candidate.content else None
+        text = "".join(part.text for part in parts or () if part.text and not part.thought)
+        finish = candidate.finish_reason if candidate else None
+        return Completion(
+            text=text,
+            truncated=finish == types.FinishReason.MAX_TOKENS,
+            tokens=_tokens(response.usage_metadata),
+        )
+
+
+def _classify(error: errors.APIError) -> CallError:
+    headers = error.response.headers if error.response is not None else None
+    failure = classify_status(error.code, headers, error.message or str(error))
+    if failure.retry_after_s is None:
+        failure.retry_after_s = _retry_info_delay(error.details)
+    return failure
+
+
+def _retry_info_delay(details: object) -> float | None:
+    """google.rpc.RetryInfo's retryDelay ("7s") from an error body, which Gemini sends on 429
+    instead of a Retry-After header."""
+    body = details.get("error", details) if isinstance(details, dict) else {}
+    for detail in body.get("details", ()) if isinstance(body, dict) else ():
+        if isinstance(detail, dict) and detail.get("@type", "").endswith("google.rpc.RetryInfo"):
+            match = _DURATION.match(str(detail.get("retryDelay", "")))
+            if match:
+                return float(match.group(1))
+    return None
+
+
+def _tokens(usage: types.GenerateContentResponseUsageMetadata | None) -> TokenCounts:
+    if usage is None:
+        return TokenCounts()
+    # prompt_token_count includes cached content; thoughts are billed as output.
+    return TokenCounts(
+        input=usage.prompt_token_count or 0,
+        output=(usage.candidates_token_count or 0) + (usage.thoughts_token_count or 0),
+        cached_input=usage.cached_content_token_count or 0,
+    )

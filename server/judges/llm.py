@@ -1,0 +1,241 @@
+"""What every LLM judge does the same way: prompt, limits, retries, parsing, usage and cost.
+
+A provider adapter only turns a conversation into one SDK call (`_complete`) and the SDK's
+answer or exception into a Completion or a CallError.
+
+One judge call is at most two conversations' worth of requests: the prompt, and, only if the
+answer cannot be read, one corrective follow-up in the same conversation. A truncated answer
+gets no follow-up (the same limit would cut it again): what is certainly complete is kept, or
+the call fails as truncated.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+import random
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from tierank.server.judges.base import (
+    BatchRequest,
+    FailureKind,
+    Judge,
+    JudgeConfig,
+    JudgeFailure,
+    JudgeReply,
+    JudgeUsage,
+)
+from tierank.server.judges.breaker import CircuitBreaker
+from tierank.server.judges.limits import ProviderLimits
+from tierank.server.judges.parse import Ranking, parse_ranking
+from tierank.server.judges.prices import TokenCounts, cost_usd
+from tierank.server.judges.prompt import (
+    DEFAULT_PASSAGE_TOKEN_BUDGET,
+    TEMPLATE_VERSION,
+    AnswerFormat,
+    corrective_message,
+    estimate_tokens,
+    render_prompt,
+    upper_bound_tokens,
+)
+from tierank.server.judges.retry import CallError, call_with_retries
+from tierank.server.judges.settings import JudgeSettings
+
+# Answer tokens allowed per passage when the job spec sets no max_output_tokens:
+# "[12] > " is about 4 tokens and ", 12" about 2; the rest is headroom.
+ANSWER_TOKENS_PER_PASSAGE = 8
+ANSWER_TOKENS_FIXED = 32
+# Extra output tokens allowed for reasoning/thinking when it is switched on and the job spec
+# sets no max_output_tokens.
+DEFAULT_REASONING_TOKENS = 4096
+RAW_TEXT_SEPARATOR = "\n\n--- answer to the corrective follow-up ---\n\n"
+
+RANKING_JSON_SCHEMA: Mapping[str, object] = {
+    "type": "object",
+    "properties": {"ranking": {"type": "array", "items": {"type": "integer"}}},
+    "required": ["ranking"],
+    "additionalProperties": False,
+}
+
+
+def default_answer_tokens(k: int) -> int:
+    return ANSWER_TOKENS_FIXED + ANSWER_TOKENS_PER_PASSAGE * k
+
+
+@dataclass(frozen=True)
+class Message:
+    role: str  # "user" or "assistant"
+    text: str
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    # The provider stopped at the output-token limit.
+    truncated: bool
+    tokens: TokenCounts
+
+
+class ProviderShared:
+    """State every judge of one provider shares for the server's lifetime."""
+
+    def __init__(self, provider: str, settings: JudgeSettings, limits: ProviderLimits) -> None:
+        self.provider = provider
+        self.settings = settings
+        self.provider_settings = settings.provider(provider)
+        self.limits = limits
+        self.breaker = CircuitBreaker(self.provider_settings.breaker)
+        # Jitter only; seeded per provider so a run is reproducible when timings are.
+        self.rng = random.Random(provider)
+
+
+class LLMJudge(Judge):
+    provider: ClassVar[str]
+    default_format: ClassVar[AnswerFormat]
+    # Keys a job spec may put in JudgeConfig.options for this provider.
+    known_options: ClassVar[frozenset[str]] = frozenset({"format"})
+
+    def __init__(self, config: JudgeConfig, shared: ProviderShared) -> None:
+        super().__init__(config)
+        unknown = set(config.options) - self.known_options
+        if unknown:
+            raise ValueError(
+                f"{self.provider} judge: unknown options {sorted(unknown)}; "
+                f"known: {sorted(self.known_options)}"
+            )
+        if not config.model:
+            raise ValueError(f"{self.provider} judge: a model name is required")
+        self.shared = shared
+        self.answer_format = AnswerFormat(config.options.get("format", self.default_format))
+        self.passage_token_budget = config.passage_token_budget or DEFAULT_PASSAGE_TOKEN_BUDGET
+        self.price = shared.settings.price(self.provider, config.model)
+
+    # -- what adapters implement ------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def _complete(
+        self, messages: Sequence[Message], max_output_tokens: int, seed: int
+    ) -> Completion:
+        """One SDK call; raises CallError for any provider failure."""
+
+    def _identity_extras(self) -> Mapping[str, object]:
+        """Provider-specific parts of the cache identity."""
+        return {}
+
+    def _max_output_tokens(self, k: int) -> int:
+        """Output tokens the provider may bill for one request, reasoning included."""
+        if self.config.max_output_tokens is not None:
+            return self.config.max_output_tokens
+        reasoning = DEFAULT_REASONING_TOKENS if self.config.reasoning else 0
+        return default_answer_tokens(k) + reasoning
+
+    # -- the Judge interface ----------------------------------------------------------------
+
+    def cache_identity(self) -> str:
+        identity = {
+            "provider": self.provider,
+            "model": self.config.model,
+            "temperature": self.config.temperature,
+            "max_output_tokens": self.config.max_output_tokens,
+            "reasoning": self.config.reasoning,
+            "options": dict(sorted(self.config.options.items())),
+            "answer_format": str(self.answer_format),
+            "passage_token_budget": self.passage_token_budget,
+            "template": TEMPLATE_VERSION,
+            **self._identity_extras(),
+        }
+        return json.dumps(identity, sort_keys=True, separators=(",", ":"))
+
+    def estimate(self, request: BatchRequest) -> JudgeUsage:
+        """Upper bound: the prompt and a corrective follow-up that repeats it with a full-length
+        first answer, each answered with the maximum output."""
+        k = len(request.passages)
+        prompt = self._render(request)
+        max_output = self._max_output_tokens(k)
+        follow_up = upper_bound_tokens(corrective_message("x" * 200, self.answer_format, k))
+        first_input = upper_bound_tokens(prompt)
+        tokens = TokenCounts(
+            input=first_input + (first_input + max_output + follow_up),
+            output=2 * max_output,
+        )
+        return JudgeUsage(
+            input_tokens=tokens.input,
+            output_tokens=tokens.output,
+            cost_usd=cost_usd(tokens, self.price),
+        )
+
+    async def judge(self, request: BatchRequest) -> JudgeReply:
+        started = time.monotonic()
+        k = len(request.passages)
+        prompt = self._render(request)
+        messages = [Message("user", prompt)]
+        spent = TokenCounts()
+        answers: list[str] = []
+
+        def reply(
+            ordering: tuple[str, ...] = (), failure: JudgeFailure | None = None
+        ) -> JudgeReply:
+            usage = JudgeUsage(
+                input_tokens=spent.input,
+                output_tokens=spent.output,
+                cached_input_tokens=spent.cached_input,
+                cost_usd=cost_usd(spent, self.price),
+                latency_s=time.monotonic() - started,
+            )
+            raw_text = RAW_TEXT_SEPARATOR.join(answers)
+            return JudgeReply(ordering, usage, failure, prompt=prompt, raw_text=raw_text)
+
+        for is_follow_up in (False, True):
+            try:
+                completion = await self._call(messages, k, request)
+            except CallError as error:
+                return reply(failure=JudgeFailure(error.kind, error.message))
+            spent += completion.tokens
+            answers.append(completion.text)
+            parsed = parse_ranking(completion.text, k, truncated=completion.truncated)
+            if isinstance(parsed, Ranking):
+                return reply(ordering=tuple(request.passages[n - 1].id for n in parsed.numbers))
+            if completion.truncated:
+                message = (
+                    f"answer cut at the output-token limit ({self._max_output_tokens(k)}) "
+                    f"before a usable ranking: {parsed.reason}"
+                )
+                return reply(failure=JudgeFailure(FailureKind.TRUNCATED, message))
+            if is_follow_up:
+                message = f"unreadable after one corrective follow-up: {parsed.reason}"
+                return reply(failure=JudgeFailure(FailureKind.UNPARSEABLE, message))
+            messages += [
+                Message("assistant", completion.text),
+                Message("user", corrective_message(parsed.reason, self.answer_format, k)),
+            ]
+        raise AssertionError("unreachable: the loop returns on its second pass")
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _render(self, request: BatchRequest) -> str:
+        return render_prompt(
+            request.query,
+            request.rubric,
+            request.passages,
+            self.answer_format,
+            self.passage_token_budget,
+        )
+
+    async def _call(self, messages: Sequence[Message], k: int, request: BatchRequest) -> Completion:
+        shared = self.shared
+        max_output = self._max_output_tokens(k)
+        # Providers count a request's max output against the token rate limit up front.
+        tokens = sum(estimate_tokens(m.text) for m in messages) + max_output
+        timeout_s = self.config.timeout_s or shared.provider_settings.timeout_s
+        return await call_with_retries(
+            lambda: self._complete(messages, max_output, request.seed),
+            slot=lambda: shared.limits.slot(self.provider, self.config.model, tokens),
+            policy=shared.provider_settings.retry,
+            timeout_s=timeout_s,
+            deadline=request.deadline,
+            breaker=shared.breaker,
+            rng=shared.rng,
+        )

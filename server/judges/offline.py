@@ -1,0 +1,158 @@
+"""Offline judges: free, need no network, used for the default job, demos, tests and benchmarks.
+
+`lexical` is BM25 over the job's own candidate pool. It is NOT an LLM: it ranks by term
+overlap with the query and ignores the rubric. It exists so the service runs end to end with no
+API keys. `oracle` reads a hidden numeric score from candidate metadata and adds fresh Gaussian
+noise on every call, so that real disagreement (non-transitive verdicts) occurs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import re
+from collections import Counter
+from collections.abc import Mapping
+
+from tierank.server.judges.base import (
+    BatchRequest,
+    FailureKind,
+    Judge,
+    JudgeConfig,
+    JudgeFailure,
+    JudgeReply,
+    JudgeUsage,
+    PoolContext,
+)
+
+_TOKEN = re.compile(r"\w+", re.UNICODE)
+
+
+class JudgeConfigError(ValueError):
+    """A judge spec that cannot work; `field` is relative to the judge (e.g. "options.noise")."""
+
+    def __init__(self, field: str, rule: str) -> None:
+        super().__init__(f"{field}: {rule}")
+        self.field = field
+        self.rule = rule
+
+
+def estimate_tokens(text: str) -> int:
+    """The prompt-size rule offline judges report: one token per 4 characters, rounded up."""
+    return math.ceil(len(text) / 4)
+
+
+def _shown_tokens(request: BatchRequest) -> int:
+    return estimate_tokens(request.query) + sum(estimate_tokens(p.text) for p in request.passages)
+
+
+def _words(text: str) -> list[str]:
+    return [w.lower() for w in _TOKEN.findall(text)]
+
+
+class _OfflineJudge(Judge):
+    def estimate(self, request: BatchRequest) -> JudgeUsage:
+        return JudgeUsage(input_tokens=_shown_tokens(request))
+
+    def _reply(self, request: BatchRequest, scores: dict[str, float]) -> JudgeReply:
+        # Stable: equal scores keep the presented order, so ties never depend on hashing.
+        ordering = sorted((p.id for p in request.passages), key=lambda pid: -scores[pid])
+        return JudgeReply(ordering=tuple(ordering), usage=self.estimate(request))
+
+
+class LexicalJudge(_OfflineJudge):
+    """BM25 (k1=0.9, b=0.4, Anserini's defaults) with statistics from the job's pool."""
+
+    K1 = 0.9
+    B = 0.4
+
+    def __init__(self, config: JudgeConfig, pool: PoolContext) -> None:
+        super().__init__(config)
+        docs = {p.id: Counter(_words(p.text)) for p in pool.passages}
+        lengths = {pid: sum(tf.values()) for pid, tf in docs.items()}
+        average_length = (sum(lengths.values()) / len(lengths)) if lengths else 0.0
+        document_frequency = Counter(term for tf in docs.values() for term in tf)
+        n = len(docs)
+        query_terms = _words(pool.query)
+        self._scores: dict[str, float] = {}
+        for pid, tf in docs.items():
+            norm = self.K1 * (1 - self.B + self.B * lengths[pid] / (average_length or 1.0))
+            score = 0.0
+            for term in query_terms:
+                f = tf.get(term, 0)
+                if f:
+                    df = document_frequency[term]
+                    idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+                    score += idf * f * (self.K1 + 1) / (f + norm)
+            self._scores[pid] = score
+
+    def cache_identity(self) -> str:
+        return f"lexical/bm25(k1={self.K1},b={self.B})"
+
+    async def judge(self, request: BatchRequest) -> JudgeReply:
+        return self._reply(request, {p.id: self._scores.get(p.id, 0.0) for p in request.passages})
+
+
+class OracleJudge(_OfflineJudge):
+    """Hidden score from metadata plus N(0, noise²) per passage per call.
+
+    Options: `score_key` (default "score"), `noise` (standard deviation, default 0.5),
+    `latency_ms` (simulated call latency, default 0), `fail_rate` (share of calls that fail as
+    unparseable, default 0).
+    """
+
+    def __init__(self, config: JudgeConfig, pool: PoolContext) -> None:
+        super().__init__(config)
+        options = config.options
+        self._score_key = options.get("score_key", "score")
+        self._noise = _float_option(options, "noise", 0.5)
+        self._latency_s = _float_option(options, "latency_ms", 0.0) / 1000
+        self._fail_rate = _float_option(options, "fail_rate", 0.0)
+        if self._fail_rate > 1:
+            raise JudgeConfigError("parameters.options.fail_rate", "must be between 0 and 1")
+        self._scores: dict[str, float] = {}
+        for passage in pool.passages:
+            raw = passage.metadata.get(self._score_key)
+            try:
+                self._scores[passage.id] = float(raw)  # type: ignore[arg-type]
+            except (TypeError, ValueError):
+                raise JudgeConfigError(
+                    "parameters.options.score_key",
+                    f"the oracle judge needs a numeric metadata[{self._score_key!r}] on every "
+                    f"candidate; candidate {passage.id!r} has {raw!r}",
+                ) from None
+
+    @property
+    def cacheable(self) -> bool:
+        return False  # fresh noise on every call is the point
+
+    def cache_identity(self) -> str:
+        return f"oracle/{self._score_key}/noise={self._noise}"
+
+    async def judge(self, request: BatchRequest) -> JudgeReply:
+        if self._latency_s:
+            await asyncio.sleep(self._latency_s)
+        rng = random.Random(request.seed)
+        if self._fail_rate and rng.random() < self._fail_rate:
+            return JudgeReply(
+                ordering=(),
+                usage=self.estimate(request),
+                failure=JudgeFailure(FailureKind.UNPARSEABLE, "oracle simulated a bad answer"),
+            )
+        noisy = {p.id: self._scores[p.id] + rng.gauss(0.0, self._noise) for p in request.passages}
+        return self._reply(request, noisy)
+
+
+def _float_option(options: Mapping[str, str], key: str, default: float) -> float:
+    raw = options.get(key)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        rule = f"must be a number, got {raw!r}"
+        raise JudgeConfigError(f"parameters.options.{key}", rule) from None
+    if value < 0 or math.isnan(value):
+        raise JudgeConfigError(f"parameters.options.{key}", "must be a non-negative number")
+    return value

@@ -1,0 +1,396 @@
+"""Runs one job: plans judge calls with the tournament, makes them, and records every step.
+
+Durability: a plan is journaled before its calls start, and a verdict is committed (journal,
+events, cache) before it is streamed. After a crash the tournament is rebuilt by replaying the
+journal (the scheduler is deterministic), so calls that already have a verdict are never asked
+again, and calls planned but unanswered are simply made again.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import anyio
+import structlog
+from anyio.streams.memory import MemoryObjectSendStream
+from google.rpc import code_pb2
+
+from tierank.scheduler import Tournament
+from tierank.scheduler.types import Cost, JudgeCall, StopReason, Tier, Verdict
+from tierank.server import metrics
+from tierank.server.convert import pool_context, tiers_to_proto, timestamp, tournament_config
+from tierank.server.hub import EventHub
+from tierank.server.judges.base import (
+    BatchRequest,
+    FailureKind,
+    Judge,
+    JudgeFailure,
+    JudgeReply,
+    JudgeUsage,
+)
+from tierank.server.stats import StatsBook
+from tierank.server.storage.base import CacheEntry, EventRow, JobUpdate, JournalRow, Storage
+from tierank.server.verdict_cache import cache_key, decode_ordering, encode_ordering
+from tierank.v1 import rank_pb2
+
+# A judge failing this many times in a row inside one job is dropped from that job, so a
+# judge that can never answer cannot keep the job rescheduling the same pairs.
+MAX_CONSECUTIVE_FAILURES = 5
+
+_REASONS = {
+    StopReason.SETTLED: rank_pb2.COMPLETION_REASON_SETTLED,
+    StopReason.BUDGET_EXHAUSTED: rank_pb2.COMPLETION_REASON_BUDGET_EXHAUSTED,
+    StopReason.JUDGES_UNAVAILABLE: rank_pb2.COMPLETION_REASON_JUDGES_UNAVAILABLE,
+    StopReason.EXHAUSTED: rank_pb2.COMPLETION_REASON_EXHAUSTED,
+}
+
+
+class _Wake(enum.Enum):
+    WAKE = enum.auto()
+
+
+@dataclass(frozen=True)
+class _Answer:
+    call: JudgeCall
+    reply: JudgeReply
+    cached: bool
+    cache_key: str | None
+
+
+def call_seed(job_seed: int, call_id: str) -> int:
+    digest = hashlib.sha256(f"{job_seed}:{call_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+def verdict_of(event: rank_pb2.VerdictReceived) -> Verdict:
+    """The tournament's view of a verdict event; the one rule for live and replayed verdicts."""
+    cost = (
+        Cost()
+        if event.cached
+        else Cost(calls=1, input_tokens=event.usage.input_tokens, cost_usd=event.usage.cost_usd)
+    )
+    return Verdict(event.call_id, tuple(event.ordering), event.failed, cost)
+
+
+class JobRunner:
+    def __init__(
+        self,
+        *,
+        job_id: str,
+        tenant: str,
+        spec: rank_pb2.JobSpec,
+        judges: Sequence[Judge],
+        storage: Storage,
+        hub: EventHub,
+        last_sequence: int,
+        create_time: float,
+    ) -> None:
+        self.job_id = job_id
+        self.name = f"jobs/{job_id}"
+        self._tenant = tenant
+        self._spec = spec
+        self._judges = list(judges)
+        self._storage = storage
+        self._hub = hub
+        self._sequence = last_sequence
+        self._create_time = create_time
+        self._pool = {p.id: p for p in pool_context(spec).passages}
+        self._deadline = create_time + spec.deadline_seconds if spec.deadline_seconds else None
+        self._log = structlog.get_logger().bind(job_id=job_id, tenant=tenant)
+        self._wake: MemoryObjectSendStream[_Answer | _Wake] | None = None
+        self._cancel_requested = False
+        self._draining = False
+        self.finished = anyio.Event()
+
+    # -- control from the job manager ---------------------------------------------------
+
+    def request_cancel(self) -> None:
+        self._cancel_requested = True
+        self._nudge()
+
+    def request_drain(self) -> None:
+        """Stop planning; return once the calls in flight are recorded. The job stays open."""
+        self._draining = True
+        self._nudge()
+
+    def _nudge(self) -> None:
+        if self._wake is not None:
+            self._wake.send_nowait(_Wake.WAKE)
+
+    # -- the job ------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        metrics.ACTIVE_JOBS.inc()
+        try:
+            await self._run()
+        except Exception as error:  # storage or programming error: fail this job only
+            self._log.exception("job failed")
+            await self._fail(f"{type(error).__name__}: {error}")
+        finally:
+            metrics.ACTIVE_JOBS.dec()
+            self.finished.set()
+            for judge in self._judges:
+                await judge.aclose()
+
+    async def _run(self) -> None:
+        tournament, stats, unanswered = await self._restore()
+        await self._storage.commit(self.job_id, JobUpdate(state=rank_pb2.JOB_STATE_RUNNING))
+        self._log.info("job running", resumed_calls=len(unanswered))
+        send, receive = anyio.create_memory_object_stream[_Answer | _Wake](math.inf)
+        self._wake = send
+        reason: StopReason | None = None
+        async with anyio.create_task_group() as calls, receive:
+            for call in unanswered:
+                calls.start_soon(self._ask, call, send)
+            while True:
+                if self._cancel_requested:
+                    break
+                reason = tournament.stop_reason() or self._deadline_reason()
+                if reason is not None:
+                    break
+                if not self._draining:
+                    planned = tournament.plan(self._estimate)
+                    if planned:
+                        await self._journal_plan(planned)
+                        for call in planned:
+                            calls.start_soon(self._ask, call, send)
+                if not tournament.in_flight:
+                    if self._draining:
+                        return
+                    reason = StopReason.EXHAUSTED
+                    break
+                with anyio.move_on_after(self._time_left()):
+                    item = await receive.receive()
+                    if isinstance(item, _Answer):
+                        await self._absorb(tournament, stats, item)
+            # Settled, out of budget or cancelled: answers still in flight can no longer matter.
+            calls.cancel_scope.cancel()
+        if self._cancel_requested:
+            await self._finish(tournament, stats, rank_pb2.COMPLETION_REASON_CANCELLED)
+        else:
+            assert reason is not None
+            await self._finish(tournament, stats, _REASONS[reason])
+
+    def _deadline_reason(self) -> StopReason | None:
+        if self._deadline is not None and time.time() >= self._deadline:
+            return StopReason.BUDGET_EXHAUSTED
+        return None
+
+    def _time_left(self) -> float:
+        return math.inf if self._deadline is None else max(0.0, self._deadline - time.time())
+
+    # -- replay -------------------------------------------------------------------------
+
+    async def _restore(self) -> tuple[Tournament, StatsBook, list[JudgeCall]]:
+        tournament = Tournament(
+            [c.id for c in self._spec.candidates], tournament_config(self._spec)
+        )
+        stats = StatsBook([j.name for j in self._judges])
+        planned: dict[str, JudgeCall] = {}
+        rows = await self._storage.read_journal(self.job_id)
+        for row in rows:
+            if row.kind == "plan":
+                expected = json.loads(row.payload)
+                calls = tournament.plan(self._estimate)
+                if [c.call_id for c in calls] != expected:
+                    raise RuntimeError(f"journal replay diverged at entry {row.index}")
+                planned.update((c.call_id, c) for c in calls)
+            elif row.kind == "verdict":
+                event = rank_pb2.VerdictReceived.FromString(row.payload)
+                tournament.record(verdict_of(event))
+                stats.add(planned.pop(event.call_id).judge, event)
+            elif row.kind == "disable":
+                judge = int(row.payload)
+                tournament.disable_judge(judge)
+                stats.disable(judge)
+        self._journal_index = len(rows)
+        return tournament, stats, list(planned.values())
+
+    # -- judge calls --------------------------------------------------------------------
+
+    def _request(self, call: JudgeCall) -> BatchRequest:
+        deadline = None
+        if self._deadline is not None:
+            deadline = time.monotonic() + (self._deadline - time.time())
+        return BatchRequest(
+            call_id=call.call_id,
+            query=self._spec.query,
+            rubric=self._spec.rubric,
+            passages=tuple(self._pool[i] for i in call.presented),
+            seed=call_seed(self._spec.seed, call.call_id),
+            deadline=deadline,
+        )
+
+    def _estimate(self, call: JudgeCall) -> Cost:
+        usage = self._judges[call.judge].estimate(self._request(call))
+        return Cost(calls=1, input_tokens=usage.input_tokens, cost_usd=usage.cost_usd)
+
+    async def _ask(self, call: JudgeCall, send: MemoryObjectSendStream[_Answer | _Wake]) -> None:
+        judge = self._judges[call.judge]
+        request = self._request(call)
+        key = None
+        if judge.cacheable:
+            key = cache_key(
+                self._tenant,
+                judge.cache_identity(),
+                request.rubric,
+                request.query,
+                request.passages,
+            )
+            stored = await self._storage.cache_get(key)
+            if stored is not None:
+                ordering = decode_ordering(stored, request.passages)
+                await send.send(_Answer(call, JudgeReply(ordering), cached=True, cache_key=key))
+                return
+        try:
+            reply = await judge.judge(request)
+        except Exception as error:  # a judge bug must not take the job down
+            self._log.exception("judge raised", judge=judge.name, call_id=call.call_id)
+            reply = JudgeReply((), failure=JudgeFailure(FailureKind.SERVER_ERROR, repr(error)))
+        await send.send(_Answer(call, _checked(reply, call), cached=False, cache_key=key))
+
+    # -- recording ----------------------------------------------------------------------
+
+    def _event(self, **kind: object) -> rank_pb2.JobEvent:
+        self._sequence += 1
+        return rank_pb2.JobEvent(
+            job=self.name, sequence=self._sequence, time=timestamp(time.time()), **kind
+        )
+
+    def _journal(self, kind: str, payload: bytes) -> JournalRow:
+        row = JournalRow(self._journal_index, kind, payload)
+        self._journal_index += 1
+        return row
+
+    async def _journal_plan(self, calls: list[JudgeCall]) -> None:
+        payload = json.dumps([c.call_id for c in calls]).encode()
+        await self._storage.commit(self.job_id, JobUpdate(journal=[self._journal("plan", payload)]))
+
+    async def _absorb(self, tournament: Tournament, stats: StatsBook, answer: _Answer) -> None:
+        call, reply = answer.call, answer.reply
+        usage = JudgeUsage() if answer.cached else reply.usage
+        verdict = rank_pb2.VerdictReceived(
+            call_id=call.call_id,
+            batch=call.batch,
+            judge=self._judges[call.judge].name,
+            presented=call.presented,
+            ordering=reply.ordering,
+            usage=rank_pb2.Usage(
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                cached_input_tokens=usage.cached_input_tokens,
+                cost_usd=usage.cost_usd,
+                latency_seconds=usage.latency_s,
+            ),
+            cached=answer.cached,
+            failed=reply.failed,
+            failure_reason=str(reply.failure) if reply.failure else "",
+        )
+        provider = self._judges[call.judge].config.provider
+        outcome = "cached" if answer.cached else str(reply.failure.kind if reply.failure else "ok")
+        metrics.VERDICTS.labels(provider, outcome).inc()
+        if not answer.cached:
+            metrics.JUDGE_LATENCY.labels(provider).observe(usage.latency_s)
+        before = tournament.tiers()
+        tournament.record(verdict_of(verdict))
+        journal = [self._journal("verdict", verdict.SerializeToString())]
+        failures_in_a_row = stats.add(call.judge, verdict)
+        unavailable = reply.failure is not None and reply.failure.kind == FailureKind.UNAVAILABLE
+        if not stats.disabled(call.judge) and (
+            unavailable or failures_in_a_row >= MAX_CONSECUTIVE_FAILURES
+        ):
+            tournament.disable_judge(call.judge)
+            stats.disable(call.judge)
+            journal.append(self._journal("disable", str(call.judge).encode()))
+            self._log.warning("judge dropped", judge=verdict.judge, reason=verdict.failure_reason)
+        events = [self._event(verdict=verdict)]
+        tiers = tournament.tiers()
+        if tiers != before:
+            events.append(self._event(tiers_updated=self._tiers_event(tournament, stats, tiers)))
+        cache = []
+        if answer.cache_key and not answer.cached and not reply.failed:
+            passages = self._request(call).passages
+            cache.append(CacheEntry(answer.cache_key, encode_ordering(reply.ordering, passages)))
+        audit = [(call.call_id, reply.prompt, reply.raw_text)] if reply.prompt else []
+        await self._commit(events, journal=journal, cache=cache, audit=audit)
+
+    def _tiers_event(
+        self, tournament: Tournament, stats: StatsBook, tiers: list[Tier]
+    ) -> rank_pb2.TiersUpdated:
+        return rank_pb2.TiersUpdated(
+            tiers=tiers_to_proto(tiers),
+            settled_count=tournament.settled_count,
+            total_count=tournament.total,
+            stats=self._stats(tournament, stats),
+        )
+
+    def _stats(self, tournament: Tournament, stats: StatsBook) -> rank_pb2.JobStats:
+        return stats.to_proto(
+            critical_path=tournament.critical_path,
+            agreement=tournament.judge_agreement(),
+            settled=tournament.settled_count,
+            total=tournament.total,
+            wall_seconds=time.time() - self._create_time,
+        )
+
+    async def _commit(self, events: list[rank_pb2.JobEvent], **update: object) -> None:
+        rows = [
+            EventRow(
+                e.sequence,
+                e.WhichOneof("kind"),
+                e.time.ToNanoseconds() / 1e9,
+                e.SerializeToString(),
+            )
+            for e in events
+        ]
+        await self._storage.commit(self.job_id, JobUpdate(events=rows, **update))  # type: ignore[arg-type]
+        await self._hub.publish(self.job_id, events)
+
+    async def _finish(
+        self, tournament: Tournament, stats: StatsBook, reason: rank_pb2.CompletionReason
+    ) -> None:
+        completed = rank_pb2.JobCompleted(
+            tiers=tiers_to_proto(tournament.tiers()),
+            stats=self._stats(tournament, stats),
+            reason=reason,
+        )
+        cancelled = reason == rank_pb2.COMPLETION_REASON_CANCELLED
+        state = rank_pb2.JOB_STATE_CANCELLED if cancelled else rank_pb2.JOB_STATE_SUCCEEDED
+        with anyio.CancelScope(shield=True):
+            await self._commit(
+                [self._event(completed=completed)], state=state, completion_reason=reason
+            )
+        metrics.JOBS_FINISHED.labels(rank_pb2.CompletionReason.Name(reason)).inc()
+        self._log.info(
+            "job finished",
+            reason=rank_pb2.CompletionReason.Name(reason),
+            calls=completed.stats.judge_calls,
+            critical_path=completed.stats.critical_path,
+        )
+
+    async def _fail(self, message: str) -> None:
+        error = rank_pb2.JobError(code=code_pb2.INTERNAL, message=message)
+        with anyio.CancelScope(shield=True):
+            await self._commit(
+                [self._event(failed=rank_pb2.JobFailed(error=error))],
+                state=rank_pb2.JOB_STATE_FAILED,
+                error_code=error.code,
+                error_message=message,
+            )
+
+
+def _checked(reply: JudgeReply, call: JudgeCall) -> JudgeReply:
+    """A reply naming ids outside its batch, or one twice, is a failed reply, never votes."""
+    if reply.failed:
+        return reply
+    presented = set(call.presented)
+    if len(set(reply.ordering)) != len(reply.ordering) or not presented.issuperset(reply.ordering):
+        failure = JudgeFailure(FailureKind.UNPARSEABLE, "ordering names ids outside the batch")
+        return JudgeReply((), reply.usage, failure, reply.prompt, reply.raw_text)
+    return reply

@@ -1,0 +1,128 @@
+"""Server configuration: every flag has an environment variable, and both are documented here.
+
+| flag | environment | default | meaning |
+|---|---|---|---|
+| --listen | TIERANK_LISTEN | 127.0.0.1:50051 | address to serve gRPC on (port 0 picks a free one) |
+| --db | TIERANK_DB | $XDG_DATA_HOME/tierank/tierank.db | SQLite file |
+| --sqlite-synchronous | TIERANK_SQLITE_SYNCHRONOUS | FULL | FULL or NORMAL |
+| --judges-config | TIERANK_JUDGES_CONFIG | (none) | provider limits, prices, base URLs |
+| --max-message-mb | TIERANK_MAX_MESSAGE_MB | 64 | largest request or response message |
+| --shutdown-grace | TIERANK_SHUTDOWN_GRACE | 10 | seconds to let calls in flight land on shutdown |
+| --metrics-listen | TIERANK_METRICS_LISTEN | (off) | host:port for Prometheus metrics |
+| --ready-file | TIERANK_READY_FILE | (none) | once serving, write the bound host:port here |
+| --log-level | TIERANK_LOG_LEVEL | info | debug, info, warning or error |
+| --log-format | TIERANK_LOG_FORMAT | json | json or console |
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+
+def default_db_path() -> Path:
+    data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(data_home) / "tierank" / "tierank.db"
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    listen: str = "127.0.0.1:50051"
+    db: Path = Path("tierank.db")
+    sqlite_synchronous: str = "FULL"
+    judges_config: Path | None = None
+    max_message_mb: int = 64
+    shutdown_grace_s: float = 10.0
+    metrics_listen: str = ""
+    ready_file: Path | None = None
+    log_level: str = "info"
+    log_format: str = "json"
+
+    @property
+    def max_message_bytes(self) -> int:
+        return self.max_message_mb * 1024 * 1024
+
+
+def parser() -> argparse.ArgumentParser:
+    env = os.environ.get
+    p = argparse.ArgumentParser(
+        prog="tierank serve",
+        description="Run the tierank gRPC server (RankService, health, reflection).",
+    )
+    p.add_argument(
+        "--listen",
+        default=env("TIERANK_LISTEN", "127.0.0.1:50051"),
+        help="host:port to serve on; port 0 picks a free port (env TIERANK_LISTEN)",
+    )
+    p.add_argument(
+        "--db",
+        type=Path,
+        default=Path(env("TIERANK_DB", str(default_db_path()))),
+        help="SQLite database file; one server per file (env TIERANK_DB)",
+    )
+    p.add_argument(
+        "--sqlite-synchronous",
+        choices=["FULL", "NORMAL"],
+        default=env("TIERANK_SQLITE_SYNCHRONOUS", "FULL"),
+        help="FULL: a commit survives power loss; NORMAL: only process crashes",
+    )
+    p.add_argument(
+        "--judges-config",
+        type=Path,
+        default=env("TIERANK_JUDGES_CONFIG"),
+        help="provider settings file (rate limits, prices, base URLs)",
+    )
+    p.add_argument(
+        "--max-message-mb",
+        type=int,
+        default=int(env("TIERANK_MAX_MESSAGE_MB", "64")),
+        help="largest accepted request / sent response, in MiB",
+    )
+    p.add_argument(
+        "--shutdown-grace",
+        type=float,
+        default=float(env("TIERANK_SHUTDOWN_GRACE", "10")),
+        help="seconds to let judge calls in flight land before stopping",
+    )
+    p.add_argument(
+        "--metrics-listen",
+        default=env("TIERANK_METRICS_LISTEN", ""),
+        help="host:port for Prometheus metrics over HTTP; empty disables",
+    )
+    p.add_argument(
+        "--ready-file",
+        type=Path,
+        default=env("TIERANK_READY_FILE"),
+        help="write the bound host:port to this file once serving",
+    )
+    p.add_argument(
+        "--log-level",
+        choices=["debug", "info", "warning", "error"],
+        default=env("TIERANK_LOG_LEVEL", "info"),
+        help="log level",
+    )
+    p.add_argument(
+        "--log-format",
+        choices=["json", "console"],
+        default=env("TIERANK_LOG_FORMAT", "json"),
+        help="log line format",
+    )
+    return p
+
+
+def from_args(argv: list[str] | None = None) -> ServerSettings:
+    args = parser().parse_args(argv)
+    return ServerSettings(
+        listen=args.listen,
+        db=args.db,
+        sqlite_synchronous=args.sqlite_synchronous,
+        judges_config=args.judges_config,
+        max_message_mb=args.max_message_mb,
+        shutdown_grace_s=args.shutdown_grace,
+        metrics_listen=args.metrics_listen,
+        ready_file=args.ready_file,
+        log_level=args.log_level,
+        log_format=args.log_format,
+    )

@@ -1,0 +1,89 @@
+"""Per-job usage accounting, per judge and in total, rebuilt from verdicts on replay."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tierank.v1 import rank_pb2
+
+
+@dataclass
+class _JudgeBook:
+    name: str
+    calls: int = 0
+    failed: int = 0
+    cached: int = 0
+    consecutive_failures: int = 0
+    last_error: str = ""
+    disabled: bool = False
+
+    def __post_init__(self) -> None:
+        self.usage = rank_pb2.Usage()
+
+
+class StatsBook:
+    def __init__(self, judge_names: list[str]) -> None:
+        self._judges = [_JudgeBook(name) for name in judge_names]
+
+    def add(self, judge: int, verdict: rank_pb2.VerdictReceived) -> int:
+        """Count one verdict; returns the judge's consecutive failures so far."""
+        book = self._judges[judge]
+        if verdict.cached:
+            book.cached += 1
+        else:
+            book.calls += 1
+            usage = book.usage
+            usage.input_tokens += verdict.usage.input_tokens
+            usage.output_tokens += verdict.usage.output_tokens
+            usage.cached_input_tokens += verdict.usage.cached_input_tokens
+            usage.cost_usd += verdict.usage.cost_usd
+            usage.latency_seconds += verdict.usage.latency_seconds
+        if verdict.failed:
+            book.failed += 1
+            book.consecutive_failures += 1
+            book.last_error = verdict.failure_reason
+        else:
+            book.consecutive_failures = 0
+        return book.consecutive_failures
+
+    def disable(self, judge: int) -> None:
+        self._judges[judge].disabled = True
+
+    def disabled(self, judge: int) -> bool:
+        return self._judges[judge].disabled
+
+    def to_proto(
+        self,
+        critical_path: int,
+        agreement: list[float | None],
+        settled: int,
+        total: int,
+        wall_seconds: float,
+    ) -> rank_pb2.JobStats:
+        judges = [
+            rank_pb2.JudgeStats(
+                judge=b.name,
+                calls=b.calls,
+                failed_calls=b.failed,
+                cached_calls=b.cached,
+                usage=b.usage,
+                agreement_rate=rate if rate is not None else 0.0,
+                last_error=b.last_error,
+                breaker_open=b.disabled,
+            )
+            for b, rate in zip(self._judges, agreement, strict=True)
+        ]
+        return rank_pb2.JobStats(
+            judge_calls=sum(b.calls for b in self._judges),
+            cached_calls=sum(b.cached for b in self._judges),
+            failed_calls=sum(b.failed for b in self._judges),
+            input_tokens=sum(b.usage.input_tokens for b in self._judges),
+            output_tokens=sum(b.usage.output_tokens for b in self._judges),
+            cached_input_tokens=sum(b.usage.cached_input_tokens for b in self._judges),
+            cost_usd=sum(b.usage.cost_usd for b in self._judges),
+            critical_path=critical_path,
+            judges=judges,
+            wall_seconds=wall_seconds,
+            settled_count=settled,
+            total_count=total,
+        )

@@ -1,0 +1,370 @@
+"""SQLite storage: WAL, one writer thread that group-commits, one reader thread.
+
+Why a dedicated writer: SQLite allows one writer at a time, and a commit's fsync is the
+expensive part. Queuing writes to one thread lets every commit carry all the writes that
+arrived meanwhile (group commit), while each caller still resumes only after its own write is
+durable. Each write runs in its own savepoint, so one failing write never undoes another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import os
+import queue
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tierank.server.storage.base import (
+    DuplicateRequest,
+    EventRow,
+    JobRecord,
+    JobUpdate,
+    JournalRow,
+    Storage,
+)
+
+T = TypeVar("T")
+_MAX_GROUP = 512
+_TERMINAL_STATES = "3, 4, 5"  # JobState SUCCEEDED, FAILED, CANCELLED
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    job_id TEXT PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    request_id TEXT NOT NULL,
+    state INTEGER NOT NULL,
+    spec BLOB NOT NULL,
+    query TEXT NOT NULL,
+    candidate_count INTEGER NOT NULL,
+    create_time REAL NOT NULL,
+    update_time REAL NOT NULL,
+    last_sequence INTEGER NOT NULL DEFAULT 0,
+    completion_reason INTEGER NOT NULL DEFAULT 0,
+    error_code INTEGER NOT NULL DEFAULT 0,
+    error_message TEXT NOT NULL DEFAULT ''
+);
+CREATE UNIQUE INDEX IF NOT EXISTS jobs_request ON jobs (tenant, request_id)
+    WHERE request_id != '';
+CREATE INDEX IF NOT EXISTS jobs_state ON jobs (state);
+CREATE TABLE IF NOT EXISTS events (
+    job_id TEXT NOT NULL,
+    sequence INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    time REAL NOT NULL,
+    payload BLOB NOT NULL,
+    PRIMARY KEY (job_id, sequence)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS events_kind ON events (job_id, kind, sequence);
+CREATE TABLE IF NOT EXISTS journal (
+    job_id TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    payload BLOB NOT NULL,
+    PRIMARY KEY (job_id, idx)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS verdict_cache (
+    key TEXT PRIMARY KEY,
+    payload BLOB NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS verdict_audit (
+    job_id TEXT NOT NULL,
+    call_id TEXT NOT NULL,
+    prompt TEXT NOT NULL,
+    raw_answer TEXT NOT NULL,
+    PRIMARY KEY (job_id, call_id)
+) WITHOUT ROWID;
+"""
+
+
+class DatabaseLocked(RuntimeError):
+    """Another server process holds this database."""
+
+
+def _connect(path: str, synchronous: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(f"PRAGMA synchronous={synchronous}")
+    conn.execute("PRAGMA busy_timeout=5000")
+    return conn
+
+
+class _Worker:
+    """A thread that owns one connection and runs submitted functions on it."""
+
+    def __init__(self, conn: sqlite3.Connection, name: str, transactional: bool) -> None:
+        self._conn = conn
+        self._transactional = transactional
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    async def submit(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._queue.put((fn, future, loop))
+        return await future
+
+    def stop(self) -> None:
+        self._queue.put(None)
+        self._thread.join()
+        self._conn.close()
+
+    def _run(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is None:
+                return
+            group = [first]
+            while len(group) < _MAX_GROUP:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    self._queue.put(None)
+                    break
+                group.append(item)
+            outcomes = self._run_group(group) if self._transactional else self._run_each(group)
+            for (_, future, loop), (ok, value) in zip(group, outcomes, strict=True):
+                loop.call_soon_threadsafe(_resolve, future, ok, value)
+
+    def _run_each(self, group: list[Any]) -> list[tuple[bool, Any]]:
+        outcomes = []
+        for fn, _, _ in group:
+            try:
+                outcomes.append((True, fn(self._conn)))
+            except Exception as error:  # delivered to the awaiting caller
+                outcomes.append((False, error))
+        return outcomes
+
+    def _run_group(self, group: list[Any]) -> list[tuple[bool, Any]]:
+        conn = self._conn
+        outcomes: list[tuple[bool, Any]] = []
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for fn, _, _ in group:
+                conn.execute("SAVEPOINT item")
+                try:
+                    outcomes.append((True, fn(conn)))
+                    conn.execute("RELEASE item")
+                except Exception as error:
+                    conn.execute("ROLLBACK TO item")
+                    conn.execute("RELEASE item")
+                    outcomes.append((False, error))
+            conn.execute("COMMIT")
+        except Exception as error:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            return [(False, error)] * len(group)
+        return outcomes
+
+
+def _resolve(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
+    if future.cancelled():
+        return
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(value)
+
+
+def _job_from_row(row: sqlite3.Row | tuple[Any, ...]) -> JobRecord:
+    return JobRecord(*row)
+
+
+_JOB_COLUMNS = (
+    "job_id, tenant, request_id, state, spec, query, candidate_count, create_time, "
+    "update_time, last_sequence, completion_reason, error_code, error_message"
+)
+
+
+class SqliteStorage(Storage):
+    def __init__(self, path: str | os.PathLike[str], synchronous: str = "FULL") -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock_file = open(f"{self.path}.lock", "a+")  # noqa: SIM115 - held for our lifetime
+        try:
+            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock_file.close()
+            raise DatabaseLocked(f"another tierank server is using {self.path}") from None
+        writer_conn = _connect(str(self.path), synchronous)
+        writer_conn.executescript(_SCHEMA)
+        self._writer = _Worker(writer_conn, "tierank-sqlite-writer", transactional=True)
+        self._reader = _Worker(
+            _connect(str(self.path), synchronous), "tierank-sqlite-reader", transactional=False
+        )
+
+    async def create_job(self, job: JobRecord, first_event: EventRow) -> JobRecord:
+        def write(conn: sqlite3.Connection) -> JobRecord | None:
+            if job.request_id:
+                row = conn.execute(
+                    f"SELECT {_JOB_COLUMNS} FROM jobs WHERE tenant = ? AND request_id = ?",
+                    (job.tenant, job.request_id),
+                ).fetchone()
+                if row:
+                    return _job_from_row(row)
+            conn.execute(
+                f"INSERT INTO jobs ({_JOB_COLUMNS}) VALUES ({', '.join('?' * 13)})",
+                (
+                    job.job_id,
+                    job.tenant,
+                    job.request_id,
+                    job.state,
+                    job.spec,
+                    job.query,
+                    job.candidate_count,
+                    job.create_time,
+                    job.update_time,
+                    first_event.sequence,
+                    job.completion_reason,
+                    job.error_code,
+                    job.error_message,
+                ),
+            )
+            _insert_events(conn, job.job_id, [first_event])
+            return None
+
+        existing = await self._writer.submit(write)
+        if existing is not None:
+            raise DuplicateRequest(existing)
+        return JobRecord(**{**job.__dict__, "last_sequence": first_event.sequence})
+
+    async def get_job(self, job_id: str) -> JobRecord | None:
+        def read(conn: sqlite3.Connection) -> JobRecord | None:
+            row = conn.execute(
+                f"SELECT {_JOB_COLUMNS} FROM jobs WHERE job_id = ?", (job_id,)
+            ).fetchone()
+            return _job_from_row(row) if row else None
+
+        return await self._reader.submit(read)
+
+    async def list_jobs(
+        self, tenant: str, state: int | None, page_size: int, before_job_id: str | None
+    ) -> list[JobRecord]:
+        clauses, params = ["tenant = ?"], [tenant]
+        if state is not None:
+            clauses.append("state = ?")
+            params.append(state)
+        if before_job_id is not None:
+            clauses.append("job_id < ?")
+            params.append(before_job_id)
+        sql = (
+            f"SELECT {_JOB_COLUMNS} FROM jobs WHERE {' AND '.join(clauses)} "
+            "ORDER BY job_id DESC LIMIT ?"
+        )
+
+        def read(conn: sqlite3.Connection) -> list[JobRecord]:
+            return [_job_from_row(r) for r in conn.execute(sql, (*params, page_size))]
+
+        return await self._reader.submit(read)
+
+    async def unfinished_jobs(self) -> list[JobRecord]:
+        def read(conn: sqlite3.Connection) -> list[JobRecord]:
+            rows = conn.execute(
+                f"SELECT {_JOB_COLUMNS} FROM jobs WHERE state NOT IN ({_TERMINAL_STATES}) "
+                "ORDER BY job_id"
+            )
+            return [_job_from_row(r) for r in rows]
+
+        return await self._reader.submit(read)
+
+    async def commit(self, job_id: str, update: JobUpdate) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            _insert_events(conn, job_id, update.events)
+            conn.executemany(
+                "INSERT INTO journal (job_id, idx, kind, payload) VALUES (?, ?, ?, ?)",
+                [(job_id, j.index, j.kind, j.payload) for j in update.journal],
+            )
+            conn.executemany(
+                "INSERT OR REPLACE INTO verdict_cache (key, payload) VALUES (?, ?)",
+                [(c.key, c.payload) for c in update.cache],
+            )
+            conn.executemany(
+                "INSERT OR REPLACE INTO verdict_audit (job_id, call_id, prompt, raw_answer) "
+                "VALUES (?, ?, ?, ?)",
+                [(job_id, *a) for a in update.audit],
+            )
+            sets, params = [], []
+            if update.events:
+                last = update.events[-1]
+                sets += ["last_sequence = ?", "update_time = ?"]
+                params += [last.sequence, last.time]
+            for column in ("state", "completion_reason", "error_code", "error_message"):
+                value = getattr(update, column)
+                if value is not None:
+                    sets.append(f"{column} = ?")
+                    params.append(value)
+            if sets:
+                conn.execute(
+                    f"UPDATE jobs SET {', '.join(sets)} WHERE job_id = ?", (*params, job_id)
+                )
+
+        await self._writer.submit(write)
+
+    async def read_events(self, job_id: str, after_sequence: int, limit: int) -> list[EventRow]:
+        def read(conn: sqlite3.Connection) -> list[EventRow]:
+            rows = conn.execute(
+                "SELECT sequence, kind, time, payload FROM events "
+                "WHERE job_id = ? AND sequence > ? ORDER BY sequence LIMIT ?",
+                (job_id, after_sequence, limit),
+            )
+            return [EventRow(*r) for r in rows]
+
+        return await self._reader.submit(read)
+
+    async def latest_event(self, job_id: str, kinds: Sequence[str]) -> EventRow | None:
+        marks = ", ".join("?" * len(kinds))
+
+        def read(conn: sqlite3.Connection) -> EventRow | None:
+            row = conn.execute(
+                "SELECT sequence, kind, time, payload FROM events "
+                f"WHERE job_id = ? AND kind IN ({marks}) ORDER BY sequence DESC LIMIT 1",
+                (job_id, *kinds),
+            ).fetchone()
+            return EventRow(*row) if row else None
+
+        return await self._reader.submit(read)
+
+    async def read_journal(self, job_id: str) -> list[JournalRow]:
+        def read(conn: sqlite3.Connection) -> list[JournalRow]:
+            rows = conn.execute(
+                "SELECT idx, kind, payload FROM journal WHERE job_id = ? ORDER BY idx", (job_id,)
+            )
+            return [JournalRow(*r) for r in rows]
+
+        return await self._reader.submit(read)
+
+    async def cache_get(self, key: str) -> bytes | None:
+        def read(conn: sqlite3.Connection) -> bytes | None:
+            row = conn.execute("SELECT payload FROM verdict_cache WHERE key = ?", (key,)).fetchone()
+            return row[0] if row else None
+
+        return await self._reader.submit(read)
+
+    async def read_audit(self, job_id: str, call_id: str) -> tuple[str, str] | None:
+        def read(conn: sqlite3.Connection) -> tuple[str, str] | None:
+            row = conn.execute(
+                "SELECT prompt, raw_answer FROM verdict_audit WHERE job_id = ? AND call_id = ?",
+                (job_id, call_id),
+            ).fetchone()
+            return (row[0], row[1]) if row else None
+
+        return await self._reader.submit(read)
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self._writer.stop)
+        await asyncio.to_thread(self._reader.stop)
+        fcntl.flock(self._lock_file, fcntl.LOCK_UN)
+        self._lock_file.close()
+
+
+def _insert_events(conn: sqlite3.Connection, job_id: str, events: Sequence[EventRow]) -> None:
+    conn.executemany(
+        "INSERT INTO events (job_id, sequence, kind, time, payload) VALUES (?, ?, ?, ?, ?)",
+        [(job_id, e.sequence, e.kind, e.time, e.payload) for e in events],
+    )

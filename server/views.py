@@ -1,0 +1,52 @@
+"""The Job resource as the API shows it, assembled from storage records and events."""
+
+from __future__ import annotations
+
+from tierank.server.convert import timestamp
+from tierank.server.storage.base import EventRow, JobRecord
+from tierank.v1 import rank_pb2
+
+TERMINAL_STATES = frozenset(
+    {rank_pb2.JOB_STATE_SUCCEEDED, rank_pb2.JOB_STATE_FAILED, rank_pb2.JOB_STATE_CANCELLED}
+)
+# Event kinds that carry the job's current tiers, newest wins.
+TIER_EVENT_KINDS = ("tiers_updated", "completed")
+
+
+def job_name(job_id: str) -> str:
+    return f"jobs/{job_id}"
+
+
+def job_summary(record: JobRecord) -> rank_pb2.Job:
+    """The job without its spec and tiers, as ListJobs returns it."""
+    job = rank_pb2.Job(
+        name=job_name(record.job_id),
+        request_id=record.request_id,
+        state=record.state,  # type: ignore[arg-type]
+        create_time=timestamp(record.create_time),
+        update_time=timestamp(record.update_time),
+        completion_reason=record.completion_reason,  # type: ignore[arg-type]
+        last_sequence=record.last_sequence,
+        query=record.query,
+        candidate_count=record.candidate_count,
+    )
+    if record.error_code:
+        job.error.code = record.error_code
+        job.error.message = record.error_message
+    return job
+
+
+def job_detail(record: JobRecord, latest_tiers: EventRow | None) -> rank_pb2.Job:
+    """The whole job: spec, current tiers and stats."""
+    job = job_summary(record)
+    job.spec.ParseFromString(record.spec)
+    if latest_tiers is not None:
+        event = rank_pb2.JobEvent.FromString(latest_tiers.payload)
+        source = event.completed if event.HasField("completed") else event.tiers_updated
+        job.tiers.extend(source.tiers)
+        job.stats.CopyFrom(source.stats)
+    return job
+
+
+def is_terminal(event: rank_pb2.JobEvent) -> bool:
+    return event.WhichOneof("kind") in ("completed", "failed")

@@ -1,0 +1,168 @@
+"""Fixtures shared by every test folder: a real server on loopback, and job specs."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+
+import anyio
+import grpc
+import pytest
+
+from tierank.server.app import serve
+from tierank.server.settings import ServerSettings
+from tierank.v1 import rank_pb2, rank_pb2_grpc
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+def wait_for_file(path: Path, timeout_s: float = 20.0) -> str:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text():
+            return path.read_text()
+        time.sleep(0.02)
+    raise TimeoutError(f"{path} did not appear within {timeout_s}s")
+
+
+@pytest.fixture
+async def server_address(tmp_path: Path) -> AsyncIterator[str]:
+    """An in-process server on 127.0.0.1 with its own SQLite file."""
+    ready = tmp_path / "ready"
+    settings = ServerSettings(
+        listen="127.0.0.1:0",
+        db=tmp_path / "tierank.db",
+        ready_file=ready,
+        shutdown_grace_s=2.0,
+        max_message_mb=4,
+    )
+    stop = anyio.Event()
+    task = asyncio.create_task(serve(settings, stop))
+    while not (ready.exists() and ready.read_text()):
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.01)
+    yield ready.read_text()
+    stop.set()
+    await asyncio.wait_for(task, 30)
+
+
+@pytest.fixture
+async def stub(server_address: str) -> AsyncIterator[rank_pb2_grpc.RankServiceStub]:
+    async with grpc.aio.insecure_channel(server_address) as channel:
+        yield rank_pb2_grpc.RankServiceStub(channel)
+
+
+class ServerProcess:
+    """A server in its own process, for crash and signal tests."""
+
+    def __init__(self, db: Path, workdir: Path, extra_env: dict[str, str] | None = None) -> None:
+        self.db = db
+        self.workdir = workdir
+        self.extra_env = extra_env or {}
+        self.process: subprocess.Popen[bytes] | None = None
+        self.address = ""
+
+    def start(self) -> str:
+        ready = self.workdir / f"ready-{time.monotonic_ns()}"
+        env = {**os.environ, **self.extra_env}
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tierank.server",
+                "--listen",
+                "127.0.0.1:0",
+                "--db",
+                str(self.db),
+                "--ready-file",
+                str(ready),
+                "--log-level",
+                "warning",
+            ],
+            env=env,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            self.address = wait_for_file(ready)
+        except TimeoutError:
+            self.process.kill()
+            raise AssertionError(self.process.communicate()[1].decode()) from None
+        return self.address
+
+    def kill9(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+
+    def terminate(self) -> int:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(30)
+
+
+@pytest.fixture
+def server_process(tmp_path: Path) -> Iterator[ServerProcess]:
+    proc = ServerProcess(tmp_path / "tierank.db", tmp_path)
+    yield proc
+    if proc.process is not None and proc.process.poll() is None:
+        proc.process.kill()
+        proc.process.wait(10)
+
+
+SpecFactory = Callable[..., rank_pb2.JobSpec]
+
+
+QUERY_TERMS = ("photovoltaic", "panels", "solar", "work", "how", "do")
+
+
+def passage_text(i: int) -> str:
+    """Equal-length texts; candidate i holds the first 6 - i query terms, so under BM25 a
+    lower index always ranks higher among the first six, and the rest tie with no match."""
+    terms = list(QUERY_TERMS[: max(0, len(QUERY_TERMS) - i)])
+    filler = [f"filler{i}x{j}" for j in range(12 - len(terms))]
+    return f"passage {i}: " + " ".join(terms + filler)
+
+
+@pytest.fixture
+def make_spec() -> SpecFactory:
+    """A job over n candidates; c000 is best for both judges: hidden `score` is n - i."""
+
+    def build(
+        n: int = 30,
+        judges: list[rank_pb2.JudgeSpec] | None = None,
+        **fields: object,
+    ) -> rank_pb2.JobSpec:
+        candidates = [
+            rank_pb2.Candidate(id=f"c{i:03d}", text=passage_text(i), metadata={"score": str(n - i)})
+            for i in range(n)
+        ]
+        return rank_pb2.JobSpec(
+            query="how do photovoltaic solar panels work",
+            rubric="relevant if it explains the mechanism",
+            candidates=candidates,
+            judges=judges or [rank_pb2.JudgeSpec(provider="lexical")],
+            **fields,
+        )
+
+    return build
+
+
+def oracle(noise: float = 0.0, **options: str) -> rank_pb2.JudgeSpec:
+    return rank_pb2.JudgeSpec(
+        provider="oracle",
+        model=options.pop("model", "hidden-score"),
+        parameters=rank_pb2.JudgeParameters(options={"noise": str(noise), **options}),
+    )
+
+
+@pytest.fixture
+def oracle_judge() -> Callable[..., rank_pb2.JudgeSpec]:
+    return oracle
