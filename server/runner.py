@@ -35,7 +35,14 @@ from tierank.server.judges.base import (
     JudgeUsage,
 )
 from tierank.server.stats import StatsBook
-from tierank.server.storage.base import CacheEntry, EventRow, JobUpdate, JournalRow, Storage
+from tierank.server.storage.base import (
+    CacheEntry,
+    EventRow,
+    JobUpdate,
+    JournalRow,
+    Storage,
+    VerdictAudit,
+)
 from tierank.server.verdict_cache import cache_key, decode_ordering, encode_ordering
 from tierank.v1 import rank_pb2
 
@@ -299,7 +306,8 @@ class JobRunner:
             metrics.JUDGE_LATENCY.labels(provider).observe(usage.latency_s)
         before = tournament.tiers()
         tournament.record(verdict_of(verdict))
-        journal = [self._journal("verdict", verdict.SerializeToString())]
+        verdict_bytes = verdict.SerializeToString()
+        journal = [self._journal("verdict", verdict_bytes)]
         failures_in_a_row = stats.add(call.judge, verdict)
         unavailable = reply.failure is not None and reply.failure.kind == FailureKind.UNAVAILABLE
         if not stats.disabled(call.judge) and (
@@ -317,7 +325,7 @@ class JobRunner:
         if answer.cache_key and not answer.cached and not reply.failed:
             passages = self._request(call).passages
             cache.append(CacheEntry(answer.cache_key, encode_ordering(reply.ordering, passages)))
-        audit = [(call.call_id, reply.prompt, reply.raw_text)] if reply.prompt else []
+        audit = [VerdictAudit(call.call_id, verdict_bytes, reply.prompt, reply.raw_text)]
         await self._commit(events, journal=journal, cache=cache, audit=audit)
 
     def _tiers_event(

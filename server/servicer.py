@@ -104,6 +104,26 @@ class RankServicer(rank_pb2_grpc.RankServiceServicer):
         await self._manager.cancel(record.job_id)
         return await self._detail(await self._record(request.name))
 
+    @_unary
+    async def GetVerdict(
+        self, request: rank_pb2.GetVerdictRequest, context: grpc.aio.ServicerContext
+    ) -> rank_pb2.VerdictRecord:
+        job_name, _, call_id = request.name.partition("/verdicts/")
+        if not call_id or "/" in call_id:
+            raise invalid_argument(
+                [FieldViolation("name", "must look like 'jobs/{job_id}/verdicts/{call_id}'")]
+            )
+        record = await self._record(job_name)
+        audit = await self._storage.read_audit(record.job_id, call_id)
+        if audit is None:
+            raise not_found(request.name)
+        return rank_pb2.VerdictRecord(
+            name=request.name,
+            verdict=rank_pb2.VerdictReceived.FromString(audit.verdict),
+            prompt=audit.prompt,
+            raw_answer=audit.raw_answer,
+        )
+
     async def WatchJob(
         self, request: rank_pb2.WatchJobRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[rank_pb2.JobEvent]:

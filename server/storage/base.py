@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,16 @@ class CacheEntry:
 
 
 @dataclass(frozen=True)
+class VerdictAudit:
+    """A verdict as recorded, with the prompt the judge saw and its raw answer."""
+
+    call_id: str
+    verdict: bytes
+    prompt: str = ""
+    raw_answer: str = ""
+
+
+@dataclass(frozen=True)
 class JobUpdate:
     """What one commit changes about a job, all or nothing."""
 
@@ -62,7 +72,7 @@ class JobUpdate:
     completion_reason: int | None = None
     error_code: int | None = None
     error_message: str | None = None
-    audit: Sequence[tuple[str, str, str]] = field(default=())  # (call_id, prompt, raw answer)
+    audit: Sequence[VerdictAudit] = ()
 
 
 class DuplicateRequest(Exception):
@@ -107,8 +117,7 @@ class Storage(abc.ABC):
     async def cache_get(self, key: str) -> bytes | None: ...
 
     @abc.abstractmethod
-    async def read_audit(self, job_id: str, call_id: str) -> tuple[str, str] | None:
-        """The rendered prompt and raw answer of one verdict."""
+    async def read_audit(self, job_id: str, call_id: str) -> VerdictAudit | None: ...
 
     @abc.abstractmethod
     async def close(self) -> None: ...

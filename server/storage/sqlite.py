@@ -25,6 +25,7 @@ from tierank.server.storage.base import (
     JobUpdate,
     JournalRow,
     Storage,
+    VerdictAudit,
 )
 
 T = TypeVar("T")
@@ -73,6 +74,7 @@ CREATE TABLE IF NOT EXISTS verdict_cache (
 CREATE TABLE IF NOT EXISTS verdict_audit (
     job_id TEXT NOT NULL,
     call_id TEXT NOT NULL,
+    verdict BLOB NOT NULL,
     prompt TEXT NOT NULL,
     raw_answer TEXT NOT NULL,
     PRIMARY KEY (job_id, call_id)
@@ -285,9 +287,9 @@ class SqliteStorage(Storage):
                 [(c.key, c.payload) for c in update.cache],
             )
             conn.executemany(
-                "INSERT OR REPLACE INTO verdict_audit (job_id, call_id, prompt, raw_answer) "
-                "VALUES (?, ?, ?, ?)",
-                [(job_id, *a) for a in update.audit],
+                "INSERT INTO verdict_audit (job_id, call_id, verdict, prompt, raw_answer) "
+                "VALUES (?, ?, ?, ?, ?)",
+                [(job_id, a.call_id, a.verdict, a.prompt, a.raw_answer) for a in update.audit],
             )
             sets, params = [], []
             if update.events:
@@ -346,13 +348,14 @@ class SqliteStorage(Storage):
 
         return await self._reader.submit(read)
 
-    async def read_audit(self, job_id: str, call_id: str) -> tuple[str, str] | None:
-        def read(conn: sqlite3.Connection) -> tuple[str, str] | None:
+    async def read_audit(self, job_id: str, call_id: str) -> VerdictAudit | None:
+        def read(conn: sqlite3.Connection) -> VerdictAudit | None:
             row = conn.execute(
-                "SELECT prompt, raw_answer FROM verdict_audit WHERE job_id = ? AND call_id = ?",
+                "SELECT call_id, verdict, prompt, raw_answer FROM verdict_audit "
+                "WHERE job_id = ? AND call_id = ?",
                 (job_id, call_id),
             ).fetchone()
-            return (row[0], row[1]) if row else None
+            return VerdictAudit(*row) if row else None
 
         return await self._reader.submit(read)
 

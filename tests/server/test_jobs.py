@@ -211,3 +211,17 @@ async def test_client_deadline_ends_the_watch_not_the_job(stub, make_spec, oracl
     assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
     events = await _events(stub, job.name)
     assert events[-1].completed.reason == rank_pb2.COMPLETION_REASON_SETTLED
+
+
+async def test_every_verdict_can_be_read_back_for_audit(stub, make_spec):
+    events = [e async for e in stub.Rank(rank_pb2.RankRequest(spec=make_spec(n=12)))]
+    verdicts = [e.verdict for e in events if e.HasField("verdict")]
+    assert verdicts
+    for verdict in verdicts:
+        name = f"{events[0].job}/verdicts/{verdict.call_id}"
+        record = await stub.GetVerdict(rank_pb2.GetVerdictRequest(name=name))
+        assert record.verdict == verdict
+        assert record.prompt == ""  # the offline judge renders no prompt
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await stub.GetVerdict(rank_pb2.GetVerdictRequest(name=f"{events[0].job}/verdicts/b999.j0"))
+    assert caught.value.code() == grpc.StatusCode.NOT_FOUND

@@ -375,6 +375,24 @@ class WatchJobRequest(_message.Message):
     after_sequence: int
     def __init__(self, name: _Optional[str] = ..., after_sequence: _Optional[int] = ...) -> None: ...
 
+class GetVerdictRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class VerdictRecord(_message.Message):
+    __slots__ = ("name", "verdict", "prompt", "raw_answer")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_FIELD_NUMBER: _ClassVar[int]
+    RAW_ANSWER_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    verdict: VerdictReceived
+    prompt: str
+    raw_answer: str
+    def __init__(self, name: _Optional[str] = ..., verdict: _Optional[_Union[VerdictReceived, _Mapping]] = ..., prompt: _Optional[str] = ..., raw_answer: _Optional[str] = ...) -> None: ...
+
 class RankRequest(_message.Message):
     __slots__ = ("spec", "request_id")
     SPEC_FIELD_NUMBER: _ClassVar[int]

@@ -64,6 +64,11 @@ class RankServiceStub:
                 request_serializer=tierank_dot_v1_dot_rank__pb2.RankRequest.SerializeToString,
                 response_deserializer=tierank_dot_v1_dot_rank__pb2.JobEvent.FromString,
                 _registered_method=True)
+        self.GetVerdict = channel.unary_unary(
+                '/tierank.v1.RankService/GetVerdict',
+                request_serializer=tierank_dot_v1_dot_rank__pb2.GetVerdictRequest.SerializeToString,
+                response_deserializer=tierank_dot_v1_dot_rank__pb2.VerdictRecord.FromString,
+                _registered_method=True)
 
 
 class RankServiceServicer:
@@ -111,6 +116,13 @@ class RankServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetVerdict(self, request, context):
+        """One verdict with the exact prompt the judge saw and its raw answer, for audit.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RankServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -143,6 +155,11 @@ def add_RankServiceServicer_to_server(servicer, server):
                     servicer.Rank,
                     request_deserializer=tierank_dot_v1_dot_rank__pb2.RankRequest.FromString,
                     response_serializer=tierank_dot_v1_dot_rank__pb2.JobEvent.SerializeToString,
+            ),
+            'GetVerdict': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetVerdict,
+                    request_deserializer=tierank_dot_v1_dot_rank__pb2.GetVerdictRequest.FromString,
+                    response_serializer=tierank_dot_v1_dot_rank__pb2.VerdictRecord.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -307,6 +324,33 @@ class RankService:
             '/tierank.v1.RankService/Rank',
             tierank_dot_v1_dot_rank__pb2.RankRequest.SerializeToString,
             tierank_dot_v1_dot_rank__pb2.JobEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetVerdict(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tierank.v1.RankService/GetVerdict',
+            tierank_dot_v1_dot_rank__pb2.GetVerdictRequest.SerializeToString,
+            tierank_dot_v1_dot_rank__pb2.VerdictRecord.FromString,
             options,
             channel_credentials,
             insecure,
