@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import anyio
 import structlog
-from anyio.streams.memory import MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from google.rpc import code_pb2
 
 from tierank.scheduler import Tournament
@@ -147,6 +147,7 @@ class JobRunner:
 
     async def _run(self) -> None:
         tournament, stats, unanswered = await self._restore()
+        self._tiers = tournament.tiers()
         await self._storage.commit(self.job_id, JobUpdate(state=rank_pb2.JOB_STATE_RUNNING))
         self._log.info("job running", resumed_calls=len(unanswered))
         send, receive = anyio.create_memory_object_stream[_Answer | _Wake](math.inf)
@@ -173,9 +174,9 @@ class JobRunner:
                     reason = StopReason.EXHAUSTED
                     break
                 with anyio.move_on_after(self._time_left()):
-                    item = await receive.receive()
-                    if isinstance(item, _Answer):
-                        await self._absorb(tournament, stats, item)
+                    answers = [a for a in await _drain(receive) if isinstance(a, _Answer)]
+                    if answers:
+                        await self._absorb(tournament, stats, answers)
             # Settled, out of budget or cancelled: answers still in flight can no longer matter.
             calls.cancel_scope.cancel()
         if self._cancel_requested:
@@ -279,10 +280,54 @@ class JobRunner:
         payload = json.dumps([c.call_id for c in calls]).encode()
         await self._storage.commit(self.job_id, JobUpdate(journal=[self._journal("plan", payload)]))
 
-    async def _absorb(self, tournament: Tournament, stats: StatsBook, answer: _Answer) -> None:
+    async def _absorb(
+        self, tournament: Tournament, stats: StatsBook, answers: list[_Answer]
+    ) -> None:
+        """Record every answer that has arrived, then store and stream them in one commit."""
+        events: list[rank_pb2.JobEvent] = []
+        journal: list[JournalRow] = []
+        cache: list[CacheEntry] = []
+        audit: list[VerdictAudit] = []
+        for answer in answers:
+            call, reply = answer.call, answer.reply
+            verdict = self._verdict_event(answer)
+            tournament.record(verdict_of(verdict))
+            verdict_bytes = verdict.SerializeToString()
+            journal.append(self._journal("verdict", verdict_bytes))
+            failures_in_a_row = stats.add(call.judge, verdict)
+            unavailable = (
+                reply.failure is not None and reply.failure.kind == FailureKind.UNAVAILABLE
+            )
+            if not stats.disabled(call.judge) and (
+                unavailable or failures_in_a_row >= MAX_CONSECUTIVE_FAILURES
+            ):
+                tournament.disable_judge(call.judge)
+                stats.disable(call.judge)
+                journal.append(self._journal("disable", str(call.judge).encode()))
+                self._log.warning(
+                    "judge dropped", judge=verdict.judge, reason=verdict.failure_reason
+                )
+            events.append(self._event(verdict=verdict))
+            if answer.cache_key and not answer.cached and not reply.failed:
+                passages = self._request(call).passages
+                ordering = encode_ordering(reply.ordering, passages)
+                cache.append(CacheEntry(answer.cache_key, ordering))
+            audit.append(VerdictAudit(call.call_id, verdict_bytes, reply.prompt, reply.raw_text))
+        tiers = tournament.tiers()
+        if tiers != self._tiers:
+            self._tiers = tiers
+            events.append(self._event(tiers_updated=self._tiers_event(tournament, stats, tiers)))
+        await self._commit(events, journal=journal, cache=cache, audit=audit)
+
+    def _verdict_event(self, answer: _Answer) -> rank_pb2.VerdictReceived:
         call, reply = answer.call, answer.reply
         usage = JudgeUsage() if answer.cached else reply.usage
-        verdict = rank_pb2.VerdictReceived(
+        provider = self._judges[call.judge].config.provider
+        outcome = "cached" if answer.cached else str(reply.failure.kind if reply.failure else "ok")
+        metrics.VERDICTS.labels(provider, outcome).inc()
+        if not answer.cached:
+            metrics.JUDGE_LATENCY.labels(provider).observe(usage.latency_s)
+        return rank_pb2.VerdictReceived(
             call_id=call.call_id,
             batch=call.batch,
             judge=self._judges[call.judge].name,
@@ -299,34 +344,6 @@ class JobRunner:
             failed=reply.failed,
             failure_reason=str(reply.failure) if reply.failure else "",
         )
-        provider = self._judges[call.judge].config.provider
-        outcome = "cached" if answer.cached else str(reply.failure.kind if reply.failure else "ok")
-        metrics.VERDICTS.labels(provider, outcome).inc()
-        if not answer.cached:
-            metrics.JUDGE_LATENCY.labels(provider).observe(usage.latency_s)
-        before = tournament.tiers()
-        tournament.record(verdict_of(verdict))
-        verdict_bytes = verdict.SerializeToString()
-        journal = [self._journal("verdict", verdict_bytes)]
-        failures_in_a_row = stats.add(call.judge, verdict)
-        unavailable = reply.failure is not None and reply.failure.kind == FailureKind.UNAVAILABLE
-        if not stats.disabled(call.judge) and (
-            unavailable or failures_in_a_row >= MAX_CONSECUTIVE_FAILURES
-        ):
-            tournament.disable_judge(call.judge)
-            stats.disable(call.judge)
-            journal.append(self._journal("disable", str(call.judge).encode()))
-            self._log.warning("judge dropped", judge=verdict.judge, reason=verdict.failure_reason)
-        events = [self._event(verdict=verdict)]
-        tiers = tournament.tiers()
-        if tiers != before:
-            events.append(self._event(tiers_updated=self._tiers_event(tournament, stats, tiers)))
-        cache = []
-        if answer.cache_key and not answer.cached and not reply.failed:
-            passages = self._request(call).passages
-            cache.append(CacheEntry(answer.cache_key, encode_ordering(reply.ordering, passages)))
-        audit = [VerdictAudit(call.call_id, verdict_bytes, reply.prompt, reply.raw_text)]
-        await self._commit(events, journal=journal, cache=cache, audit=audit)
 
     def _tiers_event(
         self, tournament: Tournament, stats: StatsBook, tiers: list[Tier]
@@ -335,13 +352,15 @@ class JobRunner:
             tiers=tiers_to_proto(tiers),
             settled_count=tournament.settled_count,
             total_count=tournament.total,
-            stats=self._stats(tournament, stats),
+            stats=self._stats(tournament, stats, final=False),
         )
 
-    def _stats(self, tournament: Tournament, stats: StatsBook) -> rank_pb2.JobStats:
+    def _stats(self, tournament: Tournament, stats: StatsBook, final: bool) -> rank_pb2.JobStats:
+        # Agreement with the majority is only meaningful once voting is over, and costly to
+        # recompute on every update, so progress updates leave it out.
         return stats.to_proto(
             critical_path=tournament.critical_path,
-            agreement=tournament.judge_agreement(),
+            agreement=tournament.judge_agreement() if final else None,
             settled=tournament.settled_count,
             total=tournament.total,
             wall_seconds=time.time() - self._create_time,
@@ -365,7 +384,7 @@ class JobRunner:
     ) -> None:
         completed = rank_pb2.JobCompleted(
             tiers=tiers_to_proto(tournament.tiers()),
-            stats=self._stats(tournament, stats),
+            stats=self._stats(tournament, stats, final=True),
             reason=reason,
         )
         cancelled = reason == rank_pb2.COMPLETION_REASON_CANCELLED
@@ -391,6 +410,16 @@ class JobRunner:
                 error_code=error.code,
                 error_message=message,
             )
+
+
+async def _drain(receive: MemoryObjectReceiveStream[_Answer | _Wake]) -> list[_Answer | _Wake]:
+    """Wait for one item, then take every item already waiting, so they are stored together."""
+    items = [await receive.receive()]
+    while True:
+        try:
+            items.append(receive.receive_nowait())
+        except anyio.WouldBlock:
+            return items
 
 
 def _checked(reply: JudgeReply, call: JudgeCall) -> JudgeReply:

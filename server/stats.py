@@ -55,7 +55,7 @@ class StatsBook:
     def to_proto(
         self,
         critical_path: int,
-        agreement: list[float | None],
+        agreement: list[float | None] | None,
         settled: int,
         total: int,
         wall_seconds: float,
@@ -71,7 +71,7 @@ class StatsBook:
                 last_error=b.last_error,
                 breaker_open=b.disabled,
             )
-            for b, rate in zip(self._judges, agreement, strict=True)
+            for b, rate in zip(self._judges, agreement or [None] * len(self._judges), strict=True)
         ]
         return rank_pb2.JobStats(
             judge_calls=sum(b.calls for b in self._judges),

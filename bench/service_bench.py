@@ -1,0 +1,208 @@
+"""Service benchmark: many concurrent jobs through real gRPC with SQLite durability.
+
+    python -m tierank.bench.service_bench                 # 100 jobs of N=100, top-10, k=10
+    python -m tierank.bench.service_bench --full-order 1000   # one job, N=1000, full ordering
+
+The server runs in its own process (as in production); this process is the client. Every job
+uses the `oracle` judge with zero latency and has one watcher. Figures printed:
+- verdicts per second over the whole run (stored verdicts / wall time);
+- latency from a tiers update being written to a watcher receiving it (event time stamp to
+  receipt, same host clock), p50 and p99;
+- the server's resident memory: idle, peak, and the peak growth per active job minus the job's
+  candidate texts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+
+from tierank.v1 import rank_pb2, rank_pb2_grpc
+
+WORDS = [
+    "solar",
+    "panel",
+    "cell",
+    "photon",
+    "silicon",
+    "current",
+    "voltage",
+    "inverter",
+    "grid",
+    "battery",
+    "light",
+    "energy",
+]
+
+
+def _rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS")
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def make_spec(n: int, top_k: int, seed: int, text_words: int) -> rank_pb2.JobSpec:
+    candidates = [
+        rank_pb2.Candidate(
+            id=f"d{i}",
+            text=" ".join(WORDS[(i + j) % len(WORDS)] for j in range(text_words)),
+            metadata={"score": str((i * 7919 + seed) % 1000 / 100)},
+        )
+        for i in range(n)
+    ]
+    return rank_pb2.JobSpec(
+        query="how do solar panels work",
+        candidates=candidates,
+        judges=[
+            rank_pb2.JudgeSpec(
+                provider="oracle", parameters=rank_pb2.JudgeParameters(options={"noise": "0.5"})
+            )
+        ],
+        batch_size=10,
+        top_k=top_k,
+        seed=seed,
+    )
+
+
+@dataclass
+class Tally:
+    verdicts: int = 0
+    latencies_ms: list[float] = field(default_factory=list)
+
+
+async def run_job(
+    stub: rank_pb2_grpc.RankServiceStub, spec: rank_pb2.JobSpec, tally: Tally
+) -> None:
+    job = await stub.CreateJob(rank_pb2.CreateJobRequest(spec=spec))
+    async for event in stub.WatchJob(rank_pb2.WatchJobRequest(name=job.name)):
+        kind = event.WhichOneof("kind")
+        if kind == "verdict":
+            tally.verdicts += 1
+        elif kind == "tiers_updated":
+            written = event.time.ToNanoseconds() / 1e9
+            tally.latencies_ms.append((time.time() - written) * 1000)
+        elif kind in ("completed", "failed"):
+            return
+
+
+async def sample_memory(pid: int, stop: asyncio.Event, peak: list[int]) -> None:
+    while not stop.is_set():
+        peak[0] = max(peak[0], _rss_bytes(pid))
+        await asyncio.sleep(0.05)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def measure(address: str, pid: int, jobs: int, n: int, top_k: int, text_words: int) -> None:
+    specs = [make_spec(n, top_k, seed, text_words) for seed in range(jobs)]
+    text_bytes = sum(len(c.text.encode()) for c in specs[0].candidates)
+    idle = _rss_bytes(pid)
+    peak = [idle]
+    stop = asyncio.Event()
+    tally = Tally()
+    async with grpc.aio.insecure_channel(
+        address, options=[("grpc.max_receive_message_length", 256 * 1024 * 1024)]
+    ) as channel:
+        stub = rank_pb2_grpc.RankServiceStub(channel)
+        sampler = asyncio.create_task(sample_memory(pid, stop, peak))
+        cpu_before = _cpu_seconds(pid)
+        started = time.perf_counter()
+        await asyncio.gather(*(run_job(stub, spec, tally) for spec in specs))
+        wall = time.perf_counter() - started
+        server_cpu = _cpu_seconds(pid) - cpu_before
+        stop.set()
+        await sampler
+    per_job = (peak[0] - idle) / jobs
+    print(f"jobs {jobs} x N={n}, top_k={top_k or 'full'}, k=10, oracle judge, 1 watcher each")
+    print(f"wall time                 {wall:8.2f} s")
+    print(f"verdicts stored           {tally.verdicts:8d}")
+    print(f"verdicts per second       {tally.verdicts / wall:8.0f}")
+    print(f"server CPU                {server_cpu:8.2f} s ({server_cpu / wall:.0%} of one core)")
+    print(f"verdicts per server CPU-s {tally.verdicts / server_cpu:8.0f}")
+    if tally.latencies_ms:
+        print(f"tiers write->watcher p50  {percentile(tally.latencies_ms, 0.50):8.1f} ms")
+        print(f"tiers write->watcher p99  {percentile(tally.latencies_ms, 0.99):8.1f} ms")
+    print(f"server RSS idle / peak    {idle / 2**20:8.1f} / {peak[0] / 2**20:.1f} MiB")
+    print(f"peak growth per job       {per_job / 2**20:8.3f} MiB")
+    print(f"candidate texts per job   {text_bytes / 2**20:8.3f} MiB")
+    print(f"growth per job less texts {(per_job - text_bytes) / 2**20:8.3f} MiB")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--jobs", type=int, default=100, help="concurrent jobs (default 100)")
+    parser.add_argument("--n", type=int, default=100, help="candidates per job (default 100)")
+    parser.add_argument("--top-k", type=int, default=10, help="top-K to settle (default 10)")
+    parser.add_argument("--text-words", type=int, default=60, help="words per candidate text")
+    parser.add_argument(
+        "--full-order", type=int, metavar="N", help="instead: one job of N candidates, full order"
+    )
+    parser.add_argument(
+        "--synchronous", choices=["FULL", "NORMAL"], default="FULL", help="SQLite synchronous"
+    )
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        ready = Path(tmp) / "ready"
+        server = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tierank.server",
+                "--listen",
+                "127.0.0.1:0",
+                "--db",
+                str(Path(tmp) / "bench.db"),
+                "--ready-file",
+                str(ready),
+                "--sqlite-synchronous",
+                args.synchronous,
+                "--log-level",
+                "warning",
+                "--max-message-mb",
+                "256",
+            ],
+            env={**os.environ},
+        )
+        try:
+            deadline = time.monotonic() + 30
+            while not (ready.exists() and ready.read_text()):
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise SystemExit("server did not start")
+                time.sleep(0.05)
+            if args.full_order:
+                coroutine = measure(
+                    ready.read_text(), server.pid, 1, args.full_order, 0, args.text_words
+                )
+            else:
+                coroutine = measure(
+                    ready.read_text(), server.pid, args.jobs, args.n, args.top_k, args.text_words
+                )
+            asyncio.run(coroutine)
+        finally:
+            server.terminate()
+            server.wait(30)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
