@@ -63,19 +63,35 @@ def partition_in_prior_order(size: int, batch_size: int) -> list[tuple[int, ...]
 
 
 class FrontierStrategy:
-    """Like BlitzRank's round choice, but for several disjoint batches at once.
+    """Like BlitzRank's round choice, but a few disjoint batches at once.
 
     Candidates that still need comparisons, one representative per component (members of a
     cycle share every relation), ordered by fewest known above, then most known below, then
     first-stage rank: the candidates most likely to matter for the top come first. The batch is
     filled greedily with candidates that have an open pair with someone already in it, so no
     slot is spent on a pair whose answer is already known.
+
+    After the first wave, at most `parallel_batches` batches' worth of candidates are in
+    flight: batches chosen from the same stale standings overlap in what they can teach. On DL19
+    (bench/ranking, strong judge) one batch at a time needed 6.7 round-trips, two 4.0 and three
+    4.6, with more tokens and no better nDCG@10. The batches chosen together are dealt from the
+    frontier in turn (the first takes ranks 1, 3, 5, ..., the second 2, 4, 6, ...), so each
+    compares near neighbours directly instead of one batch taking the whole head and the
+    other only the tail.
     """
+
+    def __init__(self, parallel_batches: int = 2) -> None:
+        if parallel_batches < 1:
+            raise ValueError("parallel_batches must be at least 1")
+        self.parallel_batches = parallel_batches
 
     def first_wave(self, size: int, batch_size: int) -> list[tuple[int, ...]]:
         return partition_in_prior_order(size, batch_size)
 
     def next_batch(self, view: SelectionView) -> tuple[int, ...] | None:
+        # Counted in candidates, not batches: small batches late in a round may share a slot.
+        if view.busy.bit_count() > (self.parallel_batches - 1) * view.batch_size:
+            return None
         standings = view.standings
         available = ~view.busy
         representatives: dict[int, int] = {}
@@ -84,20 +100,35 @@ class FrontierStrategy:
                 representatives.setdefault(standings.component_of[candidate], candidate)
         above, below = standings.above_count, standings.below_count
         ordered = sorted(representatives.values(), key=lambda c: (above[c], -below[c], c))
-
-        batch: list[int] = []
-        batch_bits = 0
-        for candidate in ordered:
-            partners = view.open_partners[candidate] & available
-            if batch_bits and not partners & batch_bits:
-                continue
-            batch.append(candidate)
-            batch_bits |= 1 << candidate
-            if len(batch) == view.batch_size:
-                break
+        batch = _fill(ordered, view)
+        # The first batch of a round takes every other frontier candidate when the round has
+        # room for more batches; the next one then finds the rest of the head still free. The
+        # dealt batch is used only when it is full: in a chain, the open pairs may all be
+        # between neighbours that dealing separates.
+        deal = self.parallel_batches if not view.busy else 1
+        if deal > 1 and len(ordered) >= deal * view.batch_size:
+            dealt = _fill(ordered[::deal], view)
+            if len(dealt) == view.batch_size:
+                batch = dealt
         if len(batch) < 2:
             return None
         # A short batch is worth a round-trip only when no verdict is coming that may settle it.
         if len(batch) < view.batch_size and view.awaiting_verdicts:
             return None
         return tuple(sorted(batch))
+
+
+def _fill(ordered: Sequence[int], view: SelectionView) -> list[int]:
+    """Greedily, candidates in `ordered` that have an open pair with someone already taken."""
+    available = ~view.busy
+    batch: list[int] = []
+    batch_bits = 0
+    for candidate in ordered:
+        partners = view.open_partners[candidate] & available
+        if batch_bits and not partners & batch_bits:
+            continue
+        batch.append(candidate)
+        batch_bits |= 1 << candidate
+        if len(batch) == view.batch_size:
+            break
+    return batch

@@ -344,13 +344,33 @@ class Tournament:
             return False
         if len(batch.asked) < batch.wanted_judges:
             return False
-        contenders = self._progress().contenders
-        return wants_another_judge(
-            batch,
-            self._config.quorum,
-            self._config.judge_weights,
-            lambda a, b: bool(contenders >> a & 1 and contenders >> b & 1),
-        )
+        progress = self._progress()
+        contenders, head = progress.contenders, self._current_head(progress.standings)
+
+        def matters(a: int, b: int) -> bool:
+            # Another judge is worth asking only where the votes so far leave the pair open
+            # and where its answer can move someone in or out of the current top-K.
+            return bool(
+                contenders >> a & 1
+                and contenders >> b & 1
+                and (head >> a | head >> b) & 1
+                and not self._tally.direction(a, b)
+            )
+
+        return wants_another_judge(batch, self._config.quorum, self._config.judge_weights, matters)
+
+    def _current_head(self, standings: Standings) -> int:
+        """The candidates placed in the top-K by the standings now (everyone in full mode)."""
+        top_k = self._config.top_k
+        if not top_k:
+            return (1 << standings.size) - 1
+        head, placed = 0, 0
+        for component in standings.components_best_first():
+            if placed >= top_k:
+                break
+            head |= standings.component_bits[component]
+            placed += len(standings.component_members[component])
+        return head
 
     def _close_if_done(self, batch: Batch) -> None:
         if batch.outstanding:

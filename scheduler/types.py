@@ -92,7 +92,8 @@ class TournamentConfig:
     batch_size: int = 10
     # Settle the top-K; 0 means a full ordering.
     top_k: int = 10
-    max_in_flight: int = 4
+    # Enough for the whole first wave of 100 candidates at k=10 in one round-trip.
+    max_in_flight: int = 10
     judge_weights: tuple[float, ...] = (1.0,)
     ensemble: Literal["all", "adaptive"] = "all"
     quorum: int = 2

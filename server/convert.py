@@ -11,7 +11,7 @@ from tierank.server.judges.base import JudgeConfig, Passage, PoolContext
 from tierank.v1 import rank_pb2
 
 DEFAULT_BATCH_SIZE = 10
-DEFAULT_MAX_IN_FLIGHT = 8
+DEFAULT_MAX_IN_FLIGHT = 10
 DEFAULT_QUORUM = 2
 
 

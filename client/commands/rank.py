@@ -70,7 +70,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--top-k", type=int, default=0, help="settle only the top K (default 0: full order)"
     )
     judging.add_argument(
-        "--max-in-flight", type=positive_int, help="judge calls in flight (server default 4)"
+        "--max-in-flight", type=positive_int, help="judge calls in flight (server default 10)"
     )
     judging.add_argument(
         "--seed", type=int, default=0, help="seed for batches and shuffles (default 0)"

@@ -146,3 +146,19 @@ def test_in_flight_batches_are_disjoint(sim):
         del in_flight[call.call_id]
         tournament.record(sim.oracle(ids)(call))
     assert sim.flat(tournament) == ids
+
+
+def test_after_the_first_wave_at_most_two_batches_worth_are_in_flight(sim):
+    ids = [f"doc{i}" for i in range(100)]
+    tournament = Tournament(ids, TournamentConfig(top_k=10, max_in_flight=10))
+    first_wave = tournament.plan()
+    assert len(first_wave) == 10 and {call.depth for call in first_wave} == {1}
+    for call in first_wave:
+        tournament.record(sim.oracle(ids)(call))
+    while tournament.stop_reason() is None:
+        calls = tournament.plan()
+        assert calls
+        assert sum(len(call.presented) for call in calls) <= 2 * 10
+        for call in calls:
+            tournament.record(sim.oracle(ids)(call))
+    assert [tier.members for tier in tournament.tiers()[:10]] == [(c,) for c in ids[:10]]
