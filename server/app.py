@@ -9,6 +9,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from tierank.server import metrics
+from tierank.server.eval_service import EVAL_SERVICE, EvalServicer
 from tierank.server.hub import EventHub
 from tierank.server.jobs import JobManager
 from tierank.server.judges.registry import JudgeFactory
@@ -16,7 +17,7 @@ from tierank.server.judges.settings import JudgeSettings
 from tierank.server.servicer import RankServicer
 from tierank.server.settings import ServerSettings
 from tierank.server.storage.sqlite import SqliteStorage
-from tierank.v1 import rank_pb2, rank_pb2_grpc
+from tierank.v1 import eval_pb2_grpc, rank_pb2, rank_pb2_grpc
 
 RANK_SERVICE = rank_pb2.DESCRIPTOR.services_by_name["RankService"].full_name
 # Watch streams are resumable, so on shutdown they get only a moment to finish.
@@ -41,9 +42,10 @@ async def serve(settings: ServerSettings, stop: anyio.Event) -> None:
             rank_pb2_grpc.add_RankServiceServicer_to_server(
                 RankServicer(manager, storage, hub), server
             )
+            eval_pb2_grpc.add_EvalServiceServicer_to_server(EvalServicer(storage, factory), server)
             health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
             reflection.enable_server_reflection(
-                [RANK_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME], server
+                [RANK_SERVICE, EVAL_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME], server
             )
             port = server.add_insecure_port(settings.listen)
             await server.start()

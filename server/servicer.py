@@ -31,7 +31,7 @@ _CATCH_UP_PAGE = 500
 Handler = TypeVar("Handler", bound=Callable[..., Awaitable[Any]])
 
 
-def _unary(method: Handler) -> Handler:
+def rpc_errors(method: Handler) -> Handler:
     """Turn ApiError into a rich status and bind the request's ids to the log."""
 
     @wraps(method)
@@ -68,20 +68,20 @@ class RankServicer(rank_pb2_grpc.RankServiceServicer):
         latest = await self._storage.latest_event(record.job_id, TIER_EVENT_KINDS)
         return job_detail(record, latest)
 
-    @_unary
+    @rpc_errors
     async def CreateJob(
         self, request: rank_pb2.CreateJobRequest, context: grpc.aio.ServicerContext
     ) -> rank_pb2.Job:
         record, _ = await self._manager.create(request.spec, request.request_id)
         return await self._detail(record)
 
-    @_unary
+    @rpc_errors
     async def GetJob(
         self, request: rank_pb2.GetJobRequest, context: grpc.aio.ServicerContext
     ) -> rank_pb2.Job:
         return await self._detail(await self._record(request.name))
 
-    @_unary
+    @rpc_errors
     async def ListJobs(
         self, request: rank_pb2.ListJobsRequest, context: grpc.aio.ServicerContext
     ) -> rank_pb2.ListJobsResponse:
@@ -96,7 +96,7 @@ class RankServicer(rank_pb2_grpc.RankServiceServicer):
             response.next_page_token = _encode_page_token(records[page_size - 1].job_id)
         return response
 
-    @_unary
+    @rpc_errors
     async def CancelJob(
         self, request: rank_pb2.CancelJobRequest, context: grpc.aio.ServicerContext
     ) -> rank_pb2.Job:
@@ -104,7 +104,7 @@ class RankServicer(rank_pb2_grpc.RankServiceServicer):
         await self._manager.cancel(record.job_id)
         return await self._detail(await self._record(request.name))
 
-    @_unary
+    @rpc_errors
     async def GetVerdict(
         self, request: rank_pb2.GetVerdictRequest, context: grpc.aio.ServicerContext
     ) -> rank_pb2.VerdictRecord:

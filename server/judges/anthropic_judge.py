@@ -10,11 +10,11 @@ import anthropic
 
 from tierank.server.judges.base import FailureKind, JudgeConfig
 from tierank.server.judges.llm import (
+    AnswerSchema,
     Completion,
     LLMJudge,
     Message,
     ProviderShared,
-    default_answer_tokens,
 )
 from tierank.server.judges.prices import TokenCounts
 from tierank.server.judges.prompt import AnswerFormat
@@ -40,14 +40,19 @@ class AnthropicJudge(LLMJudge):
         self.client = client
         self.thinking_budget = int(config.options.get("thinking_budget", DEFAULT_THINKING_BUDGET))
 
-    def _max_output_tokens(self, k: int) -> int:
+    def output_allowance(self, answer_tokens: int) -> int:
         # max_tokens must exceed the thinking budget, which it includes.
-        answer = self.config.max_output_tokens or default_answer_tokens(k)
+        answer = self.config.max_output_tokens or answer_tokens
         return answer + (self.thinking_budget if self.config.reasoning else 0)
 
     async def _complete(
-        self, messages: Sequence[Message], max_output_tokens: int, seed: int
+        self,
+        messages: Sequence[Message],
+        max_output_tokens: int,
+        seed: int,
+        schema: AnswerSchema | None,
     ) -> Completion:
+        # The messages API has no response schema: the prompt states the form to answer in.
         request: dict[str, Any] = {
             "model": self.config.model,
             "max_tokens": max_output_tokens,

@@ -20,6 +20,9 @@ class CircuitBreaker:
         self._clock = clock
         self._consecutive_failures = 0
         self._open_until: float | None = None
+        # Why the provider was last seen failing, so a call refused by the open breaker can
+        # say more than "circuit open" (calls in flight together may all be refused this way).
+        self.last_failure = ""
 
     @property
     def is_open(self) -> bool:
@@ -34,8 +37,9 @@ class CircuitBreaker:
         self._consecutive_failures = 0
         self._open_until = None
 
-    def record_failure(self) -> None:
+    def record_failure(self, reason: str = "") -> None:
         self._consecutive_failures += 1
+        self.last_failure = reason or self.last_failure
         half_open = self._open_until is not None
         if half_open or self._consecutive_failures >= self._policy.failure_threshold:
             self._open_until = self._clock() + self._policy.cooldown_s

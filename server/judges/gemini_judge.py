@@ -11,7 +11,7 @@ from google.genai import errors, types
 
 from tierank.server.judges.base import FailureKind, JudgeConfig
 from tierank.server.judges.llm import (
-    RANKING_JSON_SCHEMA,
+    AnswerSchema,
     Completion,
     LLMJudge,
     Message,
@@ -53,7 +53,9 @@ class GeminiJudge(LLMJudge):
         super().__init__(config, shared)
         self.client = client
 
-    def _config(self, max_output_tokens: int, seed: int) -> types.GenerateContentConfig:
+    def _config(
+        self, max_output_tokens: int, seed: int, schema: AnswerSchema | None
+    ) -> types.GenerateContentConfig:
         config = types.GenerateContentConfig(
             max_output_tokens=max_output_tokens,
             temperature=self.config.temperature,
@@ -61,9 +63,9 @@ class GeminiJudge(LLMJudge):
             # One HTTP request per call: no automatic continuation hops.
             automatic_continuation=False,
         )
-        if self.answer_format is AnswerFormat.JSON:
+        if schema is not None:
             config.response_mime_type = "application/json"
-            config.response_json_schema = dict(RANKING_JSON_SCHEMA)
+            config.response_json_schema = dict(schema.schema)
         if self.config.reasoning is not None:
             # Gemini thinks by default on 2.5 models: False must switch it off explicitly.
             budget = (
@@ -75,7 +77,11 @@ class GeminiJudge(LLMJudge):
         return config
 
     async def _complete(
-        self, messages: Sequence[Message], max_output_tokens: int, seed: int
+        self,
+        messages: Sequence[Message],
+        max_output_tokens: int,
+        seed: int,
+        schema: AnswerSchema | None,
     ) -> Completion:
         contents = [
             types.Content(
@@ -87,7 +93,7 @@ class GeminiJudge(LLMJudge):
             response = await self.client.genai.aio.models.generate_content(
                 model=self.config.model,
                 contents=contents,
-                config=self._config(max_output_tokens, seed),
+                config=self._config(max_output_tokens, seed, schema),
             )
         except errors.APIError as error:
             raise _classify(error) from None

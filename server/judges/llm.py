@@ -15,9 +15,9 @@ import abc
 import json
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Generic, TypeVar
 
 from tierank.server.judges.base import (
     BatchRequest,
@@ -30,7 +30,8 @@ from tierank.server.judges.base import (
 )
 from tierank.server.judges.breaker import CircuitBreaker
 from tierank.server.judges.limits import ProviderLimits
-from tierank.server.judges.parse import Ranking, parse_ranking
+from tierank.server.judges.offline import JudgeConfigError
+from tierank.server.judges.parse import Unreadable, parse_ranking
 from tierank.server.judges.prices import TokenCounts, cost_usd
 from tierank.server.judges.prompt import (
     DEFAULT_PASSAGE_TOKEN_BUDGET,
@@ -53,12 +54,26 @@ ANSWER_TOKENS_FIXED = 32
 DEFAULT_REASONING_TOKENS = 4096
 RAW_TEXT_SEPARATOR = "\n\n--- answer to the corrective follow-up ---\n\n"
 
-RANKING_JSON_SCHEMA: Mapping[str, object] = {
-    "type": "object",
-    "properties": {"ranking": {"type": "array", "items": {"type": "integer"}}},
-    "required": ["ranking"],
-    "additionalProperties": False,
-}
+Answer = TypeVar("Answer")
+
+
+@dataclass(frozen=True)
+class AnswerSchema:
+    """A JSON schema that providers with structured output enforce on the answer."""
+
+    name: str
+    schema: Mapping[str, object]
+
+
+RANKING_SCHEMA = AnswerSchema(
+    "ranking",
+    {
+        "type": "object",
+        "properties": {"ranking": {"type": "array", "items": {"type": "integer"}}},
+        "required": ["ranking"],
+        "additionalProperties": False,
+    },
+)
 
 
 def default_answer_tokens(k: int) -> int:
@@ -77,6 +92,18 @@ class Completion:
     # The provider stopped at the output-token limit.
     truncated: bool
     tokens: TokenCounts
+
+
+@dataclass(frozen=True)
+class Exchange(Generic[Answer]):
+    """One judge call: the answer read from the model, or why there is none, with usage and
+    the prompt and raw answer text for audit."""
+
+    answer: Answer | None
+    failure: JudgeFailure | None
+    usage: JudgeUsage
+    prompt: str
+    raw_text: str
 
 
 class ProviderShared:
@@ -102,12 +129,15 @@ class LLMJudge(Judge):
         super().__init__(config)
         unknown = set(config.options) - self.known_options
         if unknown:
-            raise ValueError(
-                f"{self.provider} judge: unknown options {sorted(unknown)}; "
-                f"known: {sorted(self.known_options)}"
+            raise JudgeConfigError(
+                "parameters.options",
+                f"unknown options {sorted(unknown)} for {self.provider}; "
+                f"known: {sorted(self.known_options)}",
             )
         if not config.model:
-            raise ValueError(f"{self.provider} judge: a model name is required")
+            raise JudgeConfigError("model", f"a model name is required for {self.provider}")
+        if config.options.get("format", self.default_format) not in set(AnswerFormat):
+            raise JudgeConfigError("parameters.options.format", "must be json or text")
         self.shared = shared
         self.answer_format = AnswerFormat(config.options.get("format", self.default_format))
         self.passage_token_budget = config.passage_token_budget or DEFAULT_PASSAGE_TOKEN_BUDGET
@@ -117,24 +147,36 @@ class LLMJudge(Judge):
 
     @abc.abstractmethod
     async def _complete(
-        self, messages: Sequence[Message], max_output_tokens: int, seed: int
+        self,
+        messages: Sequence[Message],
+        max_output_tokens: int,
+        seed: int,
+        schema: AnswerSchema | None,
     ) -> Completion:
-        """One SDK call; raises CallError for any provider failure."""
+        """One SDK call, asking for `schema` when given; raises CallError for any failure."""
 
     def _identity_extras(self) -> Mapping[str, object]:
         """Provider-specific parts of the cache identity."""
         return {}
 
-    def _max_output_tokens(self, k: int) -> int:
-        """Output tokens the provider may bill for one request, reasoning included."""
+    def output_allowance(self, answer_tokens: int) -> int:
+        """Output tokens the provider may bill for one request whose answer needs about
+        `answer_tokens`, reasoning included."""
         if self.config.max_output_tokens is not None:
             return self.config.max_output_tokens
         reasoning = DEFAULT_REASONING_TOKENS if self.config.reasoning else 0
-        return default_answer_tokens(k) + reasoning
+        return answer_tokens + reasoning
+
+    def _max_output_tokens(self, k: int) -> int:
+        return self.output_allowance(default_answer_tokens(k))
 
     # -- the Judge interface ----------------------------------------------------------------
 
     def cache_identity(self) -> str:
+        return self.identity(TEMPLATE_VERSION)
+
+    def identity(self, template: str) -> str:
+        """This judge's model and parameters, with the version of the prompt it is asked."""
         identity = {
             "provider": self.provider,
             "model": self.config.model,
@@ -144,7 +186,7 @@ class LLMJudge(Judge):
             "options": dict(sorted(self.config.options.items())),
             "answer_format": str(self.answer_format),
             "passage_token_budget": self.passage_token_budget,
-            "template": TEMPLATE_VERSION,
+            "template": template,
             **self._identity_extras(),
         }
         return json.dumps(identity, sort_keys=True, separators=(",", ":"))
@@ -168,16 +210,42 @@ class LLMJudge(Judge):
         )
 
     async def judge(self, request: BatchRequest) -> JudgeReply:
-        started = time.monotonic()
         k = len(request.passages)
-        prompt = self._render(request)
+        exchange = await self.exchange(
+            self._render(request),
+            read=lambda text, truncated: parse_ranking(text, k, truncated=truncated),
+            corrective=lambda reason: corrective_message(reason, self.answer_format, k),
+            max_output_tokens=self._max_output_tokens(k),
+            schema=RANKING_SCHEMA if self.answer_format is AnswerFormat.JSON else None,
+            seed=request.seed,
+            deadline=request.deadline,
+        )
+        ranking = exchange.answer
+        ordering = tuple(request.passages[n - 1].id for n in ranking.numbers) if ranking else ()
+        return JudgeReply(
+            ordering, exchange.usage, exchange.failure, exchange.prompt, exchange.raw_text
+        )
+
+    async def exchange(
+        self,
+        prompt: str,
+        *,
+        read: Callable[[str, bool], Answer | Unreadable],
+        corrective: Callable[[str], str],
+        max_output_tokens: int,
+        schema: AnswerSchema | None,
+        seed: int,
+        deadline: float | None,
+    ) -> Exchange[Answer]:
+        """Ask `prompt`, read the answer with `read(text, truncated)`, and send one corrective
+        follow-up (`corrective(reason)`) if it cannot be read. Listwise and pointwise judging
+        share it, so both get the same limits, retries, breaker, truncation rule and usage."""
+        started = time.monotonic()
         messages = [Message("user", prompt)]
         spent = TokenCounts()
         answers: list[str] = []
 
-        def reply(
-            ordering: tuple[str, ...] = (), failure: JudgeFailure | None = None
-        ) -> JudgeReply:
+        def done(answer: Answer | None = None, failure: JudgeFailure | None = None) -> Exchange:
             usage = JudgeUsage(
                 input_tokens=spent.input,
                 output_tokens=spent.output,
@@ -185,31 +253,30 @@ class LLMJudge(Judge):
                 cost_usd=cost_usd(spent, self.price),
                 latency_s=time.monotonic() - started,
             )
-            raw_text = RAW_TEXT_SEPARATOR.join(answers)
-            return JudgeReply(ordering, usage, failure, prompt=prompt, raw_text=raw_text)
+            return Exchange(answer, failure, usage, prompt, RAW_TEXT_SEPARATOR.join(answers))
 
         for is_follow_up in (False, True):
             try:
-                completion = await self._call(messages, k, request)
+                completion = await self._call(messages, max_output_tokens, schema, seed, deadline)
             except CallError as error:
-                return reply(failure=JudgeFailure(error.kind, error.message))
+                return done(failure=JudgeFailure(error.kind, error.message))
             spent += completion.tokens
             answers.append(completion.text)
-            parsed = parse_ranking(completion.text, k, truncated=completion.truncated)
-            if isinstance(parsed, Ranking):
-                return reply(ordering=tuple(request.passages[n - 1].id for n in parsed.numbers))
+            parsed = read(completion.text, completion.truncated)
+            if not isinstance(parsed, Unreadable):
+                return done(answer=parsed)
             if completion.truncated:
                 message = (
-                    f"answer cut at the output-token limit ({self._max_output_tokens(k)}) "
-                    f"before a usable ranking: {parsed.reason}"
+                    f"answer cut at the output-token limit ({max_output_tokens}) "
+                    f"before a usable answer: {parsed.reason}"
                 )
-                return reply(failure=JudgeFailure(FailureKind.TRUNCATED, message))
+                return done(failure=JudgeFailure(FailureKind.TRUNCATED, message))
             if is_follow_up:
                 message = f"unreadable after one corrective follow-up: {parsed.reason}"
-                return reply(failure=JudgeFailure(FailureKind.UNPARSEABLE, message))
+                return done(failure=JudgeFailure(FailureKind.UNPARSEABLE, message))
             messages += [
                 Message("assistant", completion.text),
-                Message("user", corrective_message(parsed.reason, self.answer_format, k)),
+                Message("user", corrective(parsed.reason)),
             ]
         raise AssertionError("unreachable: the loop returns on its second pass")
 
@@ -224,18 +291,24 @@ class LLMJudge(Judge):
             self.passage_token_budget,
         )
 
-    async def _call(self, messages: Sequence[Message], k: int, request: BatchRequest) -> Completion:
+    async def _call(
+        self,
+        messages: Sequence[Message],
+        max_output: int,
+        schema: AnswerSchema | None,
+        seed: int,
+        deadline: float | None,
+    ) -> Completion:
         shared = self.shared
-        max_output = self._max_output_tokens(k)
         # Providers count a request's max output against the token rate limit up front.
         tokens = sum(estimate_tokens(m.text) for m in messages) + max_output
         timeout_s = self.config.timeout_s or shared.provider_settings.timeout_s
         return await call_with_retries(
-            lambda: self._complete(messages, max_output, request.seed),
+            lambda: self._complete(messages, max_output, seed, schema),
             slot=lambda: shared.limits.slot(self.provider, self.config.model, tokens),
             policy=shared.provider_settings.retry,
             timeout_s=timeout_s,
-            deadline=request.deadline,
+            deadline=deadline,
             breaker=shared.breaker,
             rng=shared.rng,
         )

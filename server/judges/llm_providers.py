@@ -10,6 +10,7 @@ from tierank.server.judges.base import Judge, JudgeConfig, PoolContext
 from tierank.server.judges.gemini_judge import GeminiClient, GeminiJudge
 from tierank.server.judges.limits import ProviderLimits
 from tierank.server.judges.llm import ProviderShared
+from tierank.server.judges.offline import JudgeConfigError
 from tierank.server.judges.openai_judges import (
     OpenAICompatibleJudge,
     OpenAIJudge,
@@ -68,8 +69,8 @@ class LLMProviders:
     def _api_key(self, provider: str) -> str:
         key = self.settings.provider(provider).api_key
         if not key:
-            raise ValueError(
-                f"{provider} judges need {_KEY_HINT[provider]} in the server's settings"
+            raise JudgeConfigError(
+                "provider", f"{provider} judges need {_KEY_HINT[provider]} in the server's settings"
             )
         return key
 
@@ -84,9 +85,10 @@ class LLMProviders:
     def _build_openai_compatible(self, config: JudgeConfig, pool: PoolContext) -> Judge:
         def make(settings: ProviderSettings) -> Any:
             if not settings.base_url:
-                raise ValueError(
+                raise JudgeConfigError(
+                    "provider",
                     "openai-compatible judges need TIERANK_OPENAI_COMPATIBLE_BASE_URL "
-                    "in the server's settings"
+                    "in the server's settings",
                 )
             return make_openai_client(settings.api_key or PLACEHOLDER_API_KEY, settings.base_url)
 

@@ -106,9 +106,9 @@ class OracleJudge(_OfflineJudge):
         super().__init__(config)
         options = config.options
         self._score_key = options.get("score_key", "score")
-        self._noise = _float_option(options, "noise", 0.5)
-        self._latency_s = _float_option(options, "latency_ms", 0.0) / 1000
-        self._fail_rate = _float_option(options, "fail_rate", 0.0)
+        self._noise = float_option(options, "noise", 0.5)
+        self._latency_s = float_option(options, "latency_ms", 0.0) / 1000
+        self._fail_rate = float_option(options, "fail_rate", 0.0)
         if self._fail_rate > 1:
             raise JudgeConfigError("parameters.options.fail_rate", "must be between 0 and 1")
         self._scores: dict[str, float] = {}
@@ -144,7 +144,7 @@ class OracleJudge(_OfflineJudge):
         return self._reply(request, noisy)
 
 
-def _float_option(options: Mapping[str, str], key: str, default: float) -> float:
+def float_option(options: Mapping[str, str], key: str, default: float) -> float:
     raw = options.get(key)
     if raw is None or raw == "":
         return default

@@ -9,7 +9,7 @@ import openai
 
 from tierank.server.judges.base import FailureKind, JudgeConfig
 from tierank.server.judges.llm import (
-    RANKING_JSON_SCHEMA,
+    AnswerSchema,
     Completion,
     LLMJudge,
     Message,
@@ -41,7 +41,11 @@ class OpenAIJudge(LLMJudge):
         self.client = client
 
     def _request(
-        self, messages: Sequence[Message], max_output_tokens: int, seed: int
+        self,
+        messages: Sequence[Message],
+        max_output_tokens: int,
+        seed: int,
+        schema: AnswerSchema | None,
     ) -> dict[str, Any]:
         request: dict[str, Any] = {
             "model": self.config.model,
@@ -54,19 +58,23 @@ class OpenAIJudge(LLMJudge):
         if self.config.reasoning:
             effort = self.config.options.get("reasoning_effort", DEFAULT_REASONING_EFFORT)
             request["reasoning_effort"] = effort
-        if self.answer_format is AnswerFormat.JSON:
+        if schema is not None:
             request["response_format"] = {
                 "type": "json_schema",
-                "json_schema": {"name": "ranking", "strict": True, "schema": RANKING_JSON_SCHEMA},
+                "json_schema": {"name": schema.name, "strict": True, "schema": schema.schema},
             }
         return request
 
     async def _complete(
-        self, messages: Sequence[Message], max_output_tokens: int, seed: int
+        self,
+        messages: Sequence[Message],
+        max_output_tokens: int,
+        seed: int,
+        schema: AnswerSchema | None,
     ) -> Completion:
         try:
             response = await self.client.chat.completions.create(
-                **self._request(messages, max_output_tokens, seed)
+                **self._request(messages, max_output_tokens, seed, schema)
             )
         except openai.APIStatusError as error:
             raise classify_status(

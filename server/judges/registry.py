@@ -5,11 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tierank.server.judges.base import Judge, JudgeConfig, PoolContext
+from tierank.server.judges.graders import Grader, LLMGrader, OracleGrader
+from tierank.server.judges.llm import LLMJudge
 from tierank.server.judges.llm_providers import LLMProviders
 from tierank.server.judges.offline import LexicalJudge, OracleJudge
 from tierank.server.judges.settings import JudgeSettings
 
 JudgeBuilder = Callable[[JudgeConfig, PoolContext], Judge]
+# LLM judges read nothing from the pool; a pointwise grader has none.
+_NO_POOL = PoolContext(query="", rubric="", passages=())
 
 
 class JudgeFactory:
@@ -38,6 +42,22 @@ class JudgeFactory:
         except KeyError:
             raise ValueError(f"unknown judge provider {config.provider!r}") from None
         return builder(config, pool)
+
+    def grades(self, provider: str) -> bool:
+        """Whether `provider` can grade pairs pointwise (every provider but `lexical`)."""
+        return provider == "oracle" or provider in self._llm.builders()
+
+    def build_grader(self, config: JudgeConfig) -> Grader:
+        """A pointwise grader on the same provider clients, limits and breakers as the
+        listwise judges."""
+        if config.provider == "oracle":
+            return OracleGrader(config)
+        builder = self._llm.builders().get(config.provider)
+        if builder is None:
+            raise ValueError(f"provider {config.provider!r} cannot grade pairs pointwise")
+        judge = builder(config, _NO_POOL)
+        assert isinstance(judge, LLMJudge)
+        return LLMGrader(judge)
 
     async def aclose(self) -> None:
         """Close provider clients held for the server's lifetime."""

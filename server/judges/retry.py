@@ -98,15 +98,16 @@ async def call_with_retries(
         attempt += 1
         if breaker.is_open:
             wait = breaker.seconds_until_closed()
+            cause = f" (last: {breaker.last_failure})" if breaker.last_failure else ""
             raise CallError(
                 FailureKind.UNAVAILABLE,
-                f"circuit open after repeated failures; retry in {wait:.1f}s",
+                f"circuit open after repeated failures{cause}; retry in {wait:.1f}s",
             )
         try:
             result = await _attempt(send, slot, timeout_s, deadline)
         except CallError as error:
             if error.kind in TRIPS_BREAKER:
-                breaker.record_failure()
+                breaker.record_failure(f"{error.kind}: {error.message}")
             delay = _retry_delay(error, attempt, policy, deadline, rng)
             if delay is None:
                 raise

@@ -117,6 +117,10 @@ class Storage(abc.ABC):
     async def cache_get(self, key: str) -> bytes | None: ...
 
     @abc.abstractmethod
+    async def cache_put(self, entries: Sequence[CacheEntry]) -> None:
+        """Store verdicts that belong to no job (pointwise grades), in one transaction."""
+
+    @abc.abstractmethod
     async def read_audit(self, job_id: str, call_id: str) -> VerdictAudit | None: ...
 
     @abc.abstractmethod

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tierank.server.storage.base import (
+    CacheEntry,
     DuplicateRequest,
     EventRow,
     JobRecord,
@@ -347,6 +348,15 @@ class SqliteStorage(Storage):
             return row[0] if row else None
 
         return await self._reader.submit(read)
+
+    async def cache_put(self, entries: Sequence[CacheEntry]) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            conn.executemany(
+                "INSERT OR REPLACE INTO verdict_cache (key, payload) VALUES (?, ?)",
+                [(c.key, c.payload) for c in entries],
+            )
+
+        await self._writer.submit(write)
 
     async def read_audit(self, job_id: str, call_id: str) -> VerdictAudit | None:
         def read(conn: sqlite3.Connection) -> VerdictAudit | None:

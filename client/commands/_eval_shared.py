@@ -1,0 +1,176 @@
+"""What `tierank eval`, `agree` and `qrels` share: label options, files, the EvalService call."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import grpc
+
+from tierank.client._errors import error_from_rpc
+from tierank.client._spec import judge
+from tierank.client.commands._shared import UsageError, add_server_option
+from tierank.client.local_server import LocalServer, LocalServerError
+from tierank.v1 import eval_pb2, eval_pb2_grpc
+
+T = TypeVar("T")
+_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+MAPPINGS = ("bands", "levels", "pointwise")
+
+
+def text_file(path: Path) -> eval_pb2.TextFile:
+    """A file sent by content; its path names it in the server's error messages."""
+    try:
+        return eval_pb2.TextFile(name=str(path), content=path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise UsageError(f"cannot read {path}: {error.strerror}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{path} is not UTF-8 text") from None
+
+
+def add_tier_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("labels from tiers")
+    group.add_argument(
+        "--job",
+        dest="jobs",
+        action="append",
+        default=[],
+        metavar="QID=JOB",
+        help="a job whose tiers label query QID, e.g. 1037798=jobs/01a2...; repeatable",
+    )
+    group.add_argument(
+        "--mapping",
+        choices=MAPPINGS,
+        default="bands",
+        help="tiers to grades: rank bands, grade levels, or pointwise anchoring (default bands)",
+    )
+    group.add_argument(
+        "--bands",
+        default="",
+        metavar="LAST:GRADE,...",
+        help="rank bands for --mapping bands (default 10:3,30:2,100:1: positions 1-10 get 3, ...)",
+    )
+    group.add_argument("--below", type=int, default=0, help="grade below the last band (default 0)")
+    group.add_argument(
+        "--levels", type=int, default=4, help="grade levels for --mapping levels (default 4: 0-3)"
+    )
+    group.add_argument(
+        "--anchor-judge",
+        metavar="PROVIDER[:MODEL]",
+        help="pointwise judge for --mapping pointwise, e.g. openai:gpt-4.1-mini or oracle",
+    )
+    group.add_argument(
+        "--anchor-option",
+        dest="anchor_options",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="pointwise judge option, e.g. noise=0.5 or score_key=grade for the oracle; repeatable",
+    )
+    group.add_argument(
+        "--anchor-seed", type=int, default=0, help="seed for the pointwise judge (default 0)"
+    )
+
+
+def add_connection_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("server")
+    add_server_option(group, required=False)
+    group.add_argument(
+        "--db", type=Path, help="database of the embedded server (jobs are looked up there)"
+    )
+    group.add_argument("--timeout", type=float, help="give up after this many seconds")
+
+
+def _pairs(items: list[str], flag: str) -> list[tuple[str, str]]:
+    pairs = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key or not value:
+            raise UsageError(f"{flag} expects KEY=VALUE, got {item!r}")
+        pairs.append((key, value))
+    return pairs
+
+
+def _bands(text: str) -> list[eval_pb2.RankBand]:
+    bands = []
+    for item in filter(None, text.split(",")):
+        last, sep, grade = item.partition(":")
+        try:
+            bands.append(eval_pb2.RankBand(last_position=int(last), grade=int(grade)))
+        except ValueError:
+            raise UsageError(f"--bands expects LAST:GRADE,..., got {item!r}") from None
+        if not sep:
+            raise UsageError(f"--bands expects LAST:GRADE,..., got {item!r}")
+    return bands
+
+
+def tier_labels(args: argparse.Namespace) -> eval_pb2.TierLabels:
+    jobs = [eval_pb2.JobTiers(query_id=q, job=j) for q, j in _pairs(args.jobs, "--job")]
+    mapping = eval_pb2.TierMapping()
+    if args.mapping == "bands":
+        mapping.rank_bands.CopyFrom(eval_pb2.RankBands(bands=_bands(args.bands), below=args.below))
+    elif args.mapping == "levels":
+        mapping.grade_levels.CopyFrom(eval_pb2.GradeLevels(levels=args.levels))
+    else:
+        if not args.anchor_judge:
+            raise UsageError("--mapping pointwise needs --anchor-judge")
+        options = dict(_pairs(args.anchor_options, "--anchor-option"))
+        mapping.pointwise.CopyFrom(
+            eval_pb2.PointwiseAnchoring(
+                judge=judge(args.anchor_judge, options=options), seed=args.anchor_seed
+            )
+        )
+    return eval_pb2.TierLabels(jobs=jobs, mapping=mapping)
+
+
+@contextlib.contextmanager
+def _target(args: argparse.Namespace) -> Iterator[str]:
+    if args.server:
+        yield args.server
+        return
+    with LocalServer(db=args.db) as server:
+        yield server.address
+
+
+def call(
+    args: argparse.Namespace, method: Callable[[eval_pb2_grpc.EvalServiceStub], Callable[..., T]]
+) -> Callable[[object], T]:
+    """`call(args, lambda s: s.Evaluate)(request)`: one EvalService call, embedded server if
+    no --server; failures raise TierankError (exit 1), as for every subcommand."""
+
+    def send(request: object) -> T:
+        options = [
+            ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
+            ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
+        ]
+        try:
+            with _target(args) as target, grpc.insecure_channel(target, options) as channel:
+                try:
+                    return method(eval_pb2_grpc.EvalServiceStub(channel))(
+                        request, timeout=args.timeout
+                    )
+                except grpc.RpcError as error:
+                    raise error_from_rpc(error) from None
+        except LocalServerError as error:
+            raise UsageError(f"{error}\n(pass --server to use a running server)") from None
+
+    return send
+
+
+def print_labeling(reports: list[eval_pb2.LabelingReport]) -> None:
+    for report in reports:
+        line = (
+            f"query {report.query_id}: {report.job}, {report.tier_count} tiers, "
+            f"{report.labeled_documents} documents labeled"
+        )
+        if report.judge_calls:
+            line += f", {report.judge_calls} pointwise calls ({report.non_monotone} non-monotone)"
+        print(line, file=sys.stderr)
+
+
+def optional(message: object, field: str) -> float | None:
+    return getattr(message, field) if message.HasField(field) else None  # type: ignore[attr-defined]

@@ -1,0 +1,175 @@
+"""`tierank agree`: compare two label sets, and the system orderings they induce."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from tierank.client.commands._eval_shared import (
+    add_connection_options,
+    add_tier_options,
+    call,
+    optional,
+    print_labeling,
+    text_file,
+    tier_labels,
+)
+from tierank.client.commands._shared import EXIT_OK, UsageError
+from tierank.v1 import eval_pb2
+
+_PIPE_WIDTH = 200
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "agree",
+        help="compare two label sets (kappa) and the system orderings they give (tau, RBO)",
+        description="Compare label set A (the first --qrels) with label set B (a second "
+        "--qrels, or the tiers of --job QID=JOB): Cohen's kappa, weighted kappa and the "
+        "confusion matrix over the pairs both label. With runs, also score each run under A "
+        "and under B (on the queries both label) and compare the two system orderings: "
+        "Kendall's tau-b, Spearman's rho, and RBO (extrapolated, and its lower bound).",
+    )
+    parser.add_argument(
+        "runs", nargs="*", type=Path, help="TREC run files whose system orderings are compared"
+    )
+    parser.add_argument(
+        "--qrels",
+        action="append",
+        type=Path,
+        default=[],
+        help="a qrels file; the first is label set A, a second one label set B",
+    )
+    parser.add_argument(
+        "-m", "--measure", default="nDCG@10", help="measure ordering the systems (default nDCG@10)"
+    )
+    parser.add_argument(
+        "--threshold",
+        type=int,
+        default=2,
+        help="binary kappa: relevant when grade >= this (default 2, TREC DL's convention)",
+    )
+    parser.add_argument(
+        "--persistence", type=float, default=0.9, help="RBO persistence p (default 0.9)"
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    add_tier_options(parser)
+    add_connection_options(parser)
+    parser.set_defaults(handler=run)
+
+
+def _label_sets(args: argparse.Namespace) -> tuple[eval_pb2.LabelSource, eval_pb2.LabelSource]:
+    sources = [eval_pb2.LabelSource(qrels=text_file(path)) for path in args.qrels]
+    if args.jobs:
+        sources.append(eval_pb2.LabelSource(tiers=tier_labels(args)))
+    if len(sources) != 2:
+        raise UsageError("give exactly two label sets: two --qrels, or one --qrels and --job")
+    return sources[0], sources[1]
+
+
+def run(args: argparse.Namespace) -> int:
+    a, b = _label_sets(args)
+    request = eval_pb2.CompareLabelsRequest(
+        a=a,
+        b=b,
+        relevance_threshold=args.threshold,
+        runs=[text_file(path) for path in args.runs],
+        measure=args.measure,
+        rbo_persistence=args.persistence,
+    )
+    response = call(args, lambda stub: stub.CompareLabels)(request)
+    print_labeling(list(response.labeling))
+    if args.json:
+        json.dump(as_json(response), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print_report(response)
+    return EXIT_OK
+
+
+def as_json(response: eval_pb2.CompareLabelsResponse) -> dict:
+    result: dict = {
+        "shared_pairs": response.shared_pairs,
+        "only_a": response.only_a,
+        "only_b": response.only_b,
+        "kappa": optional(response, "kappa"),
+        "linear_weighted_kappa": optional(response, "linear_weighted_kappa"),
+        "quadratic_weighted_kappa": optional(response, "quadratic_weighted_kappa"),
+        "binary_kappa": optional(response, "binary_kappa"),
+        "relevance_threshold": response.relevance_threshold,
+        "confusion": {
+            "grades": list(response.confusion.grades),
+            "rows": [list(row.counts) for row in response.confusion.rows],
+        },
+    }
+    if response.HasField("systems"):
+        systems = response.systems
+        result["systems"] = {
+            "measure": systems.measure,
+            "query_count": systems.query_count,
+            "scores": [
+                {"run": s.run, "a": optional(s, "score_a"), "b": optional(s, "score_b")}
+                for s in systems.systems
+            ],
+            "kendall_tau_b": optional(systems, "kendall_tau_b"),
+            "spearman_rho": optional(systems, "spearman_rho"),
+            "rbo_persistence": systems.rbo_persistence,
+            "rbo_extrapolated": systems.rbo_extrapolated,
+            "rbo_lower_bound": systems.rbo_lower_bound,
+        }
+    return result
+
+
+def _number(value: float | None) -> str:
+    return "NA" if value is None else f"{value:.4f}"
+
+
+def print_report(response: eval_pb2.CompareLabelsResponse) -> None:
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console.width = _PIPE_WIDTH
+    console.print(
+        f"pairs labeled by both: {response.shared_pairs} "
+        f"(only A: {response.only_a}, only B: {response.only_b})\n"
+        f"kappa {_number(optional(response, 'kappa'))}, "
+        f"linear weighted {_number(optional(response, 'linear_weighted_kappa'))}, "
+        f"quadratic weighted {_number(optional(response, 'quadratic_weighted_kappa'))}, "
+        f"binary (grade >= {response.relevance_threshold}) "
+        f"{_number(optional(response, 'binary_kappa'))}"
+    )
+    grades = list(response.confusion.grades)
+    console.print("confusion matrix (rows: A's grade, columns: B's grade)")
+    matrix = Table(box=box.SIMPLE_HEAD)
+    matrix.add_column("A \\ B", justify="right")
+    for grade in grades:
+        matrix.add_column(str(grade), justify="right")
+    for grade, row in zip(grades, response.confusion.rows, strict=True):
+        matrix.add_row(str(grade), *(str(c) for c in row.counts))
+    console.print(matrix)
+    if not response.HasField("systems"):
+        return
+    systems = response.systems
+    table = Table(
+        title=f"systems by {systems.measure} on {systems.query_count} queries",
+        box=box.SIMPLE_HEAD,
+        title_justify="left",
+    )
+    for column in ("run", "A", "B"):
+        table.add_column(column, justify="left" if column == "run" else "right", no_wrap=True)
+    for score in systems.systems:
+        table.add_row(
+            score.run, _number(optional(score, "score_a")), _number(optional(score, "score_b"))
+        )
+    console.print(table)
+    console.print(
+        f"Kendall tau-b {_number(optional(systems, 'kendall_tau_b'))}, "
+        f"Spearman rho {_number(optional(systems, 'spearman_rho'))}, "
+        f"RBO(p={systems.rbo_persistence:g}) extrapolated {systems.rbo_extrapolated:.4f} "
+        f"(lower bound {systems.rbo_lower_bound:.4f})"
+    )

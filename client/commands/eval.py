@@ -1,0 +1,144 @@
+"""`tierank eval`: score runs against qrels or against jobs' tiers."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from tierank.client.commands._eval_shared import (
+    add_connection_options,
+    add_tier_options,
+    call,
+    optional,
+    print_labeling,
+    text_file,
+    tier_labels,
+)
+from tierank.client.commands._shared import EXIT_OK, UsageError
+from tierank.v1 import eval_pb2
+
+_PIPE_WIDTH = 200
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "eval",
+        help="score runs against qrels or a job's tiers",
+        description="Score one or more TREC runs with ir-measures names (nDCG@10, "
+        "RR(rel=2)@10, AP(rel=2), R(rel=2)@100, ...) against a qrels file or against the tiers "
+        "of jobs (one job per query, --job QID=JOB).",
+    )
+    parser.add_argument("runs", nargs="+", type=Path, help="TREC run files")
+    parser.add_argument("--qrels", type=Path, help="qrels file (qid iter docid grade)")
+    parser.add_argument(
+        "-m",
+        "--measure",
+        dest="measures",
+        action="append",
+        default=[],
+        help="a measure, repeatable (default nDCG@10)",
+    )
+    parser.add_argument(
+        "--all-queries",
+        action="store_true",
+        help="score every labeled query; one missing from a run scores 0 (trec_eval -c)",
+    )
+    parser.add_argument(
+        "--max-docs", type=int, default=0, help="only each query's top N documents (trec_eval -M)"
+    )
+    parser.add_argument(
+        "--na-as-zero",
+        action="store_true",
+        help="score undefined values as 0, as trec_eval averages do",
+    )
+    parser.add_argument("--per-query", action="store_true", help="also show per-query values")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_tier_options(parser)
+    add_connection_options(parser)
+    parser.set_defaults(handler=run)
+
+
+def labels_from_args(args: argparse.Namespace) -> eval_pb2.LabelSource:
+    if (args.qrels is None) == (not args.jobs):
+        raise UsageError("give labels with either --qrels or --job QID=JOB")
+    if args.qrels is not None:
+        return eval_pb2.LabelSource(qrels=text_file(args.qrels))
+    return eval_pb2.LabelSource(tiers=tier_labels(args))
+
+
+def run(args: argparse.Namespace) -> int:
+    request = eval_pb2.EvaluateRequest(
+        runs=[text_file(path) for path in args.runs],
+        labels=labels_from_args(args),
+        measures=args.measures,
+        all_queries=args.all_queries,
+        max_docs=args.max_docs,
+        na_as_zero=args.na_as_zero,
+        per_query=args.per_query,
+    )
+    response = call(args, lambda stub: stub.Evaluate)(request)
+    print_labeling(list(response.labeling))
+    if args.json:
+        json.dump(as_json(response), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print_tables(response)
+    return EXIT_OK
+
+
+def as_json(response: eval_pb2.EvaluateResponse) -> dict:
+    runs = []
+    for evaluation in response.runs:
+        entry: dict = {
+            "run": evaluation.run,
+            "measures": {
+                a.measure: {"mean": optional(a, "mean"), "count": a.count, "na": a.na}
+                for a in evaluation.aggregates
+            },
+        }
+        if evaluation.per_query:
+            per_query: dict[str, dict[str, float | None]] = {}
+            for value in evaluation.per_query:
+                per_query.setdefault(value.measure, {})[value.query_id] = optional(value, "value")
+            entry["per_query"] = per_query
+        runs.append(entry)
+    return {"runs": runs}
+
+
+def _number(value: float | None) -> str:
+    return "NA" if value is None else f"{value:.4f}"
+
+
+def print_tables(response: eval_pb2.EvaluateResponse) -> None:
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console.width = _PIPE_WIDTH
+    measures = [a.measure for a in response.runs[0].aggregates] if response.runs else []
+    table = Table(box=box.SIMPLE_HEAD)
+    table.add_column("run", no_wrap=True)
+    for measure in measures:
+        table.add_column(measure, justify="right", no_wrap=True)
+    table.add_column("queries", justify="right")
+    for evaluation in response.runs:
+        aggregates = list(evaluation.aggregates)
+        table.add_row(
+            evaluation.run,
+            *(_number(optional(a, "mean")) for a in aggregates),
+            str(aggregates[0].count + aggregates[0].na) if aggregates else "0",
+        )
+    console.print(table)
+    for evaluation in response.runs:
+        if not evaluation.per_query:
+            continue
+        detail = Table(title=evaluation.run, box=box.SIMPLE_HEAD, title_justify="left")
+        for column in ("measure", "query", "value"):
+            detail.add_column(column, no_wrap=True)
+        for value in evaluation.per_query:
+            detail.add_row(value.measure, value.query_id, _number(optional(value, "value")))
+        console.print(detail)

@@ -1,0 +1,350 @@
+from tierank.v1 import rank_pb2 as _rank_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class TextFile(_message.Message):
+    __slots__ = ("name", "content")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    content: str
+    def __init__(self, name: _Optional[str] = ..., content: _Optional[str] = ...) -> None: ...
+
+class JobTiers(_message.Message):
+    __slots__ = ("job", "query_id")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    QUERY_ID_FIELD_NUMBER: _ClassVar[int]
+    job: str
+    query_id: str
+    def __init__(self, job: _Optional[str] = ..., query_id: _Optional[str] = ...) -> None: ...
+
+class RankBand(_message.Message):
+    __slots__ = ("last_position", "grade")
+    LAST_POSITION_FIELD_NUMBER: _ClassVar[int]
+    GRADE_FIELD_NUMBER: _ClassVar[int]
+    last_position: int
+    grade: int
+    def __init__(self, last_position: _Optional[int] = ..., grade: _Optional[int] = ...) -> None: ...
+
+class RankBands(_message.Message):
+    __slots__ = ("bands", "below", "mean_position")
+    BANDS_FIELD_NUMBER: _ClassVar[int]
+    BELOW_FIELD_NUMBER: _ClassVar[int]
+    MEAN_POSITION_FIELD_NUMBER: _ClassVar[int]
+    bands: _containers.RepeatedCompositeFieldContainer[RankBand]
+    below: int
+    mean_position: bool
+    def __init__(self, bands: _Optional[_Iterable[_Union[RankBand, _Mapping]]] = ..., below: _Optional[int] = ..., mean_position: _Optional[bool] = ...) -> None: ...
+
+class GradeLevels(_message.Message):
+    __slots__ = ("levels", "lowest")
+    LEVELS_FIELD_NUMBER: _ClassVar[int]
+    LOWEST_FIELD_NUMBER: _ClassVar[int]
+    levels: int
+    lowest: int
+    def __init__(self, levels: _Optional[int] = ..., lowest: _Optional[int] = ...) -> None: ...
+
+class PointwiseAnchoring(_message.Message):
+    __slots__ = ("judge", "seed")
+    JUDGE_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    judge: _rank_pb2.JudgeSpec
+    seed: int
+    def __init__(self, judge: _Optional[_Union[_rank_pb2.JudgeSpec, _Mapping]] = ..., seed: _Optional[int] = ...) -> None: ...
+
+class TierMapping(_message.Message):
+    __slots__ = ("rank_bands", "grade_levels", "pointwise")
+    RANK_BANDS_FIELD_NUMBER: _ClassVar[int]
+    GRADE_LEVELS_FIELD_NUMBER: _ClassVar[int]
+    POINTWISE_FIELD_NUMBER: _ClassVar[int]
+    rank_bands: RankBands
+    grade_levels: GradeLevels
+    pointwise: PointwiseAnchoring
+    def __init__(self, rank_bands: _Optional[_Union[RankBands, _Mapping]] = ..., grade_levels: _Optional[_Union[GradeLevels, _Mapping]] = ..., pointwise: _Optional[_Union[PointwiseAnchoring, _Mapping]] = ...) -> None: ...
+
+class TierLabels(_message.Message):
+    __slots__ = ("jobs", "mapping")
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    MAPPING_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[JobTiers]
+    mapping: TierMapping
+    def __init__(self, jobs: _Optional[_Iterable[_Union[JobTiers, _Mapping]]] = ..., mapping: _Optional[_Union[TierMapping, _Mapping]] = ...) -> None: ...
+
+class LabelSource(_message.Message):
+    __slots__ = ("qrels", "tiers")
+    QRELS_FIELD_NUMBER: _ClassVar[int]
+    TIERS_FIELD_NUMBER: _ClassVar[int]
+    qrels: TextFile
+    tiers: TierLabels
+    def __init__(self, qrels: _Optional[_Union[TextFile, _Mapping]] = ..., tiers: _Optional[_Union[TierLabels, _Mapping]] = ...) -> None: ...
+
+class EvaluateRequest(_message.Message):
+    __slots__ = ("runs", "labels", "measures", "all_queries", "max_docs", "na_as_zero", "per_query")
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    MEASURES_FIELD_NUMBER: _ClassVar[int]
+    ALL_QUERIES_FIELD_NUMBER: _ClassVar[int]
+    MAX_DOCS_FIELD_NUMBER: _ClassVar[int]
+    NA_AS_ZERO_FIELD_NUMBER: _ClassVar[int]
+    PER_QUERY_FIELD_NUMBER: _ClassVar[int]
+    runs: _containers.RepeatedCompositeFieldContainer[TextFile]
+    labels: LabelSource
+    measures: _containers.RepeatedScalarFieldContainer[str]
+    all_queries: bool
+    max_docs: int
+    na_as_zero: bool
+    per_query: bool
+    def __init__(self, runs: _Optional[_Iterable[_Union[TextFile, _Mapping]]] = ..., labels: _Optional[_Union[LabelSource, _Mapping]] = ..., measures: _Optional[_Iterable[str]] = ..., all_queries: _Optional[bool] = ..., max_docs: _Optional[int] = ..., na_as_zero: _Optional[bool] = ..., per_query: _Optional[bool] = ...) -> None: ...
+
+class MeasureAggregate(_message.Message):
+    __slots__ = ("measure", "mean", "count", "na")
+    MEASURE_FIELD_NUMBER: _ClassVar[int]
+    MEAN_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    NA_FIELD_NUMBER: _ClassVar[int]
+    measure: str
+    mean: float
+    count: int
+    na: int
+    def __init__(self, measure: _Optional[str] = ..., mean: _Optional[float] = ..., count: _Optional[int] = ..., na: _Optional[int] = ...) -> None: ...
+
+class QueryValue(_message.Message):
+    __slots__ = ("measure", "query_id", "value")
+    MEASURE_FIELD_NUMBER: _ClassVar[int]
+    QUERY_ID_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    measure: str
+    query_id: str
+    value: float
+    def __init__(self, measure: _Optional[str] = ..., query_id: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+
+class RunEvaluation(_message.Message):
+    __slots__ = ("run", "aggregates", "per_query")
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    AGGREGATES_FIELD_NUMBER: _ClassVar[int]
+    PER_QUERY_FIELD_NUMBER: _ClassVar[int]
+    run: str
+    aggregates: _containers.RepeatedCompositeFieldContainer[MeasureAggregate]
+    per_query: _containers.RepeatedCompositeFieldContainer[QueryValue]
+    def __init__(self, run: _Optional[str] = ..., aggregates: _Optional[_Iterable[_Union[MeasureAggregate, _Mapping]]] = ..., per_query: _Optional[_Iterable[_Union[QueryValue, _Mapping]]] = ...) -> None: ...
+
+class LabelingReport(_message.Message):
+    __slots__ = ("query_id", "job", "tier_count", "labeled_documents", "judge_calls", "non_monotone")
+    QUERY_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    TIER_COUNT_FIELD_NUMBER: _ClassVar[int]
+    LABELED_DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
+    JUDGE_CALLS_FIELD_NUMBER: _ClassVar[int]
+    NON_MONOTONE_FIELD_NUMBER: _ClassVar[int]
+    query_id: str
+    job: str
+    tier_count: int
+    labeled_documents: int
+    judge_calls: int
+    non_monotone: int
+    def __init__(self, query_id: _Optional[str] = ..., job: _Optional[str] = ..., tier_count: _Optional[int] = ..., labeled_documents: _Optional[int] = ..., judge_calls: _Optional[int] = ..., non_monotone: _Optional[int] = ...) -> None: ...
+
+class EvaluateResponse(_message.Message):
+    __slots__ = ("runs", "labeling")
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    LABELING_FIELD_NUMBER: _ClassVar[int]
+    runs: _containers.RepeatedCompositeFieldContainer[RunEvaluation]
+    labeling: _containers.RepeatedCompositeFieldContainer[LabelingReport]
+    def __init__(self, runs: _Optional[_Iterable[_Union[RunEvaluation, _Mapping]]] = ..., labeling: _Optional[_Iterable[_Union[LabelingReport, _Mapping]]] = ...) -> None: ...
+
+class CompareLabelsRequest(_message.Message):
+    __slots__ = ("a", "b", "relevance_threshold", "runs", "measure", "rbo_persistence")
+    A_FIELD_NUMBER: _ClassVar[int]
+    B_FIELD_NUMBER: _ClassVar[int]
+    RELEVANCE_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    MEASURE_FIELD_NUMBER: _ClassVar[int]
+    RBO_PERSISTENCE_FIELD_NUMBER: _ClassVar[int]
+    a: LabelSource
+    b: LabelSource
+    relevance_threshold: int
+    runs: _containers.RepeatedCompositeFieldContainer[TextFile]
+    measure: str
+    rbo_persistence: float
+    def __init__(self, a: _Optional[_Union[LabelSource, _Mapping]] = ..., b: _Optional[_Union[LabelSource, _Mapping]] = ..., relevance_threshold: _Optional[int] = ..., runs: _Optional[_Iterable[_Union[TextFile, _Mapping]]] = ..., measure: _Optional[str] = ..., rbo_persistence: _Optional[float] = ...) -> None: ...
+
+class ConfusionMatrix(_message.Message):
+    __slots__ = ("grades", "rows")
+    GRADES_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    grades: _containers.RepeatedScalarFieldContainer[int]
+    rows: _containers.RepeatedCompositeFieldContainer[ConfusionRow]
+    def __init__(self, grades: _Optional[_Iterable[int]] = ..., rows: _Optional[_Iterable[_Union[ConfusionRow, _Mapping]]] = ...) -> None: ...
+
+class ConfusionRow(_message.Message):
+    __slots__ = ("counts",)
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    counts: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, counts: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class SystemScore(_message.Message):
+    __slots__ = ("run", "score_a", "score_b")
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    SCORE_A_FIELD_NUMBER: _ClassVar[int]
+    SCORE_B_FIELD_NUMBER: _ClassVar[int]
+    run: str
+    score_a: float
+    score_b: float
+    def __init__(self, run: _Optional[str] = ..., score_a: _Optional[float] = ..., score_b: _Optional[float] = ...) -> None: ...
+
+class SystemAgreement(_message.Message):
+    __slots__ = ("measure", "query_count", "systems", "kendall_tau_b", "spearman_rho", "rbo_persistence", "rbo_extrapolated", "rbo_lower_bound")
+    MEASURE_FIELD_NUMBER: _ClassVar[int]
+    QUERY_COUNT_FIELD_NUMBER: _ClassVar[int]
+    SYSTEMS_FIELD_NUMBER: _ClassVar[int]
+    KENDALL_TAU_B_FIELD_NUMBER: _ClassVar[int]
+    SPEARMAN_RHO_FIELD_NUMBER: _ClassVar[int]
+    RBO_PERSISTENCE_FIELD_NUMBER: _ClassVar[int]
+    RBO_EXTRAPOLATED_FIELD_NUMBER: _ClassVar[int]
+    RBO_LOWER_BOUND_FIELD_NUMBER: _ClassVar[int]
+    measure: str
+    query_count: int
+    systems: _containers.RepeatedCompositeFieldContainer[SystemScore]
+    kendall_tau_b: float
+    spearman_rho: float
+    rbo_persistence: float
+    rbo_extrapolated: float
+    rbo_lower_bound: float
+    def __init__(self, measure: _Optional[str] = ..., query_count: _Optional[int] = ..., systems: _Optional[_Iterable[_Union[SystemScore, _Mapping]]] = ..., kendall_tau_b: _Optional[float] = ..., spearman_rho: _Optional[float] = ..., rbo_persistence: _Optional[float] = ..., rbo_extrapolated: _Optional[float] = ..., rbo_lower_bound: _Optional[float] = ...) -> None: ...
+
+class CompareLabelsResponse(_message.Message):
+    __slots__ = ("shared_pairs", "only_a", "only_b", "kappa", "linear_weighted_kappa", "quadratic_weighted_kappa", "binary_kappa", "relevance_threshold", "confusion", "systems", "labeling")
+    SHARED_PAIRS_FIELD_NUMBER: _ClassVar[int]
+    ONLY_A_FIELD_NUMBER: _ClassVar[int]
+    ONLY_B_FIELD_NUMBER: _ClassVar[int]
+    KAPPA_FIELD_NUMBER: _ClassVar[int]
+    LINEAR_WEIGHTED_KAPPA_FIELD_NUMBER: _ClassVar[int]
+    QUADRATIC_WEIGHTED_KAPPA_FIELD_NUMBER: _ClassVar[int]
+    BINARY_KAPPA_FIELD_NUMBER: _ClassVar[int]
+    RELEVANCE_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    CONFUSION_FIELD_NUMBER: _ClassVar[int]
+    SYSTEMS_FIELD_NUMBER: _ClassVar[int]
+    LABELING_FIELD_NUMBER: _ClassVar[int]
+    shared_pairs: int
+    only_a: int
+    only_b: int
+    kappa: float
+    linear_weighted_kappa: float
+    quadratic_weighted_kappa: float
+    binary_kappa: float
+    relevance_threshold: int
+    confusion: ConfusionMatrix
+    systems: SystemAgreement
+    labeling: _containers.RepeatedCompositeFieldContainer[LabelingReport]
+    def __init__(self, shared_pairs: _Optional[int] = ..., only_a: _Optional[int] = ..., only_b: _Optional[int] = ..., kappa: _Optional[float] = ..., linear_weighted_kappa: _Optional[float] = ..., quadratic_weighted_kappa: _Optional[float] = ..., binary_kappa: _Optional[float] = ..., relevance_threshold: _Optional[int] = ..., confusion: _Optional[_Union[ConfusionMatrix, _Mapping]] = ..., systems: _Optional[_Union[SystemAgreement, _Mapping]] = ..., labeling: _Optional[_Iterable[_Union[LabelingReport, _Mapping]]] = ...) -> None: ...
+
+class ExportQrelsRequest(_message.Message):
+    __slots__ = ("tiers",)
+    TIERS_FIELD_NUMBER: _ClassVar[int]
+    tiers: TierLabels
+    def __init__(self, tiers: _Optional[_Union[TierLabels, _Mapping]] = ...) -> None: ...
+
+class ExportQrelsResponse(_message.Message):
+    __slots__ = ("qrels", "labeling")
+    QRELS_FIELD_NUMBER: _ClassVar[int]
+    LABELING_FIELD_NUMBER: _ClassVar[int]
+    qrels: str
+    labeling: _containers.RepeatedCompositeFieldContainer[LabelingReport]
+    def __init__(self, qrels: _Optional[str] = ..., labeling: _Optional[_Iterable[_Union[LabelingReport, _Mapping]]] = ...) -> None: ...
+
+class GradePair(_message.Message):
+    __slots__ = ("query_id", "query", "passage")
+    QUERY_ID_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    PASSAGE_FIELD_NUMBER: _ClassVar[int]
+    query_id: str
+    query: str
+    passage: _rank_pb2.Candidate
+    def __init__(self, query_id: _Optional[str] = ..., query: _Optional[str] = ..., passage: _Optional[_Union[_rank_pb2.Candidate, _Mapping]] = ...) -> None: ...
+
+class PairGrade(_message.Message):
+    __slots__ = ("query_id", "doc_id", "grade", "cached", "failure_reason", "usage")
+    QUERY_ID_FIELD_NUMBER: _ClassVar[int]
+    DOC_ID_FIELD_NUMBER: _ClassVar[int]
+    GRADE_FIELD_NUMBER: _ClassVar[int]
+    CACHED_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_REASON_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    query_id: str
+    doc_id: str
+    grade: int
+    cached: bool
+    failure_reason: str
+    usage: _rank_pb2.Usage
+    def __init__(self, query_id: _Optional[str] = ..., doc_id: _Optional[str] = ..., grade: _Optional[int] = ..., cached: _Optional[bool] = ..., failure_reason: _Optional[str] = ..., usage: _Optional[_Union[_rank_pb2.Usage, _Mapping]] = ...) -> None: ...
+
+class GradingStats(_message.Message):
+    __slots__ = ("calls", "cached_calls", "failed_calls", "usage")
+    CALLS_FIELD_NUMBER: _ClassVar[int]
+    CACHED_CALLS_FIELD_NUMBER: _ClassVar[int]
+    FAILED_CALLS_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    calls: int
+    cached_calls: int
+    failed_calls: int
+    usage: _rank_pb2.Usage
+    def __init__(self, calls: _Optional[int] = ..., cached_calls: _Optional[int] = ..., failed_calls: _Optional[int] = ..., usage: _Optional[_Union[_rank_pb2.Usage, _Mapping]] = ...) -> None: ...
+
+class GradePairsRequest(_message.Message):
+    __slots__ = ("judge", "pairs", "rubric", "seed", "max_in_flight")
+    JUDGE_FIELD_NUMBER: _ClassVar[int]
+    PAIRS_FIELD_NUMBER: _ClassVar[int]
+    RUBRIC_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    MAX_IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    judge: _rank_pb2.JudgeSpec
+    pairs: _containers.RepeatedCompositeFieldContainer[GradePair]
+    rubric: str
+    seed: int
+    max_in_flight: int
+    def __init__(self, judge: _Optional[_Union[_rank_pb2.JudgeSpec, _Mapping]] = ..., pairs: _Optional[_Iterable[_Union[GradePair, _Mapping]]] = ..., rubric: _Optional[str] = ..., seed: _Optional[int] = ..., max_in_flight: _Optional[int] = ...) -> None: ...
+
+class GradePairsResponse(_message.Message):
+    __slots__ = ("grades", "stats")
+    GRADES_FIELD_NUMBER: _ClassVar[int]
+    STATS_FIELD_NUMBER: _ClassVar[int]
+    grades: _containers.RepeatedCompositeFieldContainer[PairGrade]
+    stats: GradingStats
+    def __init__(self, grades: _Optional[_Iterable[_Union[PairGrade, _Mapping]]] = ..., stats: _Optional[_Union[GradingStats, _Mapping]] = ...) -> None: ...
+
+class FillQrelsRequest(_message.Message):
+    __slots__ = ("qrels", "runs", "depth", "topics", "passages", "judge", "rubric", "seed", "max_in_flight")
+    QRELS_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    DEPTH_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    PASSAGES_FIELD_NUMBER: _ClassVar[int]
+    JUDGE_FIELD_NUMBER: _ClassVar[int]
+    RUBRIC_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    MAX_IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    qrels: TextFile
+    runs: _containers.RepeatedCompositeFieldContainer[TextFile]
+    depth: int
+    topics: TextFile
+    passages: TextFile
+    judge: _rank_pb2.JudgeSpec
+    rubric: str
+    seed: int
+    max_in_flight: int
+    def __init__(self, qrels: _Optional[_Union[TextFile, _Mapping]] = ..., runs: _Optional[_Iterable[_Union[TextFile, _Mapping]]] = ..., depth: _Optional[int] = ..., topics: _Optional[_Union[TextFile, _Mapping]] = ..., passages: _Optional[_Union[TextFile, _Mapping]] = ..., judge: _Optional[_Union[_rank_pb2.JudgeSpec, _Mapping]] = ..., rubric: _Optional[str] = ..., seed: _Optional[int] = ..., max_in_flight: _Optional[int] = ...) -> None: ...
+
+class FillQrelsResponse(_message.Message):
+    __slots__ = ("qrels", "added", "stats")
+    QRELS_FIELD_NUMBER: _ClassVar[int]
+    ADDED_FIELD_NUMBER: _ClassVar[int]
+    STATS_FIELD_NUMBER: _ClassVar[int]
+    qrels: str
+    added: _containers.RepeatedCompositeFieldContainer[PairGrade]
+    stats: GradingStats
+    def __init__(self, qrels: _Optional[str] = ..., added: _Optional[_Iterable[_Union[PairGrade, _Mapping]]] = ..., stats: _Optional[_Union[GradingStats, _Mapping]] = ...) -> None: ...

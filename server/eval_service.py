@@ -1,0 +1,349 @@
+"""EvalService over grpc.aio: scoring, label agreement, qrels export and pointwise grading.
+
+Thin translation between requests and `tierank.evaluation`; labels from tiers come from
+`tier_labeling`, pointwise grades from `grading`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import grpc
+
+from tierank.evaluation import (
+    Candidate,
+    Evaluation,
+    Measure,
+    Qrels,
+    Run,
+    binary_kappa,
+    cohen_kappa,
+    confusion_matrix,
+    evaluate,
+    kendall_tau_b,
+    rank_biased_overlap,
+    rank_documents,
+    spearman_rho,
+)
+from tierank.server.errors import FieldViolation, invalid_argument
+from tierank.server.eval_inputs import (
+    read_max_in_flight,
+    read_measures,
+    read_passages,
+    read_qrels,
+    read_runs,
+    read_topics,
+)
+from tierank.server.grading import GradedPair, GradingTally, Pair, PairGrader, build_grader
+from tierank.server.jobs import DEFAULT_TENANT
+from tierank.server.judges.base import Passage
+from tierank.server.judges.registry import JudgeFactory
+from tierank.server.servicer import rpc_errors
+from tierank.server.storage.base import Storage
+from tierank.server.tier_labeling import tier_labels
+from tierank.v1 import eval_pb2, eval_pb2_grpc, rank_pb2
+
+EVAL_SERVICE = eval_pb2.DESCRIPTOR.services_by_name["EvalService"].full_name
+DEFAULT_RELEVANCE_THRESHOLD = 2
+DEFAULT_RBO_PERSISTENCE = 0.9
+DEFAULT_FILL_DEPTH = 10
+MAX_PAIRS = 100_000
+
+
+class EvalServicer(eval_pb2_grpc.EvalServiceServicer):
+    def __init__(self, storage: Storage, factory: JudgeFactory) -> None:
+        self._storage = storage
+        self._factory = factory
+
+    async def _labels(
+        self, field: str, source: eval_pb2.LabelSource
+    ) -> tuple[Qrels, list[eval_pb2.LabelingReport]]:
+        kind = source.WhichOneof("source")
+        if kind == "qrels":
+            return read_qrels(f"{field}.qrels", source.qrels), []
+        if kind == "tiers":
+            return await tier_labels(
+                f"{field}.tiers", source.tiers, self._storage, self._factory, DEFAULT_TENANT
+            )
+        raise invalid_argument([FieldViolation(field, "give either qrels or tiers")])
+
+    @rpc_errors
+    async def Evaluate(
+        self, request: eval_pb2.EvaluateRequest, context: grpc.aio.ServicerContext
+    ) -> eval_pb2.EvaluateResponse:
+        measures = read_measures("measures", request.measures)
+        if request.max_docs < 0:
+            raise invalid_argument([FieldViolation("max_docs", "must not be negative")])
+        if not request.runs:
+            raise invalid_argument([FieldViolation("runs", "must hold at least one run")])
+        runs = read_runs("runs", request.runs)
+        qrels, labeling = await self._labels("labels", request.labels)
+        response = eval_pb2.EvaluateResponse(labeling=labeling)
+        for name, run in runs:
+            result = evaluate(
+                measures,
+                qrels,
+                run,
+                all_queries=request.all_queries,
+                max_docs=request.max_docs or None,
+                na_as_zero=request.na_as_zero,
+            )
+            response.runs.append(_run_evaluation(name, result, request.per_query))
+        return response
+
+    @rpc_errors
+    async def CompareLabels(
+        self, request: eval_pb2.CompareLabelsRequest, context: grpc.aio.ServicerContext
+    ) -> eval_pb2.CompareLabelsResponse:
+        threshold = request.relevance_threshold or DEFAULT_RELEVANCE_THRESHOLD
+        persistence = request.rbo_persistence or DEFAULT_RBO_PERSISTENCE
+        if not 0 < persistence < 1:
+            raise invalid_argument([FieldViolation("rbo_persistence", "must be in (0, 1)")])
+        (measure,) = read_measures("measure", [request.measure] if request.measure else [])
+        runs = read_runs("runs", request.runs)
+        a, labeling_a = await self._labels("a", request.a)
+        b, labeling_b = await self._labels("b", request.b)
+        response = _label_agreement(a, b, threshold)
+        response.labeling.extend(labeling_a + labeling_b)
+        if runs:
+            response.systems.CopyFrom(_system_agreement(measure, a, b, runs, persistence))
+        return response
+
+    @rpc_errors
+    async def ExportQrels(
+        self, request: eval_pb2.ExportQrelsRequest, context: grpc.aio.ServicerContext
+    ) -> eval_pb2.ExportQrelsResponse:
+        qrels, labeling = await tier_labels(
+            "tiers", request.tiers, self._storage, self._factory, DEFAULT_TENANT
+        )
+        return eval_pb2.ExportQrelsResponse(qrels=_qrels_text(qrels), labeling=labeling)
+
+    @rpc_errors
+    async def GradePairs(
+        self, request: eval_pb2.GradePairsRequest, context: grpc.aio.ServicerContext
+    ) -> eval_pb2.GradePairsResponse:
+        pairs = _read_pairs(request.pairs)
+        grading = self._pair_grader(request)
+        graded = await grading.grade_all(pairs)
+        return eval_pb2.GradePairsResponse(
+            grades=[_pair_grade(g) for g in graded], stats=_stats(grading.tally)
+        )
+
+    @rpc_errors
+    async def FillQrels(
+        self, request: eval_pb2.FillQrelsRequest, context: grpc.aio.ServicerContext
+    ) -> eval_pb2.FillQrelsResponse:
+        if request.depth < 0:
+            raise invalid_argument([FieldViolation("depth", "must not be negative")])
+        qrels = read_qrels("qrels", request.qrels)
+        if not request.runs:
+            raise invalid_argument([FieldViolation("runs", "must hold at least one run")])
+        runs = read_runs("runs", request.runs)
+        topics = read_topics("topics", request.topics)
+        passages = read_passages("passages", request.passages)
+        holes = _holes(qrels, runs, request.depth or DEFAULT_FILL_DEPTH)
+        missing = [f"{q} {d}" for q, d in holes if q not in topics or d not in passages]
+        if missing:
+            raise invalid_argument(
+                [
+                    FieldViolation(
+                        "topics" if missing[0].split()[0] not in topics else "passages",
+                        f"no text for {len(missing)} holes to grade, e.g. {missing[:3]}",
+                    )
+                ]
+            )
+        pairs = [Pair(q, topics[q], _passage(passages[d])) for q, d in holes]
+        _check_pair_count("runs", len(pairs))
+        grading = self._pair_grader(request)
+        graded = await grading.grade_all(pairs)
+        added = "".join(
+            f"{g.pair.query_id} 0 {g.pair.passage.id} {g.reply.grade}\n"
+            for g in graded
+            if g.reply.grade is not None
+        )
+        original = request.qrels.content
+        separator = "" if not original or original.endswith("\n") else "\n"
+        return eval_pb2.FillQrelsResponse(
+            qrels=original + separator + added,
+            added=[_pair_grade(g) for g in graded],
+            stats=_stats(grading.tally),
+        )
+
+    def _pair_grader(
+        self, request: eval_pb2.GradePairsRequest | eval_pb2.FillQrelsRequest
+    ) -> PairGrader:
+        max_in_flight = read_max_in_flight("max_in_flight", request)
+        return PairGrader(
+            build_grader("judge", request.judge, self._factory),
+            self._storage,
+            tenant=DEFAULT_TENANT,
+            rubric=request.rubric,
+            seed=request.seed,
+            max_in_flight=max_in_flight,
+        )
+
+
+# -- scoring ------------------------------------------------------------------------------------
+
+
+def _run_evaluation(name: str, result: Evaluation, per_query: bool) -> eval_pb2.RunEvaluation:
+    evaluation = eval_pb2.RunEvaluation(run=name)
+    for measure, aggregate in result.aggregate.items():
+        evaluation.aggregates.append(
+            eval_pb2.MeasureAggregate(
+                measure=str(measure), mean=aggregate.mean, count=aggregate.count, na=aggregate.na
+            )
+        )
+        if per_query:
+            evaluation.per_query.extend(
+                eval_pb2.QueryValue(measure=str(measure), query_id=qid, value=value)
+                for qid, value in result.per_query[measure].items()
+            )
+    return evaluation
+
+
+def _qrels_text(qrels: Qrels) -> str:
+    return "".join(
+        f"{qid} 0 {docid} {grade}\n"
+        for qid, judged in qrels.items()
+        for docid, grade in judged.items()
+    )
+
+
+# -- agreement ----------------------------------------------------------------------------------
+
+
+def _label_agreement(a: Qrels, b: Qrels, threshold: int) -> eval_pb2.CompareLabelsResponse:
+    pairs_a = {(q, d): g for q, judged in a.items() for d, g in judged.items()}
+    pairs_b = {(q, d): g for q, judged in b.items() for d, g in judged.items()}
+    shared = sorted(pairs_a.keys() & pairs_b.keys())
+    grades_a = [pairs_a[p] for p in shared]
+    grades_b = [pairs_b[p] for p in shared]
+    grades = sorted(set(grades_a) | set(grades_b))
+    matrix = confusion_matrix(grades_a, grades_b, grades)
+    return eval_pb2.CompareLabelsResponse(
+        shared_pairs=len(shared),
+        only_a=len(pairs_a) - len(shared),
+        only_b=len(pairs_b) - len(shared),
+        kappa=cohen_kappa(grades_a, grades_b, categories=grades),
+        linear_weighted_kappa=cohen_kappa(grades_a, grades_b, "linear", grades),
+        quadratic_weighted_kappa=cohen_kappa(grades_a, grades_b, "quadratic", grades),
+        binary_kappa=binary_kappa(grades_a, grades_b, threshold),
+        relevance_threshold=threshold,
+        confusion=eval_pb2.ConfusionMatrix(
+            grades=grades,
+            rows=[eval_pb2.ConfusionRow(counts=row) for row in matrix.counts],
+        ),
+    )
+
+
+def _system_agreement(
+    measure: Measure,
+    a: Qrels,
+    b: Qrels,
+    runs: Sequence[tuple[str, Run]],
+    persistence: float,
+) -> eval_pb2.SystemAgreement:
+    queries = a.keys() & b.keys()
+    if not queries:
+        raise invalid_argument([FieldViolation("b", "labels no query that a labels too")])
+
+    def mean(labels: Mapping[str, Mapping[str, int]], run: Run) -> float | None:
+        restricted = {q: labels[q] for q in queries}
+        return evaluate([measure], restricted, run).aggregate[measure].mean
+
+    scores = [(name, mean(a, run), mean(b, run)) for name, run in runs]
+    # Systems without a score (no shared query in the run) cannot be placed in either ordering.
+    scored = [(n, sa, sb) for n, sa, sb in scores if sa is not None and sb is not None]
+    x = [sa for _, sa, _ in scored]
+    y = [sb for _, _, sb in scored]
+    order_a = [n for n, _, _ in sorted(scored, key=lambda s: (-s[1], s[0]))]
+    order_b = [n for n, _, _ in sorted(scored, key=lambda s: (-s[2], s[0]))]
+    rbo = rank_biased_overlap(order_a, order_b, persistence)
+    return eval_pb2.SystemAgreement(
+        measure=str(measure),
+        query_count=len(queries),
+        systems=[eval_pb2.SystemScore(run=n, score_a=sa, score_b=sb) for n, sa, sb in scores],
+        kendall_tau_b=kendall_tau_b(x, y) if len(scored) > 1 else None,
+        spearman_rho=spearman_rho(x, y) if len(scored) > 1 else None,
+        rbo_persistence=persistence,
+        rbo_extrapolated=rbo.extrapolated,
+        rbo_lower_bound=rbo.lower_bound,
+    )
+
+
+# -- pointwise grading --------------------------------------------------------------------------
+
+
+def _passage(candidate: Candidate) -> Passage:
+    return Passage(candidate.id, candidate.text, {k: str(v) for k, v in candidate.metadata.items()})
+
+
+def _read_pairs(pairs: Sequence[eval_pb2.GradePair]) -> list[Pair]:
+    violations: list[FieldViolation] = []
+    if not pairs:
+        violations.append(FieldViolation("pairs", "must hold at least one pair"))
+    _check_pair_count("pairs", len(pairs))
+    for i, pair in enumerate(pairs):
+        if not pair.query.strip():
+            violations.append(FieldViolation(f"pairs[{i}].query", "must not be empty"))
+        if not pair.passage.id:
+            violations.append(FieldViolation(f"pairs[{i}].passage.id", "must not be empty"))
+        if not pair.passage.text.strip():
+            violations.append(FieldViolation(f"pairs[{i}].passage.text", "must not be empty"))
+    if violations:
+        raise invalid_argument(violations)
+    return [
+        Pair(p.query_id, p.query, Passage(p.passage.id, p.passage.text, dict(p.passage.metadata)))
+        for p in pairs
+    ]
+
+
+def _check_pair_count(field: str, count: int) -> None:
+    if count > MAX_PAIRS:
+        raise invalid_argument(
+            [FieldViolation(field, f"at most {MAX_PAIRS} pairs per request, got {count}")]
+        )
+
+
+def _holes(qrels: Qrels, runs: Sequence[tuple[str, Run]], depth: int) -> list[tuple[str, str]]:
+    """Unjudged (query, document) pairs in the top `depth` of any run, first seen first."""
+    holes: dict[tuple[str, str], None] = {}
+    for _, run in runs:
+        for qid, scores in run.items():
+            judged = qrels.get(qid, {})
+            for docid in rank_documents(scores)[:depth]:
+                if docid not in judged:
+                    holes.setdefault((qid, docid))
+    return list(holes)
+
+
+def _usage(parts: Sequence) -> rank_pb2.Usage:
+    return rank_pb2.Usage(
+        input_tokens=sum(u.input_tokens for u in parts),
+        output_tokens=sum(u.output_tokens for u in parts),
+        cached_input_tokens=sum(u.cached_input_tokens for u in parts),
+        cost_usd=sum(u.cost_usd for u in parts),
+        latency_seconds=sum(u.latency_s for u in parts),
+    )
+
+
+def _pair_grade(graded: GradedPair) -> eval_pb2.PairGrade:
+    reply = graded.reply
+    return eval_pb2.PairGrade(
+        query_id=graded.pair.query_id,
+        doc_id=graded.pair.passage.id,
+        grade=reply.grade,
+        cached=graded.cached,
+        failure_reason=str(reply.failure) if reply.failure else "",
+        usage=_usage([] if graded.cached else [reply.usage]),
+    )
+
+
+def _stats(tally: GradingTally) -> eval_pb2.GradingStats:
+    return eval_pb2.GradingStats(
+        calls=tally.calls,
+        cached_calls=tally.cached_calls,
+        failed_calls=tally.failed_calls,
+        usage=_usage(tally.usage),
+    )

@@ -1,0 +1,127 @@
+"""Grading (query, passage) pairs with a pointwise grader, through the verdict cache.
+
+A cached grade is the same question to the same grader (identity includes the prompt version)
+answered before: it is reused and costs nothing. Grades are written to the cache as they
+arrive, so an interrupted request does not pay again for what it already received.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import anyio
+
+from tierank.server.convert import judge_config
+from tierank.server.errors import FieldViolation, invalid_argument
+from tierank.server.judges.base import JudgeUsage, Passage
+from tierank.server.judges.graders import Grader, GradeReply, GradeRequest
+from tierank.server.judges.offline import JudgeConfigError
+from tierank.server.judges.registry import JudgeFactory
+from tierank.server.runner import call_seed
+from tierank.server.storage.base import CacheEntry, Storage
+from tierank.server.verdict_cache import cache_key
+from tierank.v1 import rank_pb2
+
+
+@dataclass(frozen=True)
+class Pair:
+    query_id: str
+    query: str
+    passage: Passage
+
+
+@dataclass(frozen=True)
+class GradedPair:
+    pair: Pair
+    reply: GradeReply
+    cached: bool
+
+
+@dataclass
+class GradingTally:
+    calls: int = 0
+    cached_calls: int = 0
+    failed_calls: int = 0
+    usage: list[JudgeUsage] = field(default_factory=list)
+
+    def add(self, graded: GradedPair) -> None:
+        self.calls += 1
+        self.cached_calls += graded.cached
+        self.failed_calls += graded.reply.failure is not None
+        if not graded.cached:
+            self.usage.append(graded.reply.usage)
+
+
+def build_grader(field_name: str, judge: rank_pb2.JudgeSpec, factory: JudgeFactory) -> Grader:
+    """A grader for the request's judge spec; a spec that cannot work is INVALID_ARGUMENT."""
+    try:
+        return factory.build_grader(judge_config(judge))
+    except JudgeConfigError as error:
+        raise invalid_argument(
+            [FieldViolation(f"{field_name}.{error.field}", error.rule)]
+        ) from None
+    except ValueError as error:
+        raise invalid_argument([FieldViolation(field_name, str(error))]) from None
+
+
+class PairGrader:
+    """Grades pairs for one tenant with one grader, at most `max_in_flight` calls at once."""
+
+    def __init__(
+        self,
+        grader: Grader,
+        storage: Storage,
+        *,
+        tenant: str,
+        rubric: str,
+        seed: int,
+        max_in_flight: int,
+    ) -> None:
+        self._grader = grader
+        self._storage = storage
+        self._tenant = tenant
+        self._rubric = rubric
+        self._seed = seed
+        self._slots = anyio.Semaphore(max_in_flight)
+        self.tally = GradingTally()
+
+    async def grade(self, pair: Pair) -> GradedPair:
+        grader = self._grader
+        key = None
+        if grader.cacheable:
+            key = cache_key(
+                self._tenant, grader.cache_identity(), self._rubric, pair.query, (pair.passage,)
+            )
+            stored = await self._storage.cache_get(key)
+            if stored is not None:
+                graded = GradedPair(pair, GradeReply(json.loads(stored)["grade"]), cached=True)
+                self.tally.add(graded)
+                return graded
+        request = GradeRequest(
+            query=pair.query,
+            rubric=self._rubric,
+            passage=pair.passage,
+            seed=call_seed(self._seed, f"{pair.query_id}/{pair.passage.id}"),
+        )
+        async with self._slots:
+            reply = await grader.grade(request)
+        if key is not None and reply.grade is not None:
+            payload = json.dumps({"grade": reply.grade}).encode()
+            await self._storage.cache_put([CacheEntry(key, payload)])
+        graded = GradedPair(pair, reply, cached=False)
+        self.tally.add(graded)
+        return graded
+
+    async def grade_all(self, pairs: Sequence[Pair]) -> list[GradedPair]:
+        """Every pair, concurrently, results in the order given."""
+        results: list[GradedPair | None] = [None] * len(pairs)
+
+        async def one(index: int) -> None:
+            results[index] = await self.grade(pairs[index])
+
+        async with anyio.create_task_group() as group:
+            for index in range(len(pairs)):
+                group.start_soon(one, index)
+        return [r for r in results if r is not None]

@@ -1,0 +1,149 @@
+"""Pointwise graders: one (query, passage) pair in, one grade 0–3 out.
+
+`LLMGrader` asks an LLM judge's provider through that judge's own call path (limits, retries,
+breaker, usage, corrective follow-up: `LLMJudge.exchange`) with the pointwise prompt, so
+listwise and pointwise judging share one client, one limiter and one breaker per provider.
+`OracleGrader` is the offline one: a hidden metadata score plus Gaussian noise, rounded and
+clamped to 0–3. Like the listwise judges, graders return failures instead of raising.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+import random
+from dataclasses import dataclass, field
+
+from tierank.server.judges.base import (
+    FailureKind,
+    JudgeConfig,
+    JudgeFailure,
+    JudgeUsage,
+    Passage,
+)
+from tierank.server.judges.llm import LLMJudge
+from tierank.server.judges.offline import JudgeConfigError, estimate_tokens, float_option
+from tierank.server.judges.pointwise import (
+    ANSWER_TOKENS,
+    GRADE_SCHEMA,
+    MAX_GRADE,
+    MIN_GRADE,
+    POINTWISE_TEMPLATE_VERSION,
+    corrective_grade_message,
+    parse_grade,
+    render_grade_prompt,
+)
+from tierank.server.judges.prompt import AnswerFormat
+
+
+@dataclass(frozen=True)
+class GradeRequest:
+    query: str
+    rubric: str
+    passage: Passage
+    seed: int = 0
+    # Absolute deadline on the `time.monotonic()` clock; None means no deadline.
+    deadline: float | None = None
+
+
+@dataclass(frozen=True)
+class GradeReply:
+    grade: int | None
+    usage: JudgeUsage = field(default_factory=JudgeUsage)
+    failure: JudgeFailure | None = None
+    prompt: str = ""
+    raw_text: str = ""
+
+
+class Grader(abc.ABC):
+    def __init__(self, config: JudgeConfig) -> None:
+        self.config = config
+
+    @property
+    def name(self) -> str:
+        return self.config.display_name
+
+    @property
+    def cacheable(self) -> bool:
+        return True
+
+    @abc.abstractmethod
+    def cache_identity(self) -> str:
+        """Provider, model, parameters and prompt version, as one stable string."""
+
+    @abc.abstractmethod
+    async def grade(self, request: GradeRequest) -> GradeReply:
+        """Grade one pair. Returns a failed reply instead of raising on provider errors."""
+
+
+class LLMGrader(Grader):
+    def __init__(self, judge: LLMJudge) -> None:
+        super().__init__(judge.config)
+        self._judge = judge
+
+    def cache_identity(self) -> str:
+        return self._judge.identity(POINTWISE_TEMPLATE_VERSION)
+
+    async def grade(self, request: GradeRequest) -> GradeReply:
+        judge = self._judge
+        answer_format = judge.answer_format
+        exchange = await judge.exchange(
+            render_grade_prompt(
+                request.query,
+                request.rubric,
+                request.passage.text,
+                answer_format,
+                judge.passage_token_budget,
+            ),
+            read=parse_grade,
+            corrective=lambda reason: corrective_grade_message(reason, answer_format),
+            max_output_tokens=judge.output_allowance(ANSWER_TOKENS),
+            schema=GRADE_SCHEMA if answer_format is AnswerFormat.JSON else None,
+            seed=request.seed,
+            deadline=request.deadline,
+        )
+        grade = exchange.answer.value if exchange.answer else None
+        return GradeReply(
+            grade, exchange.usage, exchange.failure, exchange.prompt, exchange.raw_text
+        )
+
+
+class OracleGrader(Grader):
+    """Grade = round(metadata[score_key] + N(0, noise²)), clamped to 0–3.
+
+    Options as the listwise oracle: `score_key` (default "score"), `noise` (default 0.5).
+    Not cached: fresh noise per call is the point, as for the listwise oracle.
+    """
+
+    def __init__(self, config: JudgeConfig) -> None:
+        super().__init__(config)
+        unknown = set(config.options) - {"score_key", "noise"}
+        if unknown:
+            raise JudgeConfigError(
+                "parameters.options", f"unknown options {sorted(unknown)}; known: noise, score_key"
+            )
+        self._score_key = config.options.get("score_key", "score")
+        self._noise = float_option(config.options, "noise", 0.5)
+
+    @property
+    def cacheable(self) -> bool:
+        return False
+
+    def cache_identity(self) -> str:
+        return json.dumps(
+            {"provider": "oracle", "score_key": self._score_key, "noise": self._noise},
+            sort_keys=True,
+        )
+
+    async def grade(self, request: GradeRequest) -> GradeReply:
+        usage = JudgeUsage(
+            input_tokens=estimate_tokens(request.query) + estimate_tokens(request.passage.text)
+        )
+        raw = request.passage.metadata.get(self._score_key)
+        try:
+            score = float(raw)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            message = f"passage {request.passage.id!r} has no numeric metadata[{self._score_key!r}]"
+            return GradeReply(None, usage, JudgeFailure(FailureKind.CLIENT_ERROR, message))
+        noisy = score + random.Random(request.seed).gauss(0.0, self._noise)
+        return GradeReply(min(MAX_GRADE, max(MIN_GRADE, round(noisy))), usage)
