@@ -55,18 +55,20 @@ class Standings:
             )
         )
 
-    def components_best_first(self) -> list[int]:
-        """A topological order of the condensation, ties broken by first-stage order.
+    @cached_property
+    def components_best_first(self) -> tuple[int, ...]:
+        """Components in a topological order of the condensation, ties by first-stage order.
 
         Sorting by the number of candidates known above is topological: along an edge a->b,
         b has everything above a, plus a's component, above it.
         """
-        above = [bits.bit_count() for bits in self.above_bits]
-        below = [bits.bit_count() for bits in self.below_bits]
-        return sorted(
-            range(len(self.component_bits)),
-            key=lambda c: (above[c], -below[c], self.component_members[c][0]),
-        )
+        keys = [
+            (above.bit_count(), -below.bit_count(), members[0])
+            for above, below, members in zip(
+                self.above_bits, self.below_bits, self.component_members, strict=True
+            )
+        ]
+        return tuple(sorted(range(len(keys)), key=keys.__getitem__))
 
 
 class MajorityGraph:

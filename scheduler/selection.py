@@ -24,8 +24,6 @@ class SelectionView:
     open_partners: Sequence[int]
     # Candidates in batches still waiting for verdicts; new batches avoid them.
     busy: int
-    # Whether verdicts are outstanding that may make a small batch unnecessary.
-    awaiting_verdicts: bool
 
 
 class BatchStrategy(Protocol):
@@ -110,10 +108,10 @@ class FrontierStrategy:
             dealt = _fill(ordered[::deal], view)
             if len(dealt) == view.batch_size:
                 batch = dealt
+        # A short batch goes out even while verdicts are outstanding that might make it
+        # unnecessary: waiting for them cost a round-trip (strong judge: critical path 4.22
+        # waiting, 3.93 not) for 0.1% of the tokens.
         if len(batch) < 2:
-            return None
-        # A short batch is worth a round-trip only when no verdict is coming that may settle it.
-        if len(batch) < view.batch_size and view.awaiting_verdicts:
             return None
         return tuple(sorted(batch))
 

@@ -14,7 +14,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
-from tierank.scheduler.ensemble import Batch, presentation_order, wants_another_judge
+from tierank.scheduler.ensemble import (
+    Batch,
+    contested_pairs,
+    presentation_order,
+    wants_another_judge,
+)
 from tierank.scheduler.graph import MajorityGraph, Standings
 from tierank.scheduler.selection import BatchStrategy, FrontierStrategy, SelectionView
 from tierank.scheduler.types import Cost, JudgeCall, StopReason, Tier, TournamentConfig, Verdict
@@ -84,11 +89,17 @@ class Tournament:
         self._tally = VoteTally(config.judge_weights)
         self._graph = MajorityGraph(len(self._ids))
         self._progress_cache: _Progress | None = None
+        # The server asks for the tiers after every batch of verdicts; most verdicts move few
+        # tiers, so unchanged ones are reused (same objects: comparing lists is then cheap).
+        self._tiers_cache: list[Tier] | None = None
+        self._tier_by_key: dict[tuple[int, int, bool], Tier] = {}
         self._first_wave = deque(self._strategy.first_wave(len(self._ids), config.batch_size))
         self._open_batches: dict[int, Batch] = {}
         self._busy = 0
         self._next_batch_id = 0
         self._asks: Counter[tuple[int, int]] = Counter()
+        # Pairs (low, high) an adaptive quorum has disagreed on, in any batch so far.
+        self._disputed: set[tuple[int, int]] = set()
         self._capped = [0] * len(self._ids)
         self._outstanding: dict[str, _Planned] = {}
         self._planned_ids: set[str] = set()
@@ -140,6 +151,7 @@ class Tournament:
             if changes:
                 self._graph.apply(changes)
                 self._progress_cache = None
+                self._tiers_cache = None
             batch.verdicts.append((planned.call.judge, ordering))
         if self._should_escalate(batch):
             batch.wanted_judges += 1
@@ -155,16 +167,9 @@ class Tournament:
 
     def tiers(self) -> list[Tier]:
         """Strongly connected components of the majority graph, best first."""
-        progress = self._progress()
-        standings = progress.standings
-        return [
-            Tier(
-                rank=rank,
-                members=tuple(self._ids[m] for m in standings.component_members[component]),
-                settled=not standings.component_bits[component] & ~progress.settled,
-            )
-            for rank, component in enumerate(standings.components_best_first(), start=1)
-        ]
+        if self._tiers_cache is None:
+            self._tiers_cache = self._current_tiers()
+        return list(self._tiers_cache)
 
     def stop_reason(self) -> StopReason | None:
         """Why the job should end now, or None while there is more to do or to wait for.
@@ -241,6 +246,22 @@ class Tournament:
             self._progress_cache = _progress_of(self._graph.standings(), self._config.top_k)
         return self._progress_cache
 
+    def _current_tiers(self) -> list[Tier]:
+        progress = self._progress()
+        standings = progress.standings
+        tiers, by_key = [], {}
+        for rank, component in enumerate(standings.components_best_first, start=1):
+            bits = standings.component_bits[component]
+            key = (rank, bits, not bits & ~progress.settled)
+            tier = self._tier_by_key.get(key)
+            if tier is None:
+                members = tuple(self._ids[m] for m in standings.component_members[component])
+                tier = Tier(rank=rank, members=members, settled=key[2])
+            tiers.append(tier)
+            by_key[key] = tier
+        self._tier_by_key = by_key
+        return tiers
+
     def _target_settled(self) -> bool:
         return self._progress().settled.bit_count() == len(self._ids)
 
@@ -255,7 +276,6 @@ class Tournament:
                 for candidate, capped in enumerate(self._capped)
             ],
             busy=self._busy,
-            awaiting_verdicts=bool(self._outstanding),
         )
 
     # -- planning -------------------------------------------------------------------------
@@ -357,7 +377,12 @@ class Tournament:
                 and not self._tally.direction(a, b)
             )
 
-        return wants_another_judge(batch, self._config.quorum, self._config.judge_weights, matters)
+        contested = {pair for pair in contested_pairs(batch.verdicts) if matters(*pair)}
+        escalate = wants_another_judge(
+            batch, self._config.quorum, self._config.judge_weights, contested, self._disputed
+        )
+        self._disputed |= contested
+        return escalate
 
     def _current_head(self, standings: Standings) -> int:
         """The candidates placed in the top-K by the standings now (everyone in full mode)."""
@@ -365,7 +390,7 @@ class Tournament:
         if not top_k:
             return (1 << standings.size) - 1
         head, placed = 0, 0
-        for component in standings.components_best_first():
+        for component in standings.components_best_first:
             if placed >= top_k:
                 break
             head |= standings.component_bits[component]

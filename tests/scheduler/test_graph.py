@@ -55,7 +55,7 @@ def test_single_judge_cycle_is_one_component():
     assert standings.component_members[cycle] == (0, 1, 2)
     assert standings.below_bits[cycle] == 1 << 3
     assert standings.above_count[3] == 3 and standings.below_count[0] == 1
-    assert standings.components_best_first()[0] == cycle
+    assert standings.components_best_first[0] == cycle
 
 
 @given(
@@ -88,7 +88,7 @@ def test_standings_match_a_brute_force_closure(case):
             assert bool(standings.above_bits[standings.component_of[a]] >> b & 1) == (
                 (b, a) in reach
             )
-    order = standings.components_best_first()
+    order = standings.components_best_first
     position = {component: index for index, component in enumerate(order)}
     for a, b in reach:
         assert position[standings.component_of[a]] <= position[standings.component_of[b]]

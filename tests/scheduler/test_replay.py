@@ -85,3 +85,31 @@ def test_noisy_judge_still_ends_with_a_complete_partition():
     assert tournament.stop_reason() in (StopReason.SETTLED, StopReason.EXHAUSTED)
     members = [m for tier in tournament.tiers() for m in tier.members]
     assert sorted(members) == sorted(IDS)
+
+
+def test_cached_tiers_never_go_stale():
+    # Read the tiers after every record (as the server does) and compare each with a tournament
+    # rebuilt from the same journal, whose tiers are computed afresh.
+    tournament = Tournament(IDS, CONFIG)
+    judge, rng = noisy_judge(3), random.Random(2)
+    journal: list[tuple[str, object]] = []
+    pending: list[JudgeCall] = []
+    while True:
+        calls = tournament.plan()
+        journal.append(("plan", calls))
+        pending += calls
+        if tournament.stop_reason() is not None or not pending:
+            break
+        verdict = judge(pending.pop(rng.randrange(len(pending))))
+        tournament.record(verdict)
+        journal.append(("record", verdict))
+        tiers = tournament.tiers()
+        tiers.clear()  # the caller's copy; the tournament's must not change
+        rebuilt = Tournament(IDS, CONFIG)
+        for kind, entry in journal:
+            if kind == "plan":
+                rebuilt.plan()
+            else:
+                rebuilt.record(entry)
+        assert tournament.tiers() == rebuilt.tiers()
+        assert tournament.settled_count == rebuilt.settled_count
