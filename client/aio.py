@@ -83,6 +83,13 @@ class AsyncClient:
         request = rank_pb2.CancelJobRequest(name=job_name(name))
         return await _unary(self._stub.CancelJob, request, timeout)
 
+    async def get_verdict(
+        self, job: str, call_id: str, *, timeout: float | None = None
+    ) -> rank_pb2.VerdictRecord:
+        """One verdict with the exact prompt its judge saw and the raw answer (audit)."""
+        request = rank_pb2.GetVerdictRequest(name=f"{job_name(job)}/verdicts/{call_id}")
+        return await _unary(self._stub.GetVerdict, request, timeout)
+
     async def list_jobs(
         self,
         *,

@@ -75,6 +75,13 @@ class Client:
     def cancel_job(self, name: str, *, timeout: float | None = None) -> rank_pb2.Job:
         return _unary(self._stub.CancelJob, rank_pb2.CancelJobRequest(name=job_name(name)), timeout)
 
+    def get_verdict(
+        self, job: str, call_id: str, *, timeout: float | None = None
+    ) -> rank_pb2.VerdictRecord:
+        """One verdict with the exact prompt its judge saw and the raw answer (audit)."""
+        request = rank_pb2.GetVerdictRequest(name=f"{job_name(job)}/verdicts/{call_id}")
+        return _unary(self._stub.GetVerdict, request, timeout)
+
     def list_jobs(
         self,
         *,

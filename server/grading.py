@@ -15,9 +15,8 @@ import anyio
 
 from tierank.server.convert import judge_config
 from tierank.server.errors import FieldViolation, invalid_argument
-from tierank.server.judges.base import JudgeUsage, Passage
+from tierank.server.judges.base import JudgeConfigError, JudgeUsage, Passage
 from tierank.server.judges.graders import Grader, GradeReply, GradeRequest
-from tierank.server.judges.offline import JudgeConfigError
 from tierank.server.judges.registry import JudgeFactory
 from tierank.server.runner import call_seed
 from tierank.server.storage.base import CacheEntry, Storage

@@ -15,8 +15,7 @@ from tierank.server import metrics
 from tierank.server.convert import judge_config, pool_context
 from tierank.server.errors import FieldViolation, invalid_argument
 from tierank.server.hub import EventHub
-from tierank.server.judges.base import Judge
-from tierank.server.judges.offline import JudgeConfigError
+from tierank.server.judges.base import Judge, JudgeConfigError
 from tierank.server.judges.registry import JudgeFactory
 from tierank.server.runner import JobRunner
 from tierank.server.storage.base import DuplicateRequest, EventRow, JobRecord, JobUpdate, Storage
@@ -70,6 +69,8 @@ class JobManager:
                 judges.append(self._factory.build(judge_config(judge), pool))
             except JudgeConfigError as error:
                 violations.append(FieldViolation(f"spec.judges[{i}].{error.field}", error.rule))
+            except ValueError as error:  # a builder's own check, without a field of its own
+                violations.append(FieldViolation(f"spec.judges[{i}]", str(error)))
         if violations:
             raise invalid_argument(violations)
         return judges

@@ -153,16 +153,21 @@ class JobRunner:
         send, receive = anyio.create_memory_object_stream[_Answer | _Wake](math.inf)
         self._wake = send
         reason: StopReason | None = None
-        async with anyio.create_task_group() as calls, receive:
+        # The task group exits (its calls done or cancelled) before the stream closes, so no
+        # call ever answers into a closed stream.
+        async with receive, anyio.create_task_group() as calls:
             for call in unanswered:
                 calls.start_soon(self._ask, call, send)
             while True:
                 if self._cancel_requested:
                     break
                 reason = tournament.stop_reason() or self._deadline_reason()
-                if reason is not None:
+                # A settled target still waits for the calls in flight: they are paid for, and
+                # in an ensemble the batch's other judges may overturn what the first one said.
+                landing = reason == StopReason.SETTLED and bool(tournament.in_flight)
+                if reason is not None and not landing:
                     break
-                if not self._draining:
+                if not (self._draining or landing):
                     planned = tournament.plan(self._estimate)
                     if planned:
                         await self._journal_plan(planned)
@@ -177,7 +182,7 @@ class JobRunner:
                     answers = [a for a in await _drain(receive) if isinstance(a, _Answer)]
                     if answers:
                         await self._absorb(tournament, stats, answers)
-            # Settled, out of budget or cancelled: answers still in flight can no longer matter.
+            # Cancelled or past the deadline: the calls still in flight are abandoned.
             calls.cancel_scope.cancel()
         if self._cancel_requested:
             await self._finish(tournament, stats, rank_pb2.COMPLETION_REASON_CANCELLED)

@@ -13,6 +13,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 
+class JudgeConfigError(ValueError):
+    """A judge spec that cannot work; `field` is relative to the judge (e.g. "options.noise")."""
+
+    def __init__(self, field: str, rule: str) -> None:
+        super().__init__(f"{field}: {rule}")
+        self.field = field
+        self.rule = rule
+
+
 @dataclass(frozen=True)
 class Passage:
     id: str

@@ -17,12 +17,13 @@ from dataclasses import dataclass, field
 from tierank.server.judges.base import (
     FailureKind,
     JudgeConfig,
+    JudgeConfigError,
     JudgeFailure,
     JudgeUsage,
     Passage,
 )
 from tierank.server.judges.llm import LLMJudge
-from tierank.server.judges.offline import JudgeConfigError, estimate_tokens, float_option
+from tierank.server.judges.offline import estimate_tokens, float_option
 from tierank.server.judges.pointwise import (
     ANSWER_TOKENS,
     GRADE_SCHEMA,

@@ -24,13 +24,13 @@ from tierank.server.judges.base import (
     FailureKind,
     Judge,
     JudgeConfig,
+    JudgeConfigError,
     JudgeFailure,
     JudgeReply,
     JudgeUsage,
 )
 from tierank.server.judges.breaker import CircuitBreaker
 from tierank.server.judges.limits import ProviderLimits
-from tierank.server.judges.offline import JudgeConfigError
 from tierank.server.judges.parse import Unreadable, parse_ranking
 from tierank.server.judges.prices import TokenCounts, cost_usd
 from tierank.server.judges.prompt import (

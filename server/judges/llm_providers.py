@@ -6,11 +6,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tierank.server.judges.anthropic_judge import AnthropicJudge, make_anthropic_client
-from tierank.server.judges.base import Judge, JudgeConfig, PoolContext
+from tierank.server.judges.base import Judge, JudgeConfig, JudgeConfigError, PoolContext
 from tierank.server.judges.gemini_judge import GeminiClient, GeminiJudge
 from tierank.server.judges.limits import ProviderLimits
 from tierank.server.judges.llm import ProviderShared
-from tierank.server.judges.offline import JudgeConfigError
 from tierank.server.judges.openai_judges import (
     OpenAICompatibleJudge,
     OpenAIJudge,

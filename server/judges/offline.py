@@ -20,6 +20,7 @@ from tierank.server.judges.base import (
     FailureKind,
     Judge,
     JudgeConfig,
+    JudgeConfigError,
     JudgeFailure,
     JudgeReply,
     JudgeUsage,
@@ -27,15 +28,6 @@ from tierank.server.judges.base import (
 )
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
-
-
-class JudgeConfigError(ValueError):
-    """A judge spec that cannot work; `field` is relative to the judge (e.g. "options.noise")."""
-
-    def __init__(self, field: str, rule: str) -> None:
-        super().__init__(f"{field}: {rule}")
-        self.field = field
-        self.rule = rule
 
 
 def estimate_tokens(text: str) -> int:

@@ -24,7 +24,10 @@ async def test_rank_streams_every_event_once_until_settled(
 ) -> None:
     async with AsyncClient(tierank_server) as client:
         events = await collect(client.rank(example_spec, timeout=30))
+        verdicts = [e.verdict for e in events if e.HasField("verdict")]
+        audited = [await client.get_verdict(events[0].job, v.call_id) for v in verdicts]
 
+    assert [a.verdict for a in audited] == verdicts
     assert [e.sequence for e in events] == list(range(1, len(events) + 1))
     assert events[0].WhichOneof("kind") == "accepted"
     assert events[-1].WhichOneof("kind") == "completed"

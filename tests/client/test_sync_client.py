@@ -15,12 +15,15 @@ def test_rank_and_watch_replay_the_same_events(tierank_server: str, example_spec
         ranked = list(client.rank(example_spec, request_id="sync-rank-1", timeout=30))
         replayed = list(client.watch_job(ranked[0].job, timeout=30))
         job = client.get_job(ranked[0].job)
+        verdict = next(e.verdict for e in ranked if e.HasField("verdict"))
+        audited = client.get_verdict(ranked[0].job, verdict.call_id)
 
     assert [e.sequence for e in ranked] == list(range(1, len(ranked) + 1))
     assert replayed == ranked
     assert ranked[-1].completed.reason == rank_pb2.COMPLETION_REASON_SETTLED
     assert job.state == rank_pb2.JOB_STATE_SUCCEEDED
     assert job.request_id == "sync-rank-1"
+    assert audited.verdict == verdict
 
 
 def test_rank_retry_with_request_id_replays_the_first_job(

@@ -225,3 +225,20 @@ async def test_every_verdict_can_be_read_back_for_audit(stub, make_spec):
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await stub.GetVerdict(rank_pb2.GetVerdictRequest(name=f"{events[0].job}/verdicts/b999.j0"))
     assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+async def test_settling_waits_for_every_judge_call_in_flight(stub, make_spec, oracle_judge):
+    fast = oracle_judge(noise=0.0, model="fast")
+    slow = oracle_judge(noise=0.0, model="slow", latency_ms="150")
+    spec = make_spec(n=30, top_k=5, judges=[fast, slow], max_in_flight=10)
+    events = [e async for e in stub.Rank(rank_pb2.RankRequest(spec=spec))]
+    batches_by_judge: dict[str, set[int]] = {}
+    for event in events:
+        if event.HasField("verdict"):
+            batches_by_judge.setdefault(event.verdict.judge, set()).add(event.verdict.batch)
+    # In "all" mode both judges see every batch; none of the slow judge's paid answers is
+    # dropped because the fast one settled the target first.
+    assert batches_by_judge["oracle/fast"] == batches_by_judge["oracle/slow"]
+    judges = {j.judge: j for j in events[-1].completed.stats.judges}
+    assert judges["oracle/fast"].calls == judges["oracle/slow"].calls
+    assert events[-1].completed.reason == rank_pb2.COMPLETION_REASON_SETTLED
