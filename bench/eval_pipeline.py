@@ -27,7 +27,7 @@ import grpc
 from tierank.evaluation import Qrels, Run, read_candidates, read_qrels, read_run
 from tierank.evaluation.ordering import rank_documents
 from tierank.server import logs
-from tierank.server.app import serve
+from tierank.server.app import background_server
 from tierank.server.settings import ServerSettings
 from tierank.v1 import eval_pb2, eval_pb2_grpc, rank_pb2, rank_pb2_grpc
 
@@ -220,21 +220,11 @@ async def main_async(args: argparse.Namespace) -> list[Row]:
     qrels = read_qrels(DATA / "qrels.dl19-passage.txt")
     qids = sorted(qrels)[: args.queries]
     with tempfile.TemporaryDirectory(prefix="tierank-eval-pipeline-") as tmp:
-        ready = Path(tmp) / "ready"
         settings = ServerSettings(
-            listen="127.0.0.1:0", db=Path(tmp) / "tierank.db", ready_file=ready, log_level="error"
+            listen="127.0.0.1:0", db=Path(tmp) / "tierank.db", log_level="error"
         )
-        stop = anyio.Event()
-        server = asyncio.create_task(serve(settings, stop))
-        while not (ready.exists() and ready.read_text()):
-            if server.done():
-                server.result()
-            await asyncio.sleep(0.01)
-        try:
-            return await study(ready.read_text(), qids, args.noise)
-        finally:
-            stop.set()
-            await server
+        async with background_server(settings) as address:
+            return await study(address, qids, args.noise)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -29,12 +29,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import anyio
 import grpc
 
 from tierank.client import candidate, job_spec, judge
 from tierank.server import logs
-from tierank.server.app import serve
+from tierank.server.app import background_server
 from tierank.server.settings import ServerSettings
 from tierank.v1 import rank_pb2, rank_pb2_grpc
 
@@ -102,8 +101,7 @@ async def run_configuration(
     )
     requests_before = sum(len(fake.requests(f)) for f in JUDGES)
     with tempfile.TemporaryDirectory() as workdir:
-        address, stop, server = await start_server(fake, Path(workdir))
-        try:
+        async with background_server(server_settings(fake, Path(workdir))) as address:
             started = time.monotonic()
             async with grpc.aio.insecure_channel(address) as channel:
                 stub = rank_pb2_grpc.RankServiceStub(channel)
@@ -112,9 +110,6 @@ async def run_configuration(
                 async for event in stub.WatchJob(rank_pb2.WatchJobRequest(name=job.name)):
                     last = event
             wall_s = time.monotonic() - started
-        finally:
-            stop.set()
-            await server
     assert last is not None and last.HasField("completed"), last
     done = last.completed
     found = [cid for tier in done.tiers for cid in tier.candidate_ids][: args.top_k]
@@ -132,26 +127,15 @@ async def run_configuration(
     )
 
 
-async def start_server(
-    fake: FakeLLMServer, workdir: Path
-) -> tuple[str, anyio.Event, asyncio.Task[None]]:
+def server_settings(fake: FakeLLMServer, workdir: Path) -> ServerSettings:
     config = workdir / "judges.json"
     config.write_text(json.dumps(judges_config(fake, prices={})))
-    ready = workdir / "ready"
-    settings = ServerSettings(
+    return ServerSettings(
         listen="127.0.0.1:0",
         db=workdir / "tierank.db",
         judges_config=config,
-        ready_file=ready,
         shutdown_grace_s=2.0,
     )
-    stop = anyio.Event()
-    task = asyncio.create_task(serve(settings, stop))
-    while not (ready.exists() and ready.read_text()):
-        if task.done():
-            task.result()
-        await asyncio.sleep(0.01)
-    return ready.read_text(), stop, task
 
 
 def markdown(results: Sequence[Result], top_k: int) -> str:

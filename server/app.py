@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
 import anyio
 import grpc
 import structlog
@@ -24,8 +28,15 @@ RANK_SERVICE = rank_pb2.DESCRIPTOR.services_by_name["RankService"].full_name
 _STREAM_GRACE_S = 1.0
 
 
-async def serve(settings: ServerSettings, stop: anyio.Event) -> None:
-    """Serve until `stop` is set, then drain: NOT_SERVING, calls in flight land, streams end."""
+async def serve(
+    settings: ServerSettings,
+    stop: anyio.Event,
+    on_ready: Callable[[str], object] | None = None,
+) -> None:
+    """Serve until `stop` is set, then drain: NOT_SERVING, calls in flight land, streams end.
+
+    `on_ready` is called with the bound host:port once the server accepts calls.
+    """
     log = structlog.get_logger()
     storage = SqliteStorage(settings.db, settings.sqlite_synchronous)
     factory = JudgeFactory(JudgeSettings.load(config_path=settings.judges_config))
@@ -56,6 +67,8 @@ async def serve(settings: ServerSettings, stop: anyio.Event) -> None:
                 metrics.expose(settings.metrics_listen)
             if settings.ready_file:
                 settings.ready_file.write_text(address)
+            if on_ready is not None:
+                on_ready(address)
             log.info("serving", address=address, db=str(settings.db))
             await stop.wait()
             log.info("shutting down", active_jobs=manager.active_jobs)
@@ -67,3 +80,20 @@ async def serve(settings: ServerSettings, stop: anyio.Event) -> None:
         await factory.aclose()
         await storage.close()
         log.info("stopped")
+
+
+@asynccontextmanager
+async def background_server(settings: ServerSettings) -> AsyncIterator[str]:
+    """Serve inside the caller's event loop for the duration of the block (tests, benchmarks,
+    embedding); yields the bound host:port and drains the server on the way out."""
+    stop = anyio.Event()
+    bound: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    task = asyncio.create_task(serve(settings, stop, on_ready=bound.set_result))
+    try:
+        await asyncio.wait({task, bound}, return_when=asyncio.FIRST_COMPLETED)
+        if not bound.done():
+            task.result()  # start-up failed: raise its error
+        yield bound.result()
+    finally:
+        stop.set()
+        await task

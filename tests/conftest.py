@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
@@ -11,11 +10,10 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
-import anyio
 import grpc
 import pytest
 
-from tierank.server.app import serve
+from tierank.server.app import background_server
 from tierank.server.settings import ServerSettings
 from tierank.v1 import rank_pb2, rank_pb2_grpc
 
@@ -35,23 +33,11 @@ def wait_for_file(path: Path, timeout_s: float = 20.0) -> str:
 @pytest.fixture
 async def server_address(tmp_path: Path) -> AsyncIterator[str]:
     """An in-process server on 127.0.0.1 with its own SQLite file."""
-    ready = tmp_path / "ready"
     settings = ServerSettings(
-        listen="127.0.0.1:0",
-        db=tmp_path / "tierank.db",
-        ready_file=ready,
-        shutdown_grace_s=2.0,
-        max_message_mb=4,
+        listen="127.0.0.1:0", db=tmp_path / "tierank.db", shutdown_grace_s=2.0, max_message_mb=4
     )
-    stop = anyio.Event()
-    task = asyncio.create_task(serve(settings, stop))
-    while not (ready.exists() and ready.read_text()):
-        if task.done():
-            task.result()
-        await asyncio.sleep(0.01)
-    yield ready.read_text()
-    stop.set()
-    await asyncio.wait_for(task, 30)
+    async with background_server(settings) as address:
+        yield address
 
 
 @pytest.fixture

@@ -3,14 +3,13 @@ to fake provider servers on loopback."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 # Tests run with --import-mode=importlib, so the helper module is put on the path explicitly.
@@ -24,7 +23,7 @@ from graded_fakes import (
     judges_config,
 )
 
-from tierank.server.app import serve
+from tierank.server.app import background_server
 from tierank.server.settings import ServerSettings
 
 
@@ -63,33 +62,18 @@ StartServer = Callable[[Path], Awaitable[str]]
 async def start_server(tmp_path: Path) -> AsyncIterator[StartServer]:
     """Starts in-process servers sharing one SQLite file; each is stopped before the next
     starts, so a second call is a restart."""
-    running: list[tuple[anyio.Event, asyncio.Task[None]]] = []
-
-    async def stop_running() -> None:
-        while running:
-            stop, task = running.pop()
-            stop.set()
-            await asyncio.wait_for(task, 30)
+    running = AsyncExitStack()
 
     async def start(judges_config_path: Path) -> str:
-        await stop_running()
-        ready = tmp_path / f"ready-{len(list(tmp_path.glob('ready-*')))}"
+        await running.aclose()
         settings = ServerSettings(
             listen="127.0.0.1:0",
             db=tmp_path / "tierank.db",
             judges_config=judges_config_path,
-            ready_file=ready,
             shutdown_grace_s=2.0,
             max_message_mb=4,
         )
-        stop = anyio.Event()
-        task = asyncio.create_task(serve(settings, stop))
-        running.append((stop, task))
-        while not (ready.exists() and ready.read_text()):
-            if task.done():
-                task.result()
-            await asyncio.sleep(0.01)
-        return ready.read_text()
+        return await running.enter_async_context(background_server(settings))
 
     yield start
-    await stop_running()
+    await running.aclose()

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import anyio
 import grpc
 import pytest
 
-from tierank.server.app import serve
+from tierank.server.app import background_server
 from tierank.server.settings import ServerSettings
 from tierank.v1 import eval_pb2_grpc, rank_pb2, rank_pb2_grpc
 
@@ -65,20 +63,11 @@ async def llm_server_address(tmp_path: Path, fake_llm: FakeLLMServer) -> AsyncIt
     }
     config_path = tmp_path / "judges.json"
     config_path.write_text(json.dumps(config))
-    ready = tmp_path / "ready"
     settings = ServerSettings(
         listen="127.0.0.1:0",
         db=tmp_path / "llm.db",
-        ready_file=ready,
         judges_config=config_path,
         shutdown_grace_s=1.0,
     )
-    stop = anyio.Event()
-    task = asyncio.create_task(serve(settings, stop))
-    while not (ready.exists() and ready.read_text()):
-        if task.done():
-            task.result()
-        await asyncio.sleep(0.01)
-    yield ready.read_text()
-    stop.set()
-    await asyncio.wait_for(task, 30)
+    async with background_server(settings) as address:
+        yield address
