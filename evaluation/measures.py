@@ -5,7 +5,7 @@ Grammar: ``NAME[(key=value, ...)][@K]``. Names and parameters:
 =================  ==========  ==================  ===============================
 name               cutoff @K   parameters          trec_eval equivalent
 =================  ==========  ==================  ===============================
-``nDCG``           optional    —                   ``ndcg`` / ``ndcg_cut.K``
+``nDCG``           optional    ``ties`` (0)        ``ndcg`` / ``ndcg_cut.K``
 ``RR``             optional    ``rel`` (1)         ``recip_rank``
 ``P``              required    ``rel`` (1)         ``P.K``
 ``R``              optional    ``rel`` (1)         ``recall.K``
@@ -22,7 +22,9 @@ name               cutoff @K   parameters          trec_eval equivalent
 ``Harm``           required    —                   —
 =================  ==========  ==================  ===============================
 
-``rel`` is trec_eval's ``-l``: a document is relevant when its grade is >= rel. The canonical
+``rel`` is trec_eval's ``-l``: a document is relevant when its grade is >= rel. ``ties=1``
+makes nDCG tie-aware: documents with equal scores (one tier) are averaged over all their
+orders instead of being ordered by trec_eval's docid rule. The canonical
 text of a measure (``str(measure)``) leaves out parameters at their default.
 """
 
@@ -63,7 +65,7 @@ _WEIGHTS = {"alpha": float, "cap4": float, "cap3": float}
 _WEIGHT_DEFAULTS = {"alpha": 1.0, "cap4": 1.0, "cap3": 0.25}
 
 _SPECS: dict[str, _Spec] = {
-    "nDCG": _Spec(Family.RANKED, _Cutoff.OPTIONAL, {}, {}),
+    "nDCG": _Spec(Family.RANKED, _Cutoff.OPTIONAL, {"ties": int}, {"ties": 0}),
     "RR": _Spec(Family.RANKED, _Cutoff.OPTIONAL, _REL, {"rel": 1}),
     "P": _Spec(Family.RANKED, _Cutoff.REQUIRED, _REL, {"rel": 1}),
     "R": _Spec(Family.RANKED, _Cutoff.OPTIONAL, _REL, {"rel": 1}),

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from tierank.evaluation import trec_measures
 from tierank.evaluation.measures import Family, Measure, as_measure
-from tierank.evaluation.ordering import rank_documents
+from tierank.evaluation.ordering import rank_documents, tiers_from_scores
 from tierank.evaluation.set_measures import (
     TREC_DL_SCALE,
     GradeScale,
@@ -61,10 +61,15 @@ def evaluate(
     qids = sorted(qrels) if all_queries else sorted(set(qrels) & set(run))
     per_query: dict[Measure, dict[str, float | None]] = {m: {} for m in parsed}
     for qid in qids:
-        ranking = rank_documents(run.get(qid, {}))[:max_docs]
+        scores = run.get(qid, {})
+        ranking = rank_documents(scores)[:max_docs]
         judgments = qrels[qid]
         for measure in parsed:
-            value = _score(measure, ranking, judgments, scale)
+            if measure.name == "nDCG" and measure.param("ties"):
+                tiers = tiers_from_scores({docid: scores[docid] for docid in ranking})
+                value = trec_measures.tie_aware_ndcg(tiers, judgments, measure.cutoff)
+            else:
+                value = _score(measure, ranking, judgments, scale)
             per_query[measure][qid] = 0.0 if value is None and na_as_zero else value
     return Evaluation(per_query, {m: _average(per_query[m].values()) for m in parsed})
 

@@ -17,8 +17,9 @@ from tierank.evaluation.trec_measures import ndcg
 @pytest.mark.parametrize(
     ("text", "name", "cutoff", "params"),
     [
-        ("nDCG@10", "nDCG", 10, {}),
-        ("nDCG", "nDCG", None, {}),
+        ("nDCG@10", "nDCG", 10, {"ties": 0}),
+        ("nDCG", "nDCG", None, {"ties": 0}),
+        ("nDCG(ties=1)@5", "nDCG", 5, {"ties": 1}),
         ("RR", "RR", None, {"rel": 1}),
         ("RR(rel=2)@10", "RR", 10, {"rel": 2}),
         ("AP(rel=2)", "AP", None, {"rel": 2}),
@@ -36,7 +37,13 @@ def test_parse_measure(text, name, cutoff, params):
 
 @pytest.mark.parametrize(
     ("text", "canonical"),
-    [("RR(rel=1)@10", "RR@10"), ("RR(rel=2)@10", "RR(rel=2)@10"), ("AP( rel = 3 )", "AP(rel=3)")],
+    [
+        ("RR(rel=1)@10", "RR@10"),
+        ("RR(rel=2)@10", "RR(rel=2)@10"),
+        ("AP( rel = 3 )", "AP(rel=3)"),
+        ("nDCG(ties=0)@10", "nDCG@10"),
+        ("nDCG(ties=1)@10", "nDCG(ties=1)@10"),
+    ],
 )
 def test_canonical_text_drops_defaults(text, canonical):
     assert str(parse_measure(text)) == canonical
@@ -107,6 +114,20 @@ def test_tie_aware_ndcg_equals_the_mean_over_orders():
         assert tie_aware_ndcg(tiers, judgments, cutoff) == pytest.approx(mean)
     # By hand at cutoff 1: mean gain of tier {a, b} is 1.5, ideal DCG@1 is 3 -> 0.5.
     assert tie_aware_ndcg(tiers, judgments, 1) == pytest.approx(0.5)
+
+
+def test_tie_aware_ndcg_by_name_averages_tied_scores_in_a_run():
+    judgments = {"a": 3, "b": 0, "c": 1, "d": 2}
+    run = {"q": {"a": 2.0, "b": 2.0, "c": 1.0, "d": 1.0}}
+    result = evaluate(["nDCG@3", "nDCG(ties=1)@3"], {"q": judgments}, run)
+    plain, tie_aware = (
+        result.per_query[parse_measure(m)]["q"] for m in ("nDCG@3", "nDCG(ties=1)@3")
+    )
+    orders = [["a", "b", "c"], ["b", "a", "c"], ["a", "b", "d"], ["b", "a", "d"]]
+    assert tie_aware == pytest.approx(sum(ndcg(o, judgments, 3) for o in orders) / 4)
+    # trec_eval's rule orders ties by docid descending (b before a, d before c).
+    assert plain == pytest.approx(ndcg(["b", "a", "d"], judgments, 3))
+    assert tie_aware != pytest.approx(plain)
 
 
 def test_tie_aware_ndcg_matches_plain_ndcg_without_ties():
