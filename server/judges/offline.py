@@ -35,17 +35,20 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(len(text) / 4)
 
 
-def _shown_tokens(request: BatchRequest) -> int:
-    return estimate_tokens(request.query) + sum(estimate_tokens(p.text) for p in request.passages)
-
-
 def _words(text: str) -> list[str]:
     return [w.lower() for w in _TOKEN.findall(text)]
 
 
 class _OfflineJudge(Judge):
+    def __init__(self, config: JudgeConfig, pool: PoolContext) -> None:
+        super().__init__(config)
+        # Counted once per job: the scheduler asks for estimates many times per verdict.
+        self._query_tokens = estimate_tokens(pool.query)
+        self._passage_tokens = {p.id: estimate_tokens(p.text) for p in pool.passages}
+
     def estimate(self, request: BatchRequest) -> JudgeUsage:
-        return JudgeUsage(input_tokens=_shown_tokens(request))
+        shown = sum(self._passage_tokens[p.id] for p in request.passages)
+        return JudgeUsage(input_tokens=self._query_tokens + shown)
 
     def _reply(self, request: BatchRequest, scores: dict[str, float]) -> JudgeReply:
         # Stable: equal scores keep the presented order, so ties never depend on hashing.
@@ -60,7 +63,7 @@ class LexicalJudge(_OfflineJudge):
     B = 0.4
 
     def __init__(self, config: JudgeConfig, pool: PoolContext) -> None:
-        super().__init__(config)
+        super().__init__(config, pool)
         docs = {p.id: Counter(_words(p.text)) for p in pool.passages}
         lengths = {pid: sum(tf.values()) for pid, tf in docs.items()}
         average_length = (sum(lengths.values()) / len(lengths)) if lengths else 0.0
@@ -95,7 +98,7 @@ class OracleJudge(_OfflineJudge):
     """
 
     def __init__(self, config: JudgeConfig, pool: PoolContext) -> None:
-        super().__init__(config)
+        super().__init__(config, pool)
         options = config.options
         self._score_key = options.get("score_key", "score")
         self._noise = float_option(options, "noise", 0.5)
