@@ -91,9 +91,5 @@ def unavailable(message: str, retry_after_s: float) -> ApiError:
     )
 
 
-def internal(message: str) -> ApiError:
-    return ApiError(_status(code_pb2.INTERNAL, message, _info("INTERNAL")))
-
-
 async def abort(context: grpc.aio.ServicerContext, error: ApiError) -> None:
     await context.abort_with_status(rpc_status.to_status(error.status))

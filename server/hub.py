@@ -24,10 +24,6 @@ class JobChannel:
         self._changed = asyncio.Condition()
         self.watchers = 0
 
-    @property
-    def latest_sequence(self) -> int:
-        return self._latest
-
     async def publish(self, events: list[rank_pb2.JobEvent]) -> None:
         async with self._changed:
             self._recent.extend(events)
