@@ -13,8 +13,9 @@ import hashlib
 import json
 import math
 import time
+from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import anyio
 import structlog
@@ -68,6 +69,17 @@ class _Answer:
     reply: JudgeReply
     cached: bool
     cache_key: str | None
+
+
+@dataclass
+class _Step:
+    """What one pass of the job loop recorded and planned, stored in one commit."""
+
+    events: list[rank_pb2.JobEvent] = field(default_factory=list)
+    journal: list[JournalRow] = field(default_factory=list)
+    cache: list[CacheEntry] = field(default_factory=list)
+    audit: list[VerdictAudit] = field(default_factory=list)
+    to_start: list[JudgeCall] = field(default_factory=list)
 
 
 def call_seed(job_seed: int, call_id: str) -> int:
@@ -153,35 +165,30 @@ class JobRunner:
         send, receive = anyio.create_memory_object_stream[_Answer | _Wake](math.inf)
         self._wake = send
         reason: StopReason | None = None
+        order = deque(call.call_id for call in unanswered)  # calls in flight, in plan order
+        arrived: dict[str, _Answer] = {}
         # The task group exits (its calls done or cancelled) before the stream closes, so no
         # call ever answers into a closed stream.
         async with receive, anyio.create_task_group() as calls:
             for call in unanswered:
                 calls.start_soon(self._ask, call, send)
-            while True:
-                if self._cancel_requested:
+            while not self._cancel_requested:
+                step = _Step()
+                reason = self._advance(tournament, stats, order, arrived, step)
+                await self._commit_step(tournament, stats, step)
+                for call in step.to_start:
+                    calls.start_soon(self._ask, call, send)
+                if reason is not None:
                     break
-                reason = tournament.stop_reason() or self._deadline_reason()
-                # A settled target still waits for the calls in flight: they are paid for, and
-                # in an ensemble the batch's other judges may overturn what the first one said.
-                landing = reason == StopReason.SETTLED and bool(tournament.in_flight)
-                if reason is not None and not landing:
-                    break
-                if not (self._draining or landing):
-                    planned = tournament.plan(self._estimate)
-                    if planned:
-                        await self._journal_plan(planned)
-                        for call in planned:
-                            calls.start_soon(self._ask, call, send)
                 if not tournament.in_flight:
                     if self._draining:
                         return
                     reason = StopReason.EXHAUSTED
                     break
                 with anyio.move_on_after(self._time_left()):
-                    answers = [a for a in await _drain(receive) if isinstance(a, _Answer)]
-                    if answers:
-                        await self._absorb(tournament, stats, answers)
+                    for item in await _drain(receive):
+                        if isinstance(item, _Answer):
+                            arrived[item.call.call_id] = item
             # Cancelled or past the deadline: the calls still in flight are abandoned.
             calls.cancel_scope.cancel()
         if self._cancel_requested:
@@ -281,48 +288,72 @@ class JobRunner:
         self._journal_index += 1
         return row
 
-    async def _journal_plan(self, calls: list[JudgeCall]) -> None:
-        payload = json.dumps([c.call_id for c in calls]).encode()
-        await self._storage.commit(self.job_id, JobUpdate(journal=[self._journal("plan", payload)]))
+    def _advance(
+        self,
+        tournament: Tournament,
+        stats: StatsBook,
+        order: deque[str],
+        arrived: dict[str, _Answer],
+        step: _Step,
+    ) -> StopReason | None:
+        """Plan, then record the oldest planned call if its answer is in, and repeat.
 
-    async def _absorb(
-        self, tournament: Tournament, stats: StatsBook, answers: list[_Answer]
+        Answers are recorded in plan order, never arrival order, so the same seed and the same
+        answers give the same calls and tiers however the judges' timing falls.
+        """
+        while True:
+            reason = tournament.stop_reason() or self._deadline_reason()
+            # A settled target still waits for the calls in flight: they are paid for, and in
+            # an ensemble the batch's other judges may overturn what the first one said.
+            landing = reason == StopReason.SETTLED and bool(tournament.in_flight)
+            if reason is not None and not landing:
+                return reason
+            if not (self._draining or landing):
+                planned = tournament.plan(self._estimate)
+                if planned:
+                    payload = json.dumps([c.call_id for c in planned]).encode()
+                    step.journal.append(self._journal("plan", payload))
+                    step.to_start.extend(planned)
+                    order.extend(c.call_id for c in planned)
+            if not order or order[0] not in arrived:
+                return None
+            self._record(tournament, stats, arrived.pop(order.popleft()), step)
+
+    def _record(
+        self, tournament: Tournament, stats: StatsBook, answer: _Answer, step: _Step
     ) -> None:
-        """Record every answer that has arrived, then store and stream them in one commit."""
-        events: list[rank_pb2.JobEvent] = []
-        journal: list[JournalRow] = []
-        cache: list[CacheEntry] = []
-        audit: list[VerdictAudit] = []
-        for answer in answers:
-            call, reply = answer.call, answer.reply
-            verdict = self._verdict_event(answer)
-            tournament.record(verdict_of(verdict))
-            verdict_bytes = verdict.SerializeToString()
-            journal.append(self._journal("verdict", verdict_bytes))
-            failures_in_a_row = stats.add(call.judge, verdict)
-            unavailable = (
-                reply.failure is not None and reply.failure.kind == FailureKind.UNAVAILABLE
-            )
-            if not stats.disabled(call.judge) and (
-                unavailable or failures_in_a_row >= MAX_CONSECUTIVE_FAILURES
-            ):
-                tournament.disable_judge(call.judge)
-                stats.disable(call.judge)
-                journal.append(self._journal("disable", str(call.judge).encode()))
-                self._log.warning(
-                    "judge dropped", judge=verdict.judge, reason=verdict.failure_reason
-                )
-            events.append(self._event(verdict=verdict))
-            if answer.cache_key and not answer.cached and not reply.failed:
-                passages = self._request(call).passages
-                ordering = encode_ordering(reply.ordering, passages)
-                cache.append(CacheEntry(answer.cache_key, ordering))
-            audit.append(VerdictAudit(call.call_id, verdict_bytes, reply.prompt, reply.raw_text))
+        call, reply = answer.call, answer.reply
+        verdict = self._verdict_event(answer)
+        tournament.record(verdict_of(verdict))
+        verdict_bytes = verdict.SerializeToString()
+        step.journal.append(self._journal("verdict", verdict_bytes))
+        failures_in_a_row = stats.add(call.judge, verdict)
+        unavailable = reply.failure is not None and reply.failure.kind == FailureKind.UNAVAILABLE
+        if not stats.disabled(call.judge) and (
+            unavailable or failures_in_a_row >= MAX_CONSECUTIVE_FAILURES
+        ):
+            tournament.disable_judge(call.judge)
+            stats.disable(call.judge)
+            step.journal.append(self._journal("disable", str(call.judge).encode()))
+            self._log.warning("judge dropped", judge=verdict.judge, reason=verdict.failure_reason)
+        step.events.append(self._event(verdict=verdict))
+        if answer.cache_key and not answer.cached and not reply.failed:
+            passages = self._request(call).passages
+            ordering = encode_ordering(reply.ordering, passages)
+            step.cache.append(CacheEntry(answer.cache_key, ordering))
+        step.audit.append(VerdictAudit(call.call_id, verdict_bytes, reply.prompt, reply.raw_text))
+
+    async def _commit_step(self, tournament: Tournament, stats: StatsBook, step: _Step) -> None:
+        """Store a step in one transaction, before its calls start or its events stream."""
+        if not step.journal:
+            return
         tiers = tournament.tiers()
         if tiers != self._tiers:
             self._tiers = tiers
-            events.append(self._event(tiers_updated=self._tiers_event(tournament, stats, tiers)))
-        await self._commit(events, journal=journal, cache=cache, audit=audit)
+            step.events.append(
+                self._event(tiers_updated=self._tiers_event(tournament, stats, tiers))
+            )
+        await self._commit(step.events, journal=step.journal, cache=step.cache, audit=step.audit)
 
     def _verdict_event(self, answer: _Answer) -> rank_pb2.VerdictReceived:
         call, reply = answer.call, answer.reply

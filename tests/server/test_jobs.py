@@ -242,3 +242,22 @@ async def test_settling_waits_for_every_judge_call_in_flight(stub, make_spec, or
     judges = {j.judge: j for j in events[-1].completed.stats.judges}
     assert judges["oracle/fast"].calls == judges["oracle/slow"].calls
     assert events[-1].completed.reason == rank_pb2.COMPLETION_REASON_SETTLED
+
+
+async def test_same_seed_and_answers_give_the_same_job_whatever_the_timing(
+    stub, make_spec, oracle_judge
+):
+    """Answers are recorded in plan order, so judge latency cannot change the outcome."""
+    outcomes = []
+    for latency in ("0", "7", "25"):
+        judges = [
+            oracle_judge(noise=0.8, model="a", latency_ms=latency),
+            oracle_judge(noise=0.8, model="b"),
+        ]
+        spec = make_spec(n=40, top_k=10, judges=judges, seed=11)
+        events = [e async for e in stub.Rank(rank_pb2.RankRequest(spec=spec))]
+        verdicts = [
+            (e.verdict.call_id, tuple(e.verdict.ordering)) for e in events if e.verdict.call_id
+        ]
+        outcomes.append((verdicts, list(events[-1].completed.tiers)))
+    assert outcomes[0] == outcomes[1] == outcomes[2]
