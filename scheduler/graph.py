@@ -110,12 +110,13 @@ class MajorityGraph:
         for candidate, component in enumerate(component_of):
             members[component].append(candidate)
         component_bits = [bits_of(group) for group in members]
-        # igraph happens to number components sinks first; visiting in that order (reversed
-        # for predecessors) makes the depth-first search below mostly one level deep.
-        below = _strict_reach(self._successors, component_of, component_bits, range(count))
-        above = _strict_reach(
-            self._predecessors, component_of, component_bits, range(count - 1, -1, -1)
+        # igraph (1.0) happens to number components in a topological order, sources first;
+        # visiting sinks first for successors (sources first for predecessors) means every
+        # neighbour is already done, so the depth-first search below never descends.
+        below = _strict_reach(
+            self._successors, component_of, component_bits, range(count - 1, -1, -1)
         )
+        above = _strict_reach(self._predecessors, component_of, component_bits, range(count))
         return Standings(
             size=self.size,
             component_of=tuple(component_of),

@@ -36,15 +36,24 @@ class VoteTally:
         """
         weight = self._weights[judge]
         stated = self._stated_by_judge[judge]
+        wins = self._wins
         changed = []
+        # Directions are computed from the winner's side (`majority` is antisymmetric, exactly
+        # so in floating point), then turned into (low, high) terms: one lookup per side.
         for winner, loser in combinations(ordering, 2):
-            low, high = (winner, loser) if winner < loser else (loser, winner)
-            before = self.direction(low, high)
-            self._wins[winner, loser] = self._wins.get((winner, loser), 0.0) + weight
-            stated[winner, loser] += 1
-            after = self.direction(low, high)
+            pair = (winner, loser)
+            backward = wins.get((loser, winner), 0.0)
+            forward = wins.get(pair, 0.0)
+            before = majority(forward, backward)
+            forward += weight
+            wins[pair] = forward
+            stated[pair] += 1
+            after = majority(forward, backward)
             if after != before:
-                changed.append((low, high, after))
+                if winner < loser:
+                    changed.append((winner, loser, after))
+                else:
+                    changed.append((loser, winner, -after))
         return changed
 
     def wins(self, winner: int, loser: int) -> float:

@@ -5,7 +5,7 @@ from itertools import combinations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tierank.scheduler.graph import MajorityGraph
+from tierank.scheduler.graph import MajorityGraph, _strict_reach
 from tierank.scheduler.votes import VoteTally
 
 
@@ -92,3 +92,51 @@ def test_standings_match_a_brute_force_closure(case):
     position = {component: index for index, component in enumerate(order)}
     for a, b in reach:
         assert position[standings.component_of[a]] <= position[standings.component_of[b]]
+
+
+@given(
+    st.integers(1, 12).flatmap(
+        lambda n: st.tuples(
+            st.just(n),
+            st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=40),
+            st.randoms(use_true_random=False),
+        )
+    )
+)
+def test_strict_reach_is_the_same_in_any_visit_order(case):
+    # standings() relies on igraph numbering components in a topological order only for speed;
+    # the reach sets must not depend on that order.
+    size, edges, rng = case
+    graph = MajorityGraph(size)
+    # One change per pair, as VoteTally reports them.
+    directions = {(min(a, b), max(a, b)): 1 if a < b else -1 for a, b in edges if a != b}
+    graph.apply([(low, high, direction) for (low, high), direction in directions.items()])
+    standings = graph.standings()
+    component_of = list(standings.component_of)
+    component_bits = list(standings.component_bits)
+    shuffled = list(range(len(component_bits)))
+    rng.shuffle(shuffled)
+    for neighbours, expected in (
+        (graph._successors, standings.below_bits),
+        (graph._predecessors, standings.above_bits),
+    ):
+        reach = _strict_reach(neighbours, component_of, component_bits, shuffled)
+        assert tuple(reach) == expected
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 2), st.permutations(range(5)), st.integers(0, 5)),
+        max_size=12,
+    ),
+    st.sampled_from([(1.0, 1.0, 1.0), (0.1, 0.2, 0.3), (2.0, 0.5, 0.0)]),
+)
+def test_reported_changes_are_exactly_the_pairs_whose_direction_flipped(stated, weights):
+    tally = VoteTally(weights)
+    for judge, permutation, length in stated:
+        before = {pair: tally.direction(*pair) for pair in combinations(range(5), 2)}
+        changes = tally.add_ordering(judge, tuple(permutation[:length]))
+        after = {pair: tally.direction(*pair) for pair in combinations(range(5), 2)}
+        expected = [(low, high, after[low, high]) for low, high in after]
+        expected = [change for change in expected if before[change[:2]] != change[2]]
+        assert sorted(changes) == expected
