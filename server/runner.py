@@ -8,6 +8,7 @@ again, and calls planned but unanswered are simply made again.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import hashlib
 import json
@@ -141,8 +142,10 @@ class JobRunner:
         self._nudge()
 
     def _nudge(self) -> None:
+        # A loop that has already ended (closing its stream) is finishing; nothing to wake.
         if self._wake is not None:
-            self._wake.send_nowait(_Wake.WAKE)
+            with contextlib.suppress(anyio.BrokenResourceError):
+                self._wake.send_nowait(_Wake.WAKE)
 
     # -- the job ------------------------------------------------------------------------
 

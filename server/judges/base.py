@@ -115,7 +115,9 @@ class PoolContext:
     passages: tuple[Passage, ...]
 
 
-class Judge(abc.ABC):
+class ConfiguredJudge(abc.ABC):
+    """What every judge shares, listwise (Judge) or pointwise (Grader): its spec and identity."""
+
     def __init__(self, config: JudgeConfig) -> None:
         self.config = config
 
@@ -132,6 +134,10 @@ class Judge(abc.ABC):
     def cache_identity(self) -> str:
         """Provider, model, parameters and prompt-template version, as one stable string."""
 
+
+class Judge(ConfiguredJudge):
+    """A listwise judge: orders one batch of passages."""
+
     @abc.abstractmethod
     def estimate(self, request: BatchRequest) -> JudgeUsage:
         """An upper estimate of a call's usage, reserved against the budget before the call."""
@@ -140,5 +146,5 @@ class Judge(abc.ABC):
     async def judge(self, request: BatchRequest) -> JudgeReply:
         """Judge one batch. Returns a failed reply instead of raising on provider errors."""
 
-    async def aclose(self) -> None:  # noqa: B027 - optional hook, most judges hold nothing
+    async def aclose(self) -> None:
         """Release clients and connections."""

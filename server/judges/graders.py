@@ -15,6 +15,7 @@ import random
 from dataclasses import dataclass, field
 
 from tierank.server.judges.base import (
+    ConfiguredJudge,
     FailureKind,
     JudgeConfig,
     JudgeConfigError,
@@ -56,21 +57,8 @@ class GradeReply:
     raw_text: str = ""
 
 
-class Grader(abc.ABC):
-    def __init__(self, config: JudgeConfig) -> None:
-        self.config = config
-
-    @property
-    def name(self) -> str:
-        return self.config.display_name
-
-    @property
-    def cacheable(self) -> bool:
-        return True
-
-    @abc.abstractmethod
-    def cache_identity(self) -> str:
-        """Provider, model, parameters and prompt version, as one stable string."""
+class Grader(ConfiguredJudge):
+    """A pointwise judge: grades one (query, passage) pair on 0-3."""
 
     @abc.abstractmethod
     async def grade(self, request: GradeRequest) -> GradeReply:
