@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,6 +25,7 @@ from pathlib import Path
 
 import grpc
 
+from tierank.client import LocalServer
 from tierank.v1 import rank_pb2, rank_pb2_grpc
 
 WORDS = [
@@ -161,46 +161,16 @@ def main(argv: list[str] | None = None) -> int:
         "--synchronous", choices=["FULL", "NORMAL"], default="FULL", help="SQLite synchronous"
     )
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
-        ready = Path(tmp) / "ready"
-        server = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tierank.server",
-                "--listen",
-                "127.0.0.1:0",
-                "--db",
-                str(Path(tmp) / "bench.db"),
-                "--ready-file",
-                str(ready),
-                "--sqlite-synchronous",
-                args.synchronous,
-                "--log-level",
-                "warning",
-                "--max-message-mb",
-                "256",
-            ],
-            env={**os.environ},
-        )
-        try:
-            deadline = time.monotonic() + 30
-            while not (ready.exists() and ready.read_text()):
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise SystemExit("server did not start")
-                time.sleep(0.05)
-            if args.full_order:
-                coroutine = measure(
-                    ready.read_text(), server.pid, 1, args.full_order, 0, args.text_words
-                )
-            else:
-                coroutine = measure(
-                    ready.read_text(), server.pid, args.jobs, args.n, args.top_k, args.text_words
-                )
-            asyncio.run(coroutine)
-        finally:
-            server.terminate()
-            server.wait(30)
+    jobs, n, top_k = (1, args.full_order, 0) if args.full_order else (args.jobs, args.n, args.top_k)
+    extra = ("--sqlite-synchronous", args.synchronous, "--log-level", "warning")
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        LocalServer(
+            db=Path(tmp) / "bench.db", extra_args=(*extra, "--max-message-mb", "256")
+        ) as server,
+    ):
+        assert server.pid is not None
+        asyncio.run(measure(server.address, server.pid, jobs, n, top_k, args.text_words))
     return 0
 
 

@@ -18,9 +18,10 @@ async def _main(settings: ServerSettings) -> None:
 
     async def on_signal() -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            # Keep listening until the drain is over: a repeated SIGTERM (from an impatient
+            # supervisor) must not fall through to the default handler and kill the drain.
             async for _ in signals:
                 stop.set()
-                return
 
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(on_signal)

@@ -4,30 +4,16 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
-import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import grpc
 import pytest
 
+from tierank.client import LocalServer
 from tierank.server.app import background_server
 from tierank.server.settings import ServerSettings
 from tierank.v1 import rank_pb2, rank_pb2_grpc
-
-REPO = Path(__file__).resolve().parent.parent
-SHARED_DATA = REPO.parent / "shared" / "data"
-
-
-def wait_for_file(path: Path, timeout_s: float = 20.0) -> str:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if path.exists() and path.read_text():
-            return path.read_text()
-        time.sleep(0.02)
-    raise TimeoutError(f"{path} did not appear within {timeout_s}s")
 
 
 @pytest.fixture
@@ -47,60 +33,37 @@ async def stub(server_address: str) -> AsyncIterator[rank_pb2_grpc.RankServiceSt
 
 
 class ServerProcess:
-    """A server in its own process, for crash and signal tests."""
+    """A server in its own process, restartable on one database, for crash and signal tests."""
 
-    def __init__(self, db: Path, workdir: Path, extra_env: dict[str, str] | None = None) -> None:
+    def __init__(self, db: Path, extra_env: dict[str, str] | None = None) -> None:
         self.db = db
-        self.workdir = workdir
         self.extra_env = extra_env or {}
-        self.process: subprocess.Popen[bytes] | None = None
-        self.address = ""
+        self._server: LocalServer | None = None
 
     def start(self) -> str:
-        ready = self.workdir / f"ready-{time.monotonic_ns()}"
-        env = {**os.environ, **self.extra_env}
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tierank.server",
-                "--listen",
-                "127.0.0.1:0",
-                "--db",
-                str(self.db),
-                "--ready-file",
-                str(ready),
-                "--log-level",
-                "warning",
-            ],
-            env=env,
-            stderr=subprocess.PIPE,
+        self._server = LocalServer(
+            db=self.db, extra_args=("--log-level", "warning"), env=self.extra_env
         )
-        try:
-            self.address = wait_for_file(ready)
-        except TimeoutError:
-            self.process.kill()
-            raise AssertionError(self.process.communicate()[1].decode()) from None
-        return self.address
+        return self._server.start()
+
+    def signal(self, signum: int) -> None:
+        assert self._server is not None and self._server.pid is not None
+        os.kill(self._server.pid, signum)
 
     def kill9(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(10)
+        self.signal(signal.SIGKILL)
+        self.terminate()
 
-    def terminate(self) -> int:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(30)
+    def terminate(self) -> int | None:
+        """SIGTERM, and the exit code once it has drained (that of the kill, if killed)."""
+        return None if self._server is None else self._server.stop(timeout=30)
 
 
 @pytest.fixture
 def server_process(tmp_path: Path) -> Iterator[ServerProcess]:
-    proc = ServerProcess(tmp_path / "tierank.db", tmp_path)
+    proc = ServerProcess(tmp_path / "tierank.db")
     yield proc
-    if proc.process is not None and proc.process.poll() is None:
-        proc.process.kill()
-        proc.process.wait(10)
+    proc.terminate()
 
 
 SpecFactory = Callable[..., rank_pb2.JobSpec]

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import signal
+
 import grpc
+import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from tierank.client import LocalServer, LocalServerError
 from tierank.v1 import rank_pb2, rank_pb2_grpc
 
 
@@ -64,7 +68,7 @@ def test_graceful_shutdown_reports_not_serving_and_the_job_resumes(
     with grpc.insecure_channel(address) as channel:
         statuses = health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest())
         assert next(statuses).status == health_pb2.HealthCheckResponse.SERVING
-        server_process.process.send_signal(15)
+        server_process.signal(signal.SIGTERM)
         seen = []
         try:
             for status in statuses:
@@ -72,7 +76,7 @@ def test_graceful_shutdown_reports_not_serving_and_the_job_resumes(
         except grpc.RpcError as error:  # the stream ends when the server stops
             assert error.code() == grpc.StatusCode.UNAVAILABLE
     assert health_pb2.HealthCheckResponse.NOT_SERVING in seen
-    assert server_process.process.wait(30) == 0
+    assert server_process.terminate() == 0
 
     address = server_process.start()
     after = _watch(address, name, after=before[-1].sequence)
@@ -82,24 +86,9 @@ def test_graceful_shutdown_reports_not_serving_and_the_job_resumes(
     assert job.state == rank_pb2.JOB_STATE_SUCCEEDED
 
 
-def test_second_server_on_the_same_database_refuses_to_start(server_process, tmp_path):
-    import subprocess
-    import sys
-
+def test_second_server_on_the_same_database_refuses_to_start(server_process):
     server_process.start()
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tierank.server",
-            "--listen",
-            "127.0.0.1:0",
-            "--db",
-            str(server_process.db),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert result.returncode == 1
-    assert "another tierank server" in result.stderr
+    with pytest.raises(LocalServerError) as refused:
+        LocalServer(db=server_process.db).start()
+    assert "exited with code 1" in str(refused.value)
+    assert "another tierank server" in str(refused.value)
