@@ -30,6 +30,17 @@ from tierank.scheduler.votes import VoteTally
 # every time would tie forever; the cap guarantees the tournament ends.
 MAX_ASKS_PER_PAIR = 5
 
+# Adaptive ensembles in top-K mode: first-wave batches lying wholly beyond the first
+# SCREENING_HEAD_FACTOR * K candidates of the first-stage order go to one judge (the quorum
+# judges take turns), the rest to the quorum. The top-K comes mostly from the head of the
+# retrieval order; in the tail one judge's verdict is enough to screen out the many candidates
+# that cannot reach it, and the survivors meet the quorum in later batches. DL19, three judges,
+# top-10 of 100, 20 seeds (bench/ranking): nDCG@10 minus that of "every judge sees every batch",
+# and the share of its calls, for a head of 2K / 3K / 4K / 5K: -0.001 at 0.62x, +0.002 at 0.66x,
+# -0.001 at 0.69x, -0.003 at 0.72x; with the quorum everywhere: +0.003 at 0.88x. Without a
+# quorum head at all (10 seeds): -0.015 at 0.56x.
+SCREENING_HEAD_FACTOR = 3
+
 
 def one_call(_: JudgeCall) -> Cost:
     return Cost(calls=1)
@@ -286,21 +297,42 @@ class Tournament:
             judge = self._next_judge(batch) if len(batch.asked) < batch.wanted_judges else None
             if judge is not None:
                 return _Proposal(batch.batch_id, batch.members, judge, batch, False)
-        first_judge = self._next_judge(None)
-        if first_judge is None:
+        if not any(self._active):
             return None
+        batch_id = self._next_batch_id
         if self._first_wave:
             members = self._first_wave[0]
-            return _Proposal(self._next_batch_id, members, first_judge, None, True)
-        members = self._strategy.next_batch(self._selection_view())
-        if members is None:
+            judge = self._first_judge(batch_id, self._wanted_judges(members, True))
+            return _Proposal(batch_id, members, judge, None, True)
+        chosen = self._strategy.next_batch(self._selection_view())
+        if chosen is None:
             return None
-        return _Proposal(self._next_batch_id, tuple(sorted(members)), first_judge, None, False)
+        members = tuple(sorted(chosen))
+        judge = self._first_judge(batch_id, self._wanted_judges(members, False))
+        return _Proposal(batch_id, members, judge, None, False)
 
-    def _next_judge(self, batch: Batch | None) -> int | None:
-        asked = batch.asked if batch else ()
+    def _wanted_judges(self, members: tuple[int, ...], from_first_wave: bool) -> int:
+        """How many judges a new batch goes to before any escalation."""
+        if self._config.ensemble == "all":
+            return self._judge_count
+        top_k = self._config.top_k
+        if from_first_wave and top_k and members[0] >= SCREENING_HEAD_FACTOR * top_k:
+            return 1
+        return self._config.quorum
+
+    def _first_judge(self, batch_id: int, wanted: int) -> int:
+        """The first judge of a new batch; a screening batch takes the quorum judges in turn."""
+        preference = range(self._judge_count)
+        if wanted == 1:
+            turns = max(1, min(self._config.quorum, self._judge_count))
+            first = batch_id % turns
+            preference = [first, *(j for j in range(self._judge_count) if j != first)]
+        return next(j for j in preference if self._active[j])
+
+    def _next_judge(self, batch: Batch) -> int | None:
         return next(
-            (j for j in range(self._judge_count) if self._active[j] and j not in asked), None
+            (j for j in range(self._judge_count) if self._active[j] and j not in batch.asked),
+            None,
         )
 
     def _call_for(self, proposal: _Proposal) -> JudgeCall:
@@ -321,7 +353,7 @@ class Tournament:
     def _commit(self, proposal: _Proposal, call: JudgeCall, reservation: Cost) -> None:
         batch = proposal.existing
         if batch is None:
-            wanted = self._judge_count if self._config.ensemble == "all" else self._config.quorum
+            wanted = self._wanted_judges(proposal.members, proposal.from_first_wave)
             batch = Batch(proposal.batch_id, proposal.members, wanted_judges=wanted)
             self._open_batches[batch.batch_id] = batch
             self._next_batch_id += 1

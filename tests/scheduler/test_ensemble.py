@@ -94,6 +94,43 @@ def test_adaptive_without_disagreement_never_goes_beyond_the_quorum(sim):
     assert {call.judge for call in planned} == {0, 1}
 
 
+def test_adaptive_screens_the_first_waves_tail_with_one_quorum_judge_in_turn(sim):
+    ids = [f"doc{i}" for i in range(40)]
+    config = TournamentConfig(
+        batch_size=5, top_k=2, judge_weights=(1.0, 1.0, 1.0), ensemble="adaptive", quorum=2
+    )
+    tournament = Tournament(ids, config)
+    planned = sim.drive(tournament, sim.oracle(ids))
+
+    first_wave = [tuple(ids[i : i + 5]) for i in range(0, 40, 5)]
+    judges_by_batch: dict[tuple[str, ...], list[int]] = defaultdict(list)
+    for call in planned:
+        judges_by_batch[tuple(sorted(call.presented, key=ids.index))].append(call.judge)
+    # The head is the first SCREENING_HEAD_FACTOR * top_k = 6 candidates: the batches holding
+    # any of them meet the quorum; the tail's batches go to judges 0 and 1 in turn.
+    assert [sorted(judges_by_batch[batch]) for batch in first_wave[:2]] == [[0, 1], [0, 1]]
+    assert [judges_by_batch[batch] for batch in first_wave[2:]] == [[0], [1]] * 3
+    assert 2 not in {call.judge for call in planned}
+    assert sim.flat(tournament)[:2] == ids[:2]
+    # Later batches, which compare the survivors, meet the quorum again.
+    later = [batch for batch in judges_by_batch if batch not in first_wave]
+    assert later and all(sorted(judges_by_batch[batch]) == [0, 1] for batch in later)
+
+
+def test_adaptive_full_ordering_screens_nothing(sim):
+    ids = [f"doc{i}" for i in range(20)]
+    config = TournamentConfig(
+        batch_size=5, top_k=0, judge_weights=(1.0, 1.0, 1.0), ensemble="adaptive", quorum=2
+    )
+    first_calls = Tournament(ids, config).plan()
+    judges_by_batch: dict[int, list[int]] = defaultdict(list)
+    for call in first_calls:
+        judges_by_batch[call.batch].append(call.judge)
+    assert {batch: sorted(judges) for batch, judges in judges_by_batch.items()} == {
+        batch: [0, 1] for batch in range(4)
+    }
+
+
 def test_disabled_judge_gets_no_new_calls(sim):
     config = TournamentConfig(batch_size=5, top_k=0, judge_weights=(1.0, 1.0))
     tournament = Tournament(IDS, config)
