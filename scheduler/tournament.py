@@ -67,6 +67,8 @@ class _Proposal:
     # None for a new batch.
     existing: Batch | None
     from_first_wave: bool
+    # Judges the batch goes to before any escalation.
+    wanted_judges: int
 
 
 @dataclass(frozen=True)
@@ -296,20 +298,25 @@ class Tournament:
         for batch in self._open_batches.values():
             judge = self._next_judge(batch) if len(batch.asked) < batch.wanted_judges else None
             if judge is not None:
-                return _Proposal(batch.batch_id, batch.members, judge, batch, False)
+                return _Proposal(
+                    batch.batch_id, batch.members, judge, batch, False, batch.wanted_judges
+                )
         if not any(self._active):
             return None
         batch_id = self._next_batch_id
         if self._first_wave:
             members = self._first_wave[0]
-            judge = self._first_judge(batch_id, self._wanted_judges(members, True))
-            return _Proposal(batch_id, members, judge, None, True)
+            wanted = self._wanted_judges(members, from_first_wave=True)
+            judge = self._first_judge(batch_id, wanted)
+            return _Proposal(batch_id, members, judge, None, True, wanted)
         chosen = self._strategy.next_batch(self._selection_view())
         if chosen is None:
             return None
         members = tuple(sorted(chosen))
-        judge = self._first_judge(batch_id, self._wanted_judges(members, False))
-        return _Proposal(batch_id, members, judge, None, False)
+        wanted = self._wanted_judges(members, from_first_wave=False)
+        return _Proposal(
+            batch_id, members, self._first_judge(batch_id, wanted), None, False, wanted
+        )
 
     def _wanted_judges(self, members: tuple[int, ...], from_first_wave: bool) -> int:
         """How many judges a new batch goes to before any escalation."""
@@ -353,8 +360,7 @@ class Tournament:
     def _commit(self, proposal: _Proposal, call: JudgeCall, reservation: Cost) -> None:
         batch = proposal.existing
         if batch is None:
-            wanted = self._wanted_judges(proposal.members, proposal.from_first_wave)
-            batch = Batch(proposal.batch_id, proposal.members, wanted_judges=wanted)
+            batch = Batch(proposal.batch_id, proposal.members, proposal.wanted_judges)
             self._open_batches[batch.batch_id] = batch
             self._next_batch_id += 1
             self._busy |= batch.bits
