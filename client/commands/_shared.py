@@ -1,15 +1,20 @@
-"""What several subcommands need: the --server option, exit codes, usage errors."""
+"""What several subcommands need: the --server option, exit codes, usage errors, a console."""
 
 from __future__ import annotations
 
 import argparse
 import os
 
+from rich.console import Console
+
 EXIT_OK = 0
 EXIT_SERVER_ERROR = 1
 EXIT_USAGE = 2
 
 SERVER_ENV = "TIERANK_SERVER"
+
+# Off a terminal rich would squeeze tables into 80 columns; names must stay whole in a pipe.
+_PIPE_WIDTH = 200
 
 
 class UsageError(Exception):
@@ -36,3 +41,11 @@ def positive_int(text: str) -> int:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive integer, not {text}")
     return value
+
+
+def table_console() -> Console:
+    """Standard output for tables: the terminal's width, or a wide fixed one in a pipe."""
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console.width = _PIPE_WIDTH
+    return console

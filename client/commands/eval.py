@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 from rich import box
-from rich.console import Console
 from rich.table import Table
 
 from tierank.client.commands._eval_shared import (
@@ -20,10 +19,8 @@ from tierank.client.commands._eval_shared import (
     text_file,
     tier_labels,
 )
-from tierank.client.commands._shared import EXIT_OK, UsageError
+from tierank.client.commands._shared import EXIT_OK, UsageError, table_console
 from tierank.v1 import eval_pb2
-
-_PIPE_WIDTH = 200
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -116,9 +113,7 @@ def _number(value: float | None) -> str:
 
 
 def print_tables(response: eval_pb2.EvaluateResponse) -> None:
-    console = Console(highlight=False)
-    if not console.is_terminal:
-        console.width = _PIPE_WIDTH
+    console = table_console()
     measures = [a.measure for a in response.runs[0].aggregates] if response.runs else []
     table = Table(box=box.SIMPLE_HEAD)
     table.add_column("run", no_wrap=True)

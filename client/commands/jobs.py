@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 
 from rich import box
-from rich.console import Console
 from rich.table import Table
 
 from tierank.client._names import STATE_NAMES, reason_name, state_name
@@ -14,10 +13,9 @@ from tierank.client.commands._shared import (
     add_server_option,
     positive_int,
     server_address,
+    table_console,
 )
 from tierank.client.sync import Client
-
-_PIPE_WIDTH = 200
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -56,9 +54,6 @@ def run(args: argparse.Namespace) -> int:
             )
             if args.limit is not None and count >= args.limit:
                 break
-    # Off a terminal rich would squeeze the table into 80 columns; names must stay whole.
-    console = Console(highlight=False)
-    if not console.is_terminal:
-        console.width = _PIPE_WIDTH
+    console = table_console()
     console.print(table)
     return EXIT_OK
