@@ -4,7 +4,11 @@ Pure, synchronous and deterministic; no I/O. The server drives a `Tournament` wi
 """
 
 from tierank.scheduler.selection import BatchStrategy, FrontierStrategy, SelectionView
-from tierank.scheduler.tournament import MAX_ASKS_PER_PAIR, Tournament
+from tierank.scheduler.tournament import (
+    FIRST_STAGE_PLACES_PER_NET_WIN,
+    MAX_ASKS_PER_PAIR,
+    Tournament,
+)
 from tierank.scheduler.types import (
     Budget,
     Cost,
@@ -16,6 +20,7 @@ from tierank.scheduler.types import (
 )
 
 __all__ = [
+    "FIRST_STAGE_PLACES_PER_NET_WIN",
     "MAX_ASKS_PER_PAIR",
     "BatchStrategy",
     "Budget",

@@ -103,6 +103,12 @@ class MajorityGraph:
     def has_edge(self, source: int, target: int) -> bool:
         return bool(self._successors[source] >> target & 1)
 
+    def net_wins(self, candidate: int, among: int) -> int:
+        """Edges from `candidate` minus edges into it, counting only neighbours in `among`."""
+        return (self._successors[candidate] & among).bit_count() - (
+            self._predecessors[candidate] & among
+        ).bit_count()
+
     def standings(self) -> Standings:
         component_of = self._graph.connected_components(mode="strong").membership
         count = max(component_of, default=-1) + 1

@@ -76,7 +76,7 @@ def _run(args: argparse.Namespace, command: str) -> None:
         out = args.out or HERE / "results" / "smoke"
     else:
         scenarios = args.scenarios or list(DEFAULT_METHODS)
-        seeds = list(range(args.seeds or 10))
+        seeds = list(range(args.seeds or 20))
         out = args.out or HERE
     queries = _queries(args)
     tasks = [
@@ -113,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run the benchmark and write RESULTS.md and plots")
     _data_arguments(run)
-    run.add_argument("--seeds", type=int, default=0, help="number of seeds (default 10; smoke 1)")
+    run.add_argument("--seeds", type=int, default=0, help="number of seeds (default 20; smoke 1)")
     run.add_argument("--scenarios", nargs="+", choices=sorted(PANELS))
     run.add_argument("--methods", nargs="+", help=f"default per scenario; known: {list(METHODS)}")
     run.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))

@@ -3,8 +3,8 @@
 Waves: plan every call the scheduler wants now, answer them all in one round (deterministic
 order), record every verdict, plan again, until the scheduler gives a stop reason. Every planned
 call is answered and charged even if the tiers settle midway through recording a wave: in a real
-job those calls are already in flight. The final ranking is the tiers best first, ties inside a
-tier broken by first-stage order.
+job those calls are already in flight. The final ranking is the tiers best first, each tier's
+members in the order the tier lists them (net wins inside the tier, first-stage order as prior).
 """
 
 from __future__ import annotations
@@ -40,11 +40,10 @@ def rank_tournament(session: JudgeSession, config: TournamentConfig) -> list[str
                     cost=Cost(calls=1, input_tokens=session.input_tokens(call.presented)),
                 )
             )
-    first_stage = {pid: i for i, pid in enumerate(candidates)}
     ranking = [
         pid
         for tier in sorted(tournament.tiers(), key=lambda tier: tier.rank)
-        for pid in sorted(tier.members, key=first_stage.__getitem__)
+        for pid in tier.members
     ]
     placed = set(ranking)
     return ranking + [pid for pid in candidates if pid not in placed]
