@@ -1,6 +1,7 @@
 """Determinism: the same inputs give the same calls and tiers; a journal replays a crashed job."""
 
 import random
+from collections.abc import Callable
 
 from tierank.scheduler import Cost, JudgeCall, StopReason, Tournament, TournamentConfig, Verdict
 
@@ -23,9 +24,18 @@ def noisy_judge(seed: int):
     return answer
 
 
-def run_with_journal(tournament: Tournament, judge, steps: int, rng: random.Random):
+Journal = list[tuple[str, object]]
+
+
+def run_with_journal(
+    tournament: Tournament,
+    judge,
+    steps: int,
+    rng: random.Random,
+    after_record: Callable[[Journal], None] | None = None,
+) -> Journal:
     """Drive for `steps` records; the journal holds every plan() result and recorded verdict."""
-    journal: list[tuple[str, object]] = []
+    journal: Journal = []
     pending: list[JudgeCall] = []
     for _ in range(steps):
         calls = tournament.plan()
@@ -36,6 +46,8 @@ def run_with_journal(tournament: Tournament, judge, steps: int, rng: random.Rand
         verdict = judge(pending.pop(rng.randrange(len(pending))))
         tournament.record(verdict)
         journal.append(("record", verdict))
+        if after_record:
+            after_record(journal)
     return journal
 
 
@@ -91,18 +103,8 @@ def test_cached_tiers_never_go_stale():
     # Read the tiers after every record (as the server does) and compare each with a tournament
     # rebuilt from the same journal, whose tiers are computed afresh.
     tournament = Tournament(IDS, CONFIG)
-    judge, rng = noisy_judge(3), random.Random(2)
-    journal: list[tuple[str, object]] = []
-    pending: list[JudgeCall] = []
-    while True:
-        calls = tournament.plan()
-        journal.append(("plan", calls))
-        pending += calls
-        if tournament.stop_reason() is not None or not pending:
-            break
-        verdict = judge(pending.pop(rng.randrange(len(pending))))
-        tournament.record(verdict)
-        journal.append(("record", verdict))
+
+    def compare_with_rebuilt(journal: Journal) -> None:
         tiers = tournament.tiers()
         tiers.clear()  # the caller's copy; the tournament's must not change
         rebuilt = Tournament(IDS, CONFIG)
@@ -113,3 +115,9 @@ def test_cached_tiers_never_go_stale():
                 rebuilt.record(entry)
         assert tournament.tiers() == rebuilt.tiers()
         assert tournament.settled_count == rebuilt.settled_count
+
+    journal = run_with_journal(
+        tournament, noisy_judge(3), 10_000, random.Random(2), compare_with_rebuilt
+    )
+    assert tournament.stop_reason() is not None
+    assert sum(kind == "record" for kind, _ in journal) > 10
