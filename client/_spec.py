@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from tierank.server.judges.base import default_judge_name
 from tierank.v1 import rank_pb2
 
 ENSEMBLE_MODES = {
@@ -46,6 +47,29 @@ def judge(
     )
 
 
+def sampled(judges: Iterable[rank_pb2.JudgeSpec], samples: int) -> list[rank_pb2.JudgeSpec]:
+    """Each judge listed `samples` times, named NAME#1 .. NAME#n (permutation self-consistency).
+
+    The copies are separate judges to the server: each sees every batch in its own shuffle and
+    votes with the judge's weight, so a judge whose single answers are unreliable is outvoted
+    by its own majority. With the adaptive ensemble, the third copy is asked only where the
+    first two disagree on a pair that matters.
+    """
+    if samples < 1:
+        raise ValueError(f"samples per judge must be at least 1, not {samples}")
+    if samples == 1:
+        return list(judges)
+    copies = []
+    for spec in judges:
+        name = spec.name or default_judge_name(spec.provider, spec.model)
+        for index in range(1, samples + 1):
+            copy = rank_pb2.JudgeSpec()
+            copy.CopyFrom(spec)
+            copy.name = f"{name}#{index}"
+            copies.append(copy)
+    return copies
+
+
 def candidate(id: str, text: str, metadata: Mapping[str, Any] | None = None) -> rank_pb2.Candidate:
     """One candidate; metadata values are stringified because the wire map is string → string."""
     return rank_pb2.Candidate(
@@ -76,6 +100,7 @@ def job_spec(
     seed: int = 0,
     ensemble: str = "all",
     quorum: int | None = None,
+    samples_per_judge: int = 1,
     max_judge_calls: int = 0,
     max_input_tokens: int = 0,
     max_cost_usd: float = 0.0,
@@ -83,8 +108,11 @@ def job_spec(
 ) -> rank_pb2.JobSpec:
     """A complete job spec. Unset optional fields keep the server's defaults.
 
+    `samples_per_judge` > 1 lists every judge that many times (see `sampled`).
+
     Validation is the server's job (it answers INVALID_ARGUMENT with field violations); only
-    what cannot be expressed on the wire at all (an unknown ensemble name) is rejected here.
+    what cannot be expressed on the wire at all (an unknown ensemble name, fewer than one
+    sample per judge) is rejected here.
     """
     try:
         ensemble_mode = ENSEMBLE_MODES[ensemble]
@@ -98,7 +126,10 @@ def job_spec(
             c if isinstance(c, rank_pb2.Candidate) else candidate_from_dict(c) for c in candidates
         ],
         rubric=rubric,
-        judges=[j if isinstance(j, rank_pb2.JudgeSpec) else judge(j) for j in judges],
+        judges=sampled(
+            [j if isinstance(j, rank_pb2.JudgeSpec) else judge(j) for j in judges],
+            samples_per_judge,
+        ),
         top_k=top_k,
         seed=seed,
         ensemble_mode=ensemble_mode,

@@ -85,6 +85,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--quorum", type=positive_int, help="judges in the first quorum (adaptive)"
     )
     judging.add_argument(
+        "--samples",
+        type=positive_int,
+        default=1,
+        help="ask every judge N times per batch, each time in its own shuffle, as judges "
+        "NAME#1..NAME#N (self-consistency for unreliable judges; best with --ensemble "
+        "adaptive; default 1)",
+    )
+    judging.add_argument(
         "--max-calls", type=int, default=0, help="judge call budget (0: unlimited)"
     )
     judging.add_argument(
@@ -133,6 +141,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         ensemble=args.ensemble,
         quorum=args.quorum,
+        samples_per_judge=args.samples,
         max_judge_calls=args.max_calls,
         max_input_tokens=args.max_input_tokens,
         max_cost_usd=args.max_cost,

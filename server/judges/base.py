@@ -103,7 +103,12 @@ class JudgeConfig:
 
     @property
     def display_name(self) -> str:
-        return self.name or (f"{self.provider}/{self.model}" if self.model else self.provider)
+        return self.name or default_judge_name(self.provider, self.model)
+
+
+def default_judge_name(provider: str, model: str) -> str:
+    """What a judge is called when its spec gives no name: "provider/model" or "provider"."""
+    return f"{provider}/{model}" if model else provider
 
 
 @dataclass(frozen=True)

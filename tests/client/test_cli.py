@@ -71,6 +71,22 @@ def test_rank_writes_a_trec_run(tierank_server: str, tmp_path: Path) -> None:
     assert len({r[2] for r in rows}) == 30
 
 
+def test_rank_samples_each_judge_several_times(tierank_server: str) -> None:
+    result = tierank(
+        "rank", POOL, "--query", QUERY, "--judge", "oracle", "--samples", "3",
+        "--ensemble", "adaptive", "--top-k", "5", "--format", "json", "--server", tierank_server,
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["completion_reason"] == "settled"
+    calls = {j["judge"]: j.get("calls", 0) for j in summary["stats"]["judges"]}
+    assert sorted(calls) == ["oracle#1", "oracle#2", "oracle#3"]
+    # The adaptive quorum is the first two copies; the third is asked only on disputes.
+    assert calls["oracle#1"] > 0 and calls["oracle#2"] > 0
+    assert sum(calls.values()) == summary["stats"]["judge_calls"]
+
+
 def test_rank_table_then_jobs_watch_list_it(tierank_server: str) -> None:
     ranked = tierank("rank", POOL, "--query", QUERY, "--server", tierank_server, "--seed", "3")
     assert ranked.returncode == 0, ranked.stderr

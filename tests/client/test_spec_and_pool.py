@@ -51,6 +51,23 @@ def test_job_spec_leaves_unset_optionals_to_the_server() -> None:
         job_spec("q", [], ensemble="some")
 
 
+def test_samples_per_judge_lists_every_judge_under_numbered_names() -> None:
+    judges = ["oracle:sim", judge("lexical", weight=2), judge("oracle", name="noisy")]
+    spec = job_spec("q", [], judges=judges, samples_per_judge=2)
+    assert [(j.provider, j.name, j.weight) for j in spec.judges] == [
+        ("oracle", "oracle/sim#1", 0),
+        ("oracle", "oracle/sim#2", 0),
+        ("lexical", "lexical#1", 2),
+        ("lexical", "lexical#2", 2),
+        ("oracle", "noisy#1", 0),
+        ("oracle", "noisy#2", 0),
+    ]
+    assert all(j.model == "sim" for j in spec.judges[:2])
+    assert [j.name for j in job_spec("q", [], judges=judges).judges] == ["", "", "noisy"]
+    with pytest.raises(ValueError, match="at least 1"):
+        job_spec("q", [], samples_per_judge=0)
+
+
 def test_jsonl_pool_reports_the_bad_line(tmp_path: Path) -> None:
     pool = tmp_path / "pool.jsonl"
     pool.write_text('{"id": "a", "text": "x"}\n\n{"id": "b"}\n')
