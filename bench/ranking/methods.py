@@ -33,7 +33,8 @@ def _single_judge(ranker: Callable[[JudgeSession], list[str]]) -> Ranker:
 
 
 def _tournament_methods() -> list[Method]:
-    """tierank's scheduler at its defaults (k=10), at k=20, and with a three-judge panel."""
+    """tierank's scheduler at its defaults (k=10), at k=20, with a three-judge panel, and with
+    each judge sampled three times (listed three times, adaptive voting)."""
     try:
         from tierank.bench.ranking.tournament_driver import rank_tournament
         from tierank.scheduler.types import TournamentConfig
@@ -41,17 +42,18 @@ def _tournament_methods() -> list[Method]:
         # The scheduler is built separately; the baselines stay runnable without it.
         return []
 
-    def tournament(**overrides: object) -> Ranker:
+    def tournament(samples_per_judge: int = 1, **overrides: object) -> Ranker:
         def rank(session: JudgeSession, seed: int) -> list[str]:
-            judges = len(session.judges)
+            judges = len(session.judges) * samples_per_judge
             config = TournamentConfig(judge_weights=(1.0,) * judges, seed=seed, **overrides)
-            return rank_tournament(session, config)
+            return rank_tournament(session, config, samples_per_judge)
 
         return rank
 
     return [
         Method("tierank", tournament()),
         Method("tierank-k20", tournament(batch_size=20)),
+        Method("tierank-3-samples", tournament(samples_per_judge=3, ensemble="adaptive")),
         Method("tierank-all", tournament(ensemble="all"), uses_panel=True),
         Method("tierank-adaptive", tournament(ensemble="adaptive"), uses_panel=True),
     ]

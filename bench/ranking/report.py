@@ -86,6 +86,16 @@ def targets(records: Sequence[Record], summary: Summary) -> list[str]:
             f"- weak: nDCG@10 tierank − sliding window = {_fmt(diff, 4)} (paired): "
             f"{_verdict(diff.high >= 0)} (target: not below)"
         )
+    if {("weak", "tierank-3-samples"), ("weak", "sliding-window")} <= have:
+        diff = paired_difference(records, "weak", "tierank-3-samples", "sliding-window")
+        ratio = mean("weak", "tierank-3-samples", "input_tokens") / mean(
+            "weak", "sliding-window", "input_tokens"
+        )
+        lines.append(
+            f"- weak, not the default: nDCG@10 tierank with the judge listed three times "
+            f"(adaptive voting) − sliding window = {_fmt(diff, 4)} (paired), "
+            f"at {ratio:.2f}× its input tokens: {'above' if diff.low > 0 else 'not above'}"
+        )
     return lines
 
 

@@ -5,6 +5,11 @@ order), record every verdict, plan again, until the scheduler gives a stop reaso
 call is answered and charged even if the tiers settle midway through recording a wave: in a real
 job those calls are already in flight. The final ranking is the tiers best first, each tier's
 members in the order the tier lists them (net wins inside the tier, first-stage order as prior).
+
+With `samples_per_judge` = n, the scheduler's judges n*j .. n*j+n-1 are all the session's judge
+j: what a user gets by listing one judge n times under different names. Each copy sees its own
+shuffle of a batch and the simulated judge draws fresh noise per call, so the copies' verdicts
+are independent samples (permutation self-consistency).
 """
 
 from __future__ import annotations
@@ -17,7 +22,9 @@ from tierank.scheduler.types import Cost, JudgeCall, TournamentConfig, Verdict
 MAX_WAVES = 200
 
 
-def rank_tournament(session: JudgeSession, config: TournamentConfig) -> list[str]:
+def rank_tournament(
+    session: JudgeSession, config: TournamentConfig, samples_per_judge: int = 1
+) -> list[str]:
     candidates = session.query.candidates
     tournament = Tournament(list(candidates), config)
 
@@ -30,7 +37,9 @@ def rank_tournament(session: JudgeSession, config: TournamentConfig) -> list[str
         calls = tournament.plan(estimate=estimate)
         if not calls:
             break
-        answers = session.ask_round([(call.judge, call.presented) for call in calls])
+        answers = session.ask_round(
+            [(call.judge // samples_per_judge, call.presented) for call in calls]
+        )
         for call, answer in zip(calls, answers, strict=True):
             tournament.record(
                 Verdict(
