@@ -52,8 +52,8 @@ def sampled(judges: Iterable[rank_pb2.JudgeSpec], samples: int) -> list[rank_pb2
 
     The copies are separate judges to the server: each sees every batch in its own shuffle and
     votes with the judge's weight, so a judge whose single answers are unreliable is outvoted
-    by its own majority. With the adaptive ensemble, the third copy is asked only where the
-    first two disagree on a pair that matters.
+    by its own majority. With the adaptive ensemble, copies beyond the quorum are asked only
+    where the quorum disagrees on a pair that matters.
     """
     if samples < 1:
         raise ValueError(f"samples per judge must be at least 1, not {samples}")
