@@ -27,8 +27,8 @@ class SelectionView:
 
 
 class BatchStrategy(Protocol):
-    def first_wave(self, size: int, batch_size: int) -> list[tuple[int, ...]]:
-        """Batches to show before anything is known."""
+    def first_wave(self, size: int, batch_size: int, top_k: int) -> list[tuple[int, ...]]:
+        """Batches to show before anything is known (top_k 0: a full ordering is wanted)."""
         ...
 
     def next_batch(self, view: SelectionView) -> tuple[int, ...] | None:
@@ -40,6 +40,11 @@ class BatchStrategy(Protocol):
         ...
 
 
+# How far a first-wave tail batch may grow beyond k so that the first-stage top-K gets two
+# small batches of its own (see `first_wave_in_prior_order`).
+MAX_TAIL_BATCH_FACTOR = 1.5
+
+
 def partition_in_prior_order(size: int, batch_size: int) -> list[tuple[int, ...]]:
     """⌈size/batch_size⌉ consecutive batches whose sizes differ by at most one.
 
@@ -47,11 +52,38 @@ def partition_in_prior_order(size: int, batch_size: int) -> list[tuple[int, ...]
     cost a whole call for almost no votes. A batch of one (odd size, batch_size 2) states
     nothing and is left out; later batches compare that candidate.
     """
-    if size < 2:
-        return []
+    return _balanced(0, size, math.ceil(size / batch_size))
+
+
+def first_wave_in_prior_order(size: int, batch_size: int, top_k: int) -> list[tuple[int, ...]]:
+    """Like `partition_in_prior_order`, but the first-stage top-K fills two batches of its own.
+
+    The top-K comes mostly from the head of the retrieval order. Split in two small batches, the
+    head is judged with little lost-in-the-middle noise and sends two winners and two runners-up
+    on instead of one each; the rest is dealt evenly over the other ⌈size/k⌉ - 2 batches, so the
+    wave keeps its number of calls and round 2's two batches still hold every first-wave winner
+    and runner-up. DL19, top-10 of 100 (bench/ranking; chosen on seeds 0-9, checked on seeds
+    20-39): weak judge +0.031 nDCG@10, strong +0.003, at the same tokens and critical path. With
+    more first-wave batches than ⌈size/k⌉ (the head in 4, 3, 3 beside tail batches of k), round 2
+    leaves runners-up out and the critical path grows past 4. Kept to the
+    plain partition where the head is too small to split, already spans two batches, or where a
+    tail batch would exceed MAX_TAIL_BATCH_FACTOR * k.
+    """
     count = math.ceil(size / batch_size)
-    base, extra = divmod(size, count)
-    batches, start = [], 0
+    tail_batches = count - 2
+    if not (4 <= top_k < 2 * batch_size and tail_batches >= 1):
+        return partition_in_prior_order(size, batch_size)
+    if size - top_k > tail_batches * int(MAX_TAIL_BATCH_FACTOR * batch_size):
+        return partition_in_prior_order(size, batch_size)
+    return _balanced(0, top_k, 2) + _balanced(top_k, size, tail_batches)
+
+
+def _balanced(start: int, stop: int, count: int) -> list[tuple[int, ...]]:
+    """`count` consecutive batches covering start..stop-1, sizes differing by at most one."""
+    if stop - start < 2:
+        return []
+    base, extra = divmod(stop - start, count)
+    batches = []
     for index in range(count):
         end = start + base + (1 if index < extra else 0)
         if end - start >= 2:
@@ -83,8 +115,8 @@ class FrontierStrategy:
             raise ValueError("parallel_batches must be at least 1")
         self.parallel_batches = parallel_batches
 
-    def first_wave(self, size: int, batch_size: int) -> list[tuple[int, ...]]:
-        return partition_in_prior_order(size, batch_size)
+    def first_wave(self, size: int, batch_size: int, top_k: int) -> list[tuple[int, ...]]:
+        return first_wave_in_prior_order(size, batch_size, top_k)
 
     def next_batch(self, view: SelectionView) -> tuple[int, ...] | None:
         # Counted in candidates, not batches: small batches late in a round may share a slot.

@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tierank.scheduler import StopReason, Tournament, TournamentConfig
+from tierank.scheduler.selection import first_wave_in_prior_order, partition_in_prior_order
 
 tournament_shapes = st.fixed_dictionaries(
     {
@@ -110,12 +111,33 @@ def known_above(candidate: str, beaten_by: dict[str, set[str]]) -> set[str]:
 
 def test_first_wave_partitions_the_pool_in_prior_order_at_depth_one():
     ids = [f"doc{i}" for i in range(23)]
-    tournament = Tournament(ids, TournamentConfig(batch_size=10, max_in_flight=8))
+    tournament = Tournament(ids, TournamentConfig(batch_size=10, top_k=0, max_in_flight=8))
     calls = tournament.plan()
     assert [sorted(c.presented, key=ids.index) for c in calls] == [ids[0:8], ids[8:16], ids[16:]]
     assert [c.depth for c in calls] == [1, 1, 1]
     assert [c.call_id for c in calls] == ["b0.j0", "b1.j0", "b2.j0"]
     assert tournament.critical_path == 0
+
+    top_10 = Tournament(ids, TournamentConfig(batch_size=10, top_k=10, max_in_flight=8)).plan()
+    assert [sorted(c.presented, key=ids.index) for c in top_10] == [ids[0:5], ids[5:10], ids[10:]]
+
+
+def test_first_wave_gives_the_top_k_two_small_batches_and_keeps_its_calls():
+    assert first_wave_in_prior_order(100, 10, 10) == [
+        tuple(range(0, 5)),
+        tuple(range(5, 10)),
+        tuple(range(10, 22)),
+        tuple(range(22, 34)),
+        *(tuple(range(start, start + 11)) for start in range(34, 100, 11)),
+    ]
+    plain = partition_in_prior_order(100, 10)
+    assert len(plain) == 10 and all(len(batch) == 10 for batch in plain)
+    # Too small a head to split, a head spanning two batches already, a full ordering, and a
+    # tail that would need batches beyond 1.5k: the plain partition.
+    assert first_wave_in_prior_order(100, 10, 3) == plain
+    assert first_wave_in_prior_order(100, 10, 20) == plain
+    assert first_wave_in_prior_order(100, 10, 0) == plain
+    assert first_wave_in_prior_order(30, 10, 10) == partition_in_prior_order(30, 10)
 
 
 def test_depth_counts_sequential_round_trips(sim):
