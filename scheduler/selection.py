@@ -65,9 +65,9 @@ def first_wave_in_prior_order(size: int, batch_size: int, top_k: int) -> list[tu
     and runner-up. DL19, top-10 of 100 (bench/ranking; chosen on seeds 0-9, checked on seeds
     20-39): weak judge +0.031 nDCG@10, strong +0.003, at the same tokens and critical path. With
     more first-wave batches than ⌈size/k⌉ (the head in 4, 3, 3 beside tail batches of k), round 2
-    leaves runners-up out and the critical path grows past 4. Kept to the
-    plain partition where the head is too small to split, already spans two batches, or where a
-    tail batch would exceed MAX_TAIL_BATCH_FACTOR * k.
+    leaves runners-up out and the critical path grows past 4. Kept to the plain partition where
+    the head is too small to split, already spans two batches, or where a tail batch would
+    exceed MAX_TAIL_BATCH_FACTOR * k.
     """
     count = math.ceil(size / batch_size)
     tail_batches = count - 2
