@@ -15,7 +15,7 @@ from tierank.server import metrics
 from tierank.server.convert import judge_config, pool_context
 from tierank.server.errors import FieldViolation, invalid_argument
 from tierank.server.hub import EventHub
-from tierank.server.judges.base import Judge, JudgeConfigError
+from tierank.server.judges.base import Judge, JudgeConfigError, PoolContext
 from tierank.server.judges.registry import JudgeFactory
 from tierank.server.runner import JobRunner
 from tierank.server.storage.base import DuplicateRequest, EventRow, JobRecord, JobUpdate, Storage
@@ -60,7 +60,8 @@ class JobManager:
     def active_jobs(self) -> int:
         return len(self._runners)
 
-    def _build_judges(self, spec: rank_pb2.JobSpec) -> list[Judge]:
+    def _build_judges(self, spec: rank_pb2.JobSpec) -> tuple[PoolContext, list[Judge]]:
+        """The job's passages and its judges; the runner gets the same pool, built once."""
         pool = pool_context(spec)
         judges: list[Judge] = []
         violations: list[FieldViolation] = []
@@ -73,7 +74,7 @@ class JobManager:
                 violations.append(FieldViolation(f"spec.judges[{i}]", str(error)))
         if violations:
             raise invalid_argument(violations)
-        return judges
+        return pool, judges
 
     async def create(
         self, spec: rank_pb2.JobSpec, request_id: str, tenant: str = DEFAULT_TENANT
@@ -82,7 +83,7 @@ class JobManager:
         violations = validate_spec(spec, self._factory.knows)
         if violations:
             raise invalid_argument(violations)
-        judges = self._build_judges(spec)
+        pool, judges = self._build_judges(spec)
         now = time.time()
         record = JobRecord(
             job_id=new_job_id(),
@@ -110,14 +111,17 @@ class JobManager:
                 await judge.aclose()
             return duplicate.existing, False
         metrics.JOBS_CREATED.inc()
-        self._start(record, spec, judges)
+        self._start(record, spec, pool, judges)
         return record, True
 
-    def _start(self, record: JobRecord, spec: rank_pb2.JobSpec, judges: list[Judge]) -> None:
+    def _start(
+        self, record: JobRecord, spec: rank_pb2.JobSpec, pool: PoolContext, judges: list[Judge]
+    ) -> None:
         runner = JobRunner(
             job_id=record.job_id,
             tenant=record.tenant,
             spec=spec,
+            pool=pool,
             judges=judges,
             storage=self._storage,
             hub=self._hub,
@@ -138,12 +142,12 @@ class JobManager:
         for record in await self._storage.unfinished_jobs():
             spec = rank_pb2.JobSpec.FromString(record.spec)
             try:
-                judges = self._build_judges(spec)
+                pool, judges = self._build_judges(spec)
             except Exception as error:
                 await self._fail_unresumable(record, f"cannot rebuild judges: {error}")
                 continue
             self._log.info("resuming job", job_id=record.job_id)
-            self._start(record, spec, judges)
+            self._start(record, spec, pool, judges)
 
     async def _fail_unresumable(self, record: JobRecord, message: str) -> None:
         error = rank_pb2.JobError(code=code_pb2.FAILED_PRECONDITION, message=message)

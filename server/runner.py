@@ -26,7 +26,7 @@ from google.rpc import code_pb2
 from tierank.scheduler import Tournament
 from tierank.scheduler.types import Cost, JudgeCall, StopReason, Tier, Verdict
 from tierank.server import metrics
-from tierank.server.convert import pool_context, tiers_to_proto, timestamp, tournament_config
+from tierank.server.convert import tiers_to_proto, timestamp, tournament_config
 from tierank.server.hub import EventHub
 from tierank.server.judges.base import (
     BatchRequest,
@@ -35,6 +35,7 @@ from tierank.server.judges.base import (
     JudgeFailure,
     JudgeReply,
     JudgeUsage,
+    PoolContext,
 )
 from tierank.server.stats import StatsBook
 from tierank.server.storage.base import (
@@ -105,6 +106,7 @@ class JobRunner:
         job_id: str,
         tenant: str,
         spec: rank_pb2.JobSpec,
+        pool: PoolContext,
         judges: Sequence[Judge],
         storage: Storage,
         hub: EventHub,
@@ -120,7 +122,7 @@ class JobRunner:
         self._hub = hub
         self._sequence = last_sequence
         self._create_time = create_time
-        self._pool = {p.id: p for p in pool_context(spec).passages}
+        self._pool = {p.id: p for p in pool.passages}
         self._deadline = create_time + spec.deadline_seconds if spec.deadline_seconds else None
         self._log = structlog.get_logger().bind(job_id=job_id, tenant=tenant)
         self._wake: MemoryObjectSendStream[_Answer | _Wake] | None = None
