@@ -42,3 +42,8 @@ STATE_NAMES = tuple(
     for value in rank_pb2.JobState.values()
     if value != rank_pb2.JOB_STATE_UNSPECIFIED
 )
+
+
+def abandoned_note(stats: rank_pb2.JobStats) -> str:
+    """The suffix ", N abandoned" for a job that ended with calls unanswered; else empty."""
+    return f", {stats.abandoned_calls} abandoned" if stats.abandoned_calls else ""

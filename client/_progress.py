@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tierank.client._errors import TierankError
-from tierank.client._names import reason_name
+from tierank.client._names import abandoned_note, reason_name
 from tierank.v1 import rank_pb2
 
 _TOP_TIERS_SHOWN = 5
@@ -47,8 +47,8 @@ def describe_event(event: rank_pb2.JobEvent) -> str:
         completed = event.completed
         return (
             f"{head} ({reason_name(completed.reason)}): {completed.stats.settled_count}/"
-            f"{completed.stats.total_count} settled, {completed.stats.judge_calls} judge calls,"
-            f" critical path {completed.stats.critical_path}"
+            f"{completed.stats.total_count} settled, {completed.stats.judge_calls} judge calls"
+            f"{abandoned_note(completed.stats)}, critical path {completed.stats.critical_path}"
         )
     if kind == "failed":
         return f"{head}: {event.failed.error.message}"

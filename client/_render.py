@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tierank.client._names import reason_name, state_name
+from tierank.client._names import abandoned_note, reason_name, state_name
 from tierank.v1 import rank_pb2
 
 FORMATS = ("table", "json", "trec")
@@ -123,7 +123,7 @@ def summary_line(job: rank_pb2.Job) -> str:
     line = (
         f"{state_name(job.state)} ({reason_name(job.completion_reason)}): "
         f"{stats.settled_count}/{stats.total_count} settled, {stats.judge_calls} judge calls"
-        f" ({stats.failed_calls} failed, {stats.cached_calls} cached), "
+        f" ({stats.failed_calls} failed, {stats.cached_calls} cached{abandoned_note(stats)}), "
         f"{stats.input_tokens} input / {stats.output_tokens} output tokens, "
         f"${stats.cost_usd:.4f}, critical path {stats.critical_path}, {stats.wall_seconds:.2f}s"
     )

@@ -3,7 +3,8 @@
 Durability: a plan is journaled before its calls start, and a verdict is committed (journal,
 events, cache) before it is streamed. After a crash the tournament is rebuilt by replaying the
 journal (the scheduler is deterministic), so calls that already have a verdict are never asked
-again, and calls planned but unanswered are simply made again.
+again, and calls planned but unanswered are simply made again. A job that ends early
+(cancelled, deadline, no judges left) records the answers already received before it completes.
 """
 
 from __future__ import annotations
@@ -172,32 +173,34 @@ class JobRunner:
         send, receive = anyio.create_memory_object_stream[_Answer | _Wake](math.inf)
         self._wake = send
         reason: StopReason | None = None
-        order = deque([c.call_id for c in group] for group in groups)  # plans still in flight
+        order = deque(groups)  # plans whose answers are not all recorded yet
         arrived: dict[str, _Answer] = {}
-        # The task group exits (its calls done or cancelled) before the stream closes, so no
-        # call ever answers into a closed stream.
-        async with receive, anyio.create_task_group() as calls:
-            for call in (call for group in groups for call in group):
-                calls.start_soon(self._ask, call, send)
-            while not self._cancel_requested:
-                step = _Step()
-                reason = self._advance(tournament, stats, order, arrived, step)
-                await self._commit_step(tournament, stats, step)
-                for call in step.to_start:
+        # The stream closes only after the task group has exited (its calls done or cancelled),
+        # so no call ever answers into a closed stream.
+        async with receive:
+            async with anyio.create_task_group() as calls:
+                for call in (call for group in groups for call in group):
                     calls.start_soon(self._ask, call, send)
-                if reason is not None:
-                    break
-                if not tournament.in_flight:
-                    if self._draining:
-                        return
-                    reason = StopReason.EXHAUSTED
-                    break
-                with anyio.move_on_after(self._time_left()):
-                    for item in await _drain(receive):
-                        if isinstance(item, _Answer):
-                            arrived[item.call.call_id] = item
-            # Cancelled or past the deadline: the calls still in flight are abandoned.
-            calls.cancel_scope.cancel()
+                while not self._cancel_requested:
+                    step = _Step()
+                    reason = self._advance(tournament, stats, order, arrived, step)
+                    await self._commit_step(tournament, stats, step)
+                    for call in step.to_start:
+                        calls.start_soon(self._ask, call, send)
+                    if reason is not None:
+                        break
+                    if not tournament.in_flight:
+                        if self._draining:
+                            return
+                        reason = StopReason.EXHAUSTED
+                        break
+                    with anyio.move_on_after(self._time_left()):
+                        for item in await _drain(receive):
+                            if isinstance(item, _Answer):
+                                arrived[item.call.call_id] = item
+                # Cancelled, past the deadline or out of judges: the calls in flight are abandoned.
+                calls.cancel_scope.cancel()
+            await self._keep_answers(tournament, stats, order, arrived, receive)
         if self._cancel_requested:
             await self._finish(tournament, stats, rank_pb2.COMPLETION_REASON_CANCELLED)
         else:
@@ -262,6 +265,32 @@ class JobRunner:
         usage = self._judges[call.judge].estimate(self._request(call))
         return Cost(calls=1, input_tokens=usage.input_tokens, cost_usd=usage.cost_usd)
 
+    async def _keep_answers(
+        self,
+        tournament: Tournament,
+        stats: StatsBook,
+        order: deque[list[JudgeCall]],
+        arrived: dict[str, _Answer],
+        receive: MemoryObjectReceiveStream[_Answer | _Wake],
+    ) -> None:
+        """At an early end, record every answer already in (paid for), whole plan or not.
+
+        Plan order no longer matters: nothing is planned after this. The calls left without an
+        answer are counted as abandoned.
+        """
+        for item in _waiting(receive):
+            if isinstance(item, _Answer):
+                arrived[item.call.call_id] = item
+        step = _Step()
+        for call in (call for group in order for call in group):
+            answer = arrived.pop(call.call_id, None)
+            if answer is None:
+                stats.abandon(call.judge)
+            else:
+                self._record(tournament, stats, answer, step)
+        order.clear()
+        await self._commit_step(tournament, stats, step)
+
     async def _ask(self, call: JudgeCall, send: MemoryObjectSendStream[_Answer | _Wake]) -> None:
         judge = self._judges[call.judge]
         request = self._request(call)
@@ -277,14 +306,15 @@ class JobRunner:
             stored = await self._storage.cache_get(key)
             if stored is not None:
                 ordering = decode_ordering(stored, request.passages)
-                await send.send(_Answer(call, JudgeReply(ordering), cached=True, cache_key=key))
+                send.send_nowait(_Answer(call, JudgeReply(ordering), cached=True, cache_key=key))
                 return
         try:
             reply = await judge.judge(request)
         except Exception as error:  # a judge bug must not take the job down
             self._log.exception("judge raised", judge=judge.name, call_id=call.call_id)
             reply = JudgeReply((), failure=JudgeFailure(FailureKind.SERVER_ERROR, repr(error)))
-        await send.send(_Answer(call, _checked(reply, call), cached=False, cache_key=key))
+        # No checkpoint between the reply and its delivery: a cancellation cannot drop it.
+        send.send_nowait(_Answer(call, _checked(reply, call), cached=False, cache_key=key))
 
     # -- recording ----------------------------------------------------------------------
 
@@ -303,7 +333,7 @@ class JobRunner:
         self,
         tournament: Tournament,
         stats: StatsBook,
-        order: deque[list[str]],
+        order: deque[list[JudgeCall]],
         arrived: dict[str, _Answer],
         step: _Step,
     ) -> StopReason | None:
@@ -327,12 +357,12 @@ class JobRunner:
                     payload = json.dumps([c.call_id for c in planned]).encode()
                     step.journal.append(self._journal("plan", payload))
                     step.to_start.extend(planned)
-                    order.append([c.call_id for c in planned])
+                    order.append(planned)
             self._plan_due = False
-            if not order or any(call_id not in arrived for call_id in order[0]):
+            if not order or any(call.call_id not in arrived for call in order[0]):
                 return None
-            for call_id in order.popleft():
-                self._record(tournament, stats, arrived.pop(call_id), step)
+            for call in order.popleft():
+                self._record(tournament, stats, arrived.pop(call.call_id), step)
             self._plan_due = True
 
     def _record(
@@ -466,7 +496,12 @@ class JobRunner:
 
 async def _drain(receive: MemoryObjectReceiveStream[_Answer | _Wake]) -> list[_Answer | _Wake]:
     """Wait for one item, then take every item already waiting, so they are stored together."""
-    items = [await receive.receive()]
+    return [await receive.receive(), *_waiting(receive)]
+
+
+def _waiting(receive: MemoryObjectReceiveStream[_Answer | _Wake]) -> list[_Answer | _Wake]:
+    """The items already in the stream, without waiting."""
+    items = []
     while True:
         try:
             items.append(receive.receive_nowait())

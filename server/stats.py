@@ -16,6 +16,7 @@ class _JudgeBook:
     consecutive_failures: int = 0
     last_error: str = ""
     disabled: bool = False
+    abandoned: int = 0
 
     def __post_init__(self) -> None:
         self.usage = rank_pb2.Usage()
@@ -46,6 +47,10 @@ class StatsBook:
             book.consecutive_failures = 0
         return book.consecutive_failures
 
+    def abandon(self, judge: int) -> None:
+        """Count a call that the job's end left unanswered."""
+        self._judges[judge].abandoned += 1
+
     def disable(self, judge: int) -> None:
         self._judges[judge].disabled = True
 
@@ -70,6 +75,7 @@ class StatsBook:
                 agreement_rate=rate if rate is not None else 0.0,
                 last_error=b.last_error,
                 breaker_open=b.disabled,
+                abandoned_calls=b.abandoned,
             )
             for b, rate in zip(self._judges, agreement or [None] * len(self._judges), strict=True)
         ]
@@ -86,4 +92,5 @@ class StatsBook:
             wall_seconds=wall_seconds,
             settled_count=settled,
             total_count=total,
+            abandoned_calls=sum(b.abandoned for b in self._judges),
         )

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tierank.client import Client, JobSpec, LocalServer
+from tierank.client import Client, JobSpec, LocalServer, job_spec, judge
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 POOL = str(REPO_ROOT / "examples" / "pool.jsonl")
@@ -112,6 +112,26 @@ def test_cancel_command(tierank_server: str, slow_spec: JobSpec) -> None:
     result = tierank("cancel", name, "--server", tierank_server)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == f"{name}: cancelled (cancelled)"
+
+
+def test_watch_shows_calls_abandoned_by_a_cancel(tierank_server: str) -> None:
+    # Both judges see each first-wave batch; only the fast one answers before the cancel.
+    pool = [
+        {"id": f"d{i}", "text": f"passage {i} about bees", "metadata": {"score": str(20 - i)}}
+        for i in range(20)
+    ]
+    judges = [
+        judge(f"oracle:{speed}", options={"noise": "0", "latency_ms": latency})
+        for speed, latency in (("fast", "1"), ("slow", "60000"))
+    ]
+    with Client(tierank_server) as client:
+        name = client.create_job(job_spec(QUERY, pool, judges=judges, ensemble="all")).name
+        time.sleep(0.5)
+        client.cancel_job(name)
+    watched = tierank("watch", name, "--server", tierank_server)
+    assert watched.returncode == 0, watched.stderr
+    last = watched.stdout.splitlines()[-1]
+    assert "(cancelled)" in last and "2 judge calls, 2 abandoned," in last
 
 
 def test_rank_from_a_trec_run_and_topics(tierank_server: str) -> None:

@@ -132,6 +132,47 @@ async def test_cancel_stops_the_job_with_provisional_tiers(stub, make_spec, orac
     assert again.state == rank_pb2.JOB_STATE_CANCELLED
 
 
+@pytest.mark.parametrize("ending", ["cancel", "deadline"])
+async def test_an_early_end_keeps_the_answers_in_and_counts_the_rest_abandoned(
+    stub, make_spec, oracle_judge, ending
+):
+    # Each first-wave batch goes to both judges; the fast one answers at once, the slow one
+    # never in time, so no plan is ever whole and the runner holds the fast answers unrecorded.
+    fast = oracle_judge(noise=0.0, model="fast", latency_ms="1")
+    slow = oracle_judge(noise=0.0, model="slow", latency_ms="60000")
+    spec = make_spec(
+        n=20,
+        top_k=0,
+        judges=[fast, slow],
+        ensemble_mode=rank_pb2.ENSEMBLE_MODE_ALL,
+        deadline_seconds=1.0 if ending == "deadline" else 0.0,
+    )
+    job = await stub.CreateJob(rank_pb2.CreateJobRequest(spec=spec))
+    if ending == "cancel":
+        await asyncio.sleep(0.5)
+        await stub.CancelJob(rank_pb2.CancelJobRequest(name=job.name))
+    events = await _events(stub, job.name)
+    completed = events[-1].completed
+    expected_reason = {
+        "cancel": rank_pb2.COMPLETION_REASON_CANCELLED,
+        "deadline": rank_pb2.COMPLETION_REASON_BUDGET_EXHAUSTED,
+    }[ending]
+    assert completed.reason == expected_reason
+    verdicts = [e.verdict for e in events if e.HasField("verdict")]
+    assert sorted((v.judge, v.batch) for v in verdicts) == [("oracle/fast", 0), ("oracle/fast", 1)]
+    assert all(v.ordering for v in verdicts)
+    judges = {j.judge: j for j in completed.stats.judges}
+    assert (judges["oracle/fast"].calls, judges["oracle/fast"].abandoned_calls) == (2, 0)
+    assert (judges["oracle/slow"].calls, judges["oracle/slow"].abandoned_calls) == (0, 2)
+    assert (completed.stats.judge_calls, completed.stats.abandoned_calls) == (2, 2)
+    # The fast judge's votes are in the final tiers: each batch of 10 is ordered.
+    order = _flatten(completed.tiers)
+    assert order.index("c000") < order.index("c009") and order.index("c010") < order.index("c019")
+    assert len(completed.tiers) > 1
+    fetched = await stub.GetJob(rank_pb2.GetJobRequest(name=job.name))
+    assert fetched.stats == completed.stats
+
+
 async def test_rank_creates_and_streams_in_one_call(stub, make_spec):
     events = [e async for e in stub.Rank(rank_pb2.RankRequest(spec=make_spec(n=12, top_k=3)))]
     assert events[0].WhichOneof("kind") == "accepted"

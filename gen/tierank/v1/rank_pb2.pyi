@@ -166,7 +166,7 @@ class Usage(_message.Message):
     def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cached_input_tokens: _Optional[int] = ..., cost_usd: _Optional[float] = ..., latency_seconds: _Optional[float] = ...) -> None: ...
 
 class JudgeStats(_message.Message):
-    __slots__ = ("judge", "calls", "failed_calls", "cached_calls", "usage", "agreement_rate", "last_error", "breaker_open")
+    __slots__ = ("judge", "calls", "failed_calls", "cached_calls", "usage", "agreement_rate", "last_error", "breaker_open", "abandoned_calls")
     JUDGE_FIELD_NUMBER: _ClassVar[int]
     CALLS_FIELD_NUMBER: _ClassVar[int]
     FAILED_CALLS_FIELD_NUMBER: _ClassVar[int]
@@ -175,6 +175,7 @@ class JudgeStats(_message.Message):
     AGREEMENT_RATE_FIELD_NUMBER: _ClassVar[int]
     LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
     BREAKER_OPEN_FIELD_NUMBER: _ClassVar[int]
+    ABANDONED_CALLS_FIELD_NUMBER: _ClassVar[int]
     judge: str
     calls: int
     failed_calls: int
@@ -183,10 +184,11 @@ class JudgeStats(_message.Message):
     agreement_rate: float
     last_error: str
     breaker_open: bool
-    def __init__(self, judge: _Optional[str] = ..., calls: _Optional[int] = ..., failed_calls: _Optional[int] = ..., cached_calls: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., agreement_rate: _Optional[float] = ..., last_error: _Optional[str] = ..., breaker_open: _Optional[bool] = ...) -> None: ...
+    abandoned_calls: int
+    def __init__(self, judge: _Optional[str] = ..., calls: _Optional[int] = ..., failed_calls: _Optional[int] = ..., cached_calls: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., agreement_rate: _Optional[float] = ..., last_error: _Optional[str] = ..., breaker_open: _Optional[bool] = ..., abandoned_calls: _Optional[int] = ...) -> None: ...
 
 class JobStats(_message.Message):
-    __slots__ = ("judge_calls", "cached_calls", "failed_calls", "input_tokens", "output_tokens", "cached_input_tokens", "cost_usd", "critical_path", "judges", "wall_seconds", "settled_count", "total_count")
+    __slots__ = ("judge_calls", "cached_calls", "failed_calls", "input_tokens", "output_tokens", "cached_input_tokens", "cost_usd", "critical_path", "judges", "wall_seconds", "settled_count", "total_count", "abandoned_calls")
     JUDGE_CALLS_FIELD_NUMBER: _ClassVar[int]
     CACHED_CALLS_FIELD_NUMBER: _ClassVar[int]
     FAILED_CALLS_FIELD_NUMBER: _ClassVar[int]
@@ -199,6 +201,7 @@ class JobStats(_message.Message):
     WALL_SECONDS_FIELD_NUMBER: _ClassVar[int]
     SETTLED_COUNT_FIELD_NUMBER: _ClassVar[int]
     TOTAL_COUNT_FIELD_NUMBER: _ClassVar[int]
+    ABANDONED_CALLS_FIELD_NUMBER: _ClassVar[int]
     judge_calls: int
     cached_calls: int
     failed_calls: int
@@ -211,7 +214,8 @@ class JobStats(_message.Message):
     wall_seconds: float
     settled_count: int
     total_count: int
-    def __init__(self, judge_calls: _Optional[int] = ..., cached_calls: _Optional[int] = ..., failed_calls: _Optional[int] = ..., input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cached_input_tokens: _Optional[int] = ..., cost_usd: _Optional[float] = ..., critical_path: _Optional[int] = ..., judges: _Optional[_Iterable[_Union[JudgeStats, _Mapping]]] = ..., wall_seconds: _Optional[float] = ..., settled_count: _Optional[int] = ..., total_count: _Optional[int] = ...) -> None: ...
+    abandoned_calls: int
+    def __init__(self, judge_calls: _Optional[int] = ..., cached_calls: _Optional[int] = ..., failed_calls: _Optional[int] = ..., input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cached_input_tokens: _Optional[int] = ..., cost_usd: _Optional[float] = ..., critical_path: _Optional[int] = ..., judges: _Optional[_Iterable[_Union[JudgeStats, _Mapping]]] = ..., wall_seconds: _Optional[float] = ..., settled_count: _Optional[int] = ..., total_count: _Optional[int] = ..., abandoned_calls: _Optional[int] = ...) -> None: ...
 
 class JobError(_message.Message):
     __slots__ = ("code", "message")
