@@ -162,13 +162,17 @@ def read_candidates(path: str | Path) -> list[Candidate]:
     return parse_candidates(_read_lines(path), source=str(path))
 
 
-def write_qrels(path: str | Path, qrels: Mapping[str, Mapping[str, int]]) -> None:
-    lines = [
+def format_qrels(qrels: Mapping[str, Mapping[str, int]]) -> str:
+    """Qrels as TREC text: `qid 0 docid grade` lines."""
+    return "".join(
         f"{qid} 0 {docid} {grade}\n"
         for qid, judged in qrels.items()
         for docid, grade in judged.items()
-    ]
-    Path(path).write_text("".join(lines), encoding="utf-8")
+    )
+
+
+def write_qrels(path: str | Path, qrels: Mapping[str, Mapping[str, int]]) -> None:
+    Path(path).write_text(format_qrels(qrels), encoding="utf-8")
 
 
 def write_run(

@@ -35,11 +35,15 @@ def judge_config(judge: rank_pb2.JudgeSpec) -> JudgeConfig:
     )
 
 
+def passage_of(candidate: rank_pb2.Candidate) -> Passage:
+    return Passage(candidate.id, candidate.text, dict(candidate.metadata))
+
+
 def pool_context(spec: rank_pb2.JobSpec) -> PoolContext:
     return PoolContext(
         query=spec.query,
         rubric=spec.rubric,
-        passages=tuple(Passage(c.id, c.text, dict(c.metadata)) for c in spec.candidates),
+        passages=tuple(passage_of(c) for c in spec.candidates),
     )
 
 

@@ -20,11 +20,13 @@ from tierank.evaluation import (
     cohen_kappa,
     confusion_matrix,
     evaluate,
+    format_qrels,
     kendall_tau_b,
     rank_biased_overlap,
     rank_documents,
     spearman_rho,
 )
+from tierank.server.convert import passage_of
 from tierank.server.errors import FieldViolation, invalid_argument
 from tierank.server.eval_inputs import (
     read_max_in_flight,
@@ -116,7 +118,7 @@ class EvalServicer(eval_pb2_grpc.EvalServiceServicer):
         qrels, labeling = await tier_labels(
             "tiers", request.tiers, self._storage, self._factory, DEFAULT_TENANT
         )
-        return eval_pb2.ExportQrelsResponse(qrels=_qrels_text(qrels), labeling=labeling)
+        return eval_pb2.ExportQrelsResponse(qrels=format_qrels(qrels), labeling=labeling)
 
     @rpc_errors
     async def GradePairs(
@@ -202,14 +204,6 @@ def _run_evaluation(name: str, result: Evaluation, per_query: bool) -> eval_pb2.
     return evaluation
 
 
-def _qrels_text(qrels: Qrels) -> str:
-    return "".join(
-        f"{qid} 0 {docid} {grade}\n"
-        for qid, judged in qrels.items()
-        for docid, grade in judged.items()
-    )
-
-
 # -- agreement ----------------------------------------------------------------------------------
 
 
@@ -293,10 +287,7 @@ def _read_pairs(pairs: Sequence[eval_pb2.GradePair]) -> list[Pair]:
             violations.append(FieldViolation(f"pairs[{i}].passage.text", "must not be empty"))
     if violations:
         raise invalid_argument(violations)
-    return [
-        Pair(p.query_id, p.query, Passage(p.passage.id, p.passage.text, dict(p.passage.metadata)))
-        for p in pairs
-    ]
+    return [Pair(p.query_id, p.query, passage_of(p.passage)) for p in pairs]
 
 
 def _check_pair_count(field: str, count: int) -> None:

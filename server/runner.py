@@ -36,6 +36,7 @@ from tierank.server.judges.base import (
     JudgeFailure,
     JudgeReply,
     JudgeUsage,
+    Passage,
     PoolContext,
 )
 from tierank.server.stats import StatsBook
@@ -248,6 +249,9 @@ class JobRunner:
 
     # -- judge calls --------------------------------------------------------------------
 
+    def _passages(self, call: JudgeCall) -> tuple[Passage, ...]:
+        return tuple(self._pool[i] for i in call.presented)
+
     def _request(self, call: JudgeCall) -> BatchRequest:
         deadline = None
         if self._deadline is not None:
@@ -256,7 +260,7 @@ class JobRunner:
             call_id=call.call_id,
             query=self._spec.query,
             rubric=self._spec.rubric,
-            passages=tuple(self._pool[i] for i in call.presented),
+            passages=self._passages(call),
             seed=call_seed(self._spec.seed, call.call_id),
             deadline=deadline,
         )
@@ -384,8 +388,7 @@ class JobRunner:
             self._log.warning("judge dropped", judge=verdict.judge, reason=verdict.failure_reason)
         step.events.append(self._event(verdict=verdict))
         if answer.cache_key and not answer.cached and not reply.failed:
-            passages = self._request(call).passages
-            ordering = encode_ordering(reply.ordering, passages)
+            ordering = encode_ordering(reply.ordering, self._passages(call))
             step.cache.append(CacheEntry(answer.cache_key, ordering))
         step.audit.append(VerdictAudit(call.call_id, verdict_bytes, reply.prompt, reply.raw_text))
 

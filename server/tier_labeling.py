@@ -20,9 +20,10 @@ from tierank.evaluation import (
     labels_from_grade_levels,
     labels_from_rank_bands,
 )
+from tierank.server.convert import pool_context
 from tierank.server.errors import ApiError, FieldViolation, invalid_argument, not_found, unavailable
 from tierank.server.grading import Pair, PairGrader, build_grader
-from tierank.server.judges.base import FailureKind, Passage
+from tierank.server.judges.base import FailureKind
 from tierank.server.judges.registry import JudgeFactory
 from tierank.server.storage.base import Storage
 from tierank.server.views import TIER_EVENT_KINDS, job_detail
@@ -168,7 +169,7 @@ async def _anchored(
 
     async def anchor(labeled: _LabeledJob) -> None:
         spec = labeled.job.spec
-        passages = {c.id: Passage(c.id, c.text, dict(c.metadata)) for c in spec.candidates}
+        passages = {p.id: p for p in pool_context(spec).passages}
         tiers = _tier_lists(labeled.job)
         grading = PairGrader(
             grader,

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
@@ -13,8 +12,8 @@ import grpc
 
 from tierank.client._errors import error_from_rpc
 from tierank.client._spec import judge
-from tierank.client.commands._shared import UsageError, add_server_option
-from tierank.client.local_server import LocalServer, LocalServerError
+from tierank.client.commands._shared import UsageError, add_server_option, server_target
+from tierank.client.local_server import LocalServerError
 from tierank.v1 import eval_pb2, eval_pb2_grpc
 
 T = TypeVar("T")
@@ -127,15 +126,6 @@ def tier_labels(args: argparse.Namespace) -> eval_pb2.TierLabels:
     return eval_pb2.TierLabels(jobs=jobs, mapping=mapping)
 
 
-@contextlib.contextmanager
-def _target(args: argparse.Namespace) -> Iterator[str]:
-    if args.server:
-        yield args.server
-        return
-    with LocalServer(db=args.db) as server:
-        yield server.address
-
-
 def call(
     args: argparse.Namespace, method: Callable[[eval_pb2_grpc.EvalServiceStub], Callable[..., T]]
 ) -> Callable[[object], T]:
@@ -148,7 +138,7 @@ def call(
             ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
         ]
         try:
-            with _target(args) as target, grpc.insecure_channel(target, options) as channel:
+            with server_target(args) as target, grpc.insecure_channel(target, options) as channel:
                 try:
                     return method(eval_pb2_grpc.EvalServiceStub(channel))(
                         request, timeout=args.timeout
@@ -170,6 +160,10 @@ def print_labeling(reports: list[eval_pb2.LabelingReport]) -> None:
         if report.judge_calls:
             line += f", {report.judge_calls} pointwise calls ({report.non_monotone} non-monotone)"
         print(line, file=sys.stderr)
+
+
+def number(value: float | None) -> str:
+    return "NA" if value is None else f"{value:.4f}"
 
 
 def optional(message: object, field: str) -> float | None:

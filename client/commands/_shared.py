@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+from collections.abc import Iterator
 
 from rich.console import Console
+
+from tierank.client.local_server import LocalServer
 
 EXIT_OK = 0
 EXIT_SERVER_ERROR = 1
@@ -34,6 +38,16 @@ def server_address(args: argparse.Namespace) -> str:
     if not args.server:
         raise UsageError(f"no server given: pass --server HOST:PORT or set ${SERVER_ENV}")
     return args.server
+
+
+@contextlib.contextmanager
+def server_target(args: argparse.Namespace) -> Iterator[str]:
+    """The --server address, or an embedded server's for the command's duration."""
+    if args.server:
+        yield args.server
+        return
+    with LocalServer(db=args.db) as server:
+        yield server.address
 
 
 def positive_int(text: str) -> int:

@@ -14,6 +14,7 @@ from tierank.client.commands._eval_shared import (
     add_connection_options,
     add_tier_options,
     call,
+    number,
     optional,
     print_labeling,
     text_file,
@@ -123,20 +124,16 @@ def as_json(response: eval_pb2.CompareLabelsResponse) -> dict:
     return result
 
 
-def _number(value: float | None) -> str:
-    return "NA" if value is None else f"{value:.4f}"
-
-
 def print_report(response: eval_pb2.CompareLabelsResponse) -> None:
     console = table_console()
     console.print(
         f"pairs labeled by both: {response.shared_pairs} "
         f"(only A: {response.only_a}, only B: {response.only_b})\n"
-        f"kappa {_number(optional(response, 'kappa'))}, "
-        f"linear weighted {_number(optional(response, 'linear_weighted_kappa'))}, "
-        f"quadratic weighted {_number(optional(response, 'quadratic_weighted_kappa'))}, "
+        f"kappa {number(optional(response, 'kappa'))}, "
+        f"linear weighted {number(optional(response, 'linear_weighted_kappa'))}, "
+        f"quadratic weighted {number(optional(response, 'quadratic_weighted_kappa'))}, "
         f"binary (grade >= {response.relevance_threshold}) "
-        f"{_number(optional(response, 'binary_kappa'))}"
+        f"{number(optional(response, 'binary_kappa'))}"
     )
     grades = list(response.confusion.grades)
     console.print("confusion matrix (rows: A's grade, columns: B's grade)")
@@ -159,12 +156,12 @@ def print_report(response: eval_pb2.CompareLabelsResponse) -> None:
         table.add_column(column, justify="left" if column == "run" else "right", no_wrap=True)
     for score in systems.systems:
         table.add_row(
-            score.run, _number(optional(score, "score_a")), _number(optional(score, "score_b"))
+            score.run, number(optional(score, "score_a")), number(optional(score, "score_b"))
         )
     console.print(table)
     console.print(
-        f"Kendall tau-b {_number(optional(systems, 'kendall_tau_b'))}, "
-        f"Spearman rho {_number(optional(systems, 'spearman_rho'))}, "
+        f"Kendall tau-b {number(optional(systems, 'kendall_tau_b'))}, "
+        f"Spearman rho {number(optional(systems, 'spearman_rho'))}, "
         f"RBO(p={systems.rbo_persistence:g}) extrapolated {systems.rbo_extrapolated:.4f} "
         f"(lower bound {systems.rbo_lower_bound:.4f})"
     )

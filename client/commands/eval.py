@@ -14,6 +14,7 @@ from tierank.client.commands._eval_shared import (
     add_connection_options,
     add_tier_options,
     call,
+    number,
     optional,
     print_labeling,
     text_file,
@@ -108,10 +109,6 @@ def as_json(response: eval_pb2.EvaluateResponse) -> dict:
     return {"runs": runs}
 
 
-def _number(value: float | None) -> str:
-    return "NA" if value is None else f"{value:.4f}"
-
-
 def print_tables(response: eval_pb2.EvaluateResponse) -> None:
     console = table_console()
     measures = [a.measure for a in response.runs[0].aggregates] if response.runs else []
@@ -124,7 +121,7 @@ def print_tables(response: eval_pb2.EvaluateResponse) -> None:
         aggregates = list(evaluation.aggregates)
         table.add_row(
             evaluation.run,
-            *(_number(optional(a, "mean")) for a in aggregates),
+            *(number(optional(a, "mean")) for a in aggregates),
             str(aggregates[0].count + aggregates[0].na) if aggregates else "0",
         )
     console.print(table)
@@ -135,5 +132,5 @@ def print_tables(response: eval_pb2.EvaluateResponse) -> None:
         for column in ("measure", "query", "value"):
             detail.add_column(column, no_wrap=True)
         for value in evaluation.per_query:
-            detail.add_row(value.measure, value.query_id, _number(optional(value, "value")))
+            detail.add_row(value.measure, value.query_id, number(optional(value, "value")))
         console.print(detail)

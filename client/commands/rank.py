@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import contextlib
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 from rich.console import Console
@@ -23,8 +22,9 @@ from tierank.client.commands._shared import (
     UsageError,
     add_server_option,
     positive_int,
+    server_target,
 )
-from tierank.client.local_server import LocalServer, LocalServerError
+from tierank.client.local_server import LocalServerError
 from tierank.v1 import rank_pb2
 
 _STATS_POLL_SECONDS = 0.5
@@ -150,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
     live = sys.stdout.isatty() and sys.stderr.isatty()
     progress = LiveProgress(Console(stderr=True)) if live else PlainProgress(sys.stderr)
     try:
-        with _server(args) as target, progress:
+        with server_target(args) as target, progress:
             job = asyncio.run(_rank(target, spec, args, progress, poll_stats=live))
     except LocalServerError as error:
         print(f"tierank rank: {error}\n(pass --server to use a running server)", file=sys.stderr)
@@ -238,15 +238,6 @@ def _read_rubric(rubric: str) -> str:
         return Path(rubric[1:]).read_text(encoding="utf-8").strip()
     except OSError as error:
         raise UsageError(f"cannot read rubric {rubric[1:]}: {error.strerror}") from None
-
-
-@contextlib.contextmanager
-def _server(args: argparse.Namespace) -> Iterator[str]:
-    if args.server:
-        yield args.server
-        return
-    with LocalServer(db=args.db) as server:
-        yield server.address
 
 
 @contextlib.contextmanager
