@@ -12,6 +12,11 @@ def job_name(name_or_id: str) -> str:
     return name_or_id if name_or_id.startswith(JOB_NAME_PREFIX) else JOB_NAME_PREFIX + name_or_id
 
 
+def verdict_name(job: str, call_id: str) -> str:
+    """The verdict resource name: "jobs/abc/verdicts/b0.j1"."""
+    return f"{job_name(job)}/verdicts/{call_id}"
+
+
 def parse_state(state: str | int | None) -> int:
     """A JobState from "running", "JOB_STATE_RUNNING" or the enum value; None means any."""
     if state is None:

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Callable
 import grpc
 
 from tierank.client._errors import TierankError, error_from_rpc
-from tierank.client._names import job_name, parse_state
+from tierank.client._names import job_name, parse_state, verdict_name
 from tierank.client._resume import (
     DEFAULT_RECONNECT_POLICY,
     Attempts,
@@ -87,7 +87,7 @@ class AsyncClient:
         self, job: str, call_id: str, *, timeout: float | None = None
     ) -> rank_pb2.VerdictRecord:
         """One verdict with the exact prompt its judge saw and the raw answer (audit)."""
-        request = rank_pb2.GetVerdictRequest(name=f"{job_name(job)}/verdicts/{call_id}")
+        request = rank_pb2.GetVerdictRequest(name=verdict_name(job, call_id))
         return await _unary(self._stub.GetVerdict, request, timeout)
 
     async def list_jobs(

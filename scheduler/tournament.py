@@ -355,7 +355,7 @@ class Tournament:
         """The first judge of a new batch; a screening batch takes the quorum judges in turn."""
         preference = range(self._judge_count)
         if wanted == 1:
-            turns = max(1, min(self._config.quorum, self._judge_count))
+            turns = min(self._config.quorum, self._judge_count)
             first = batch_id % turns
             preference = [first, *(j for j in range(self._judge_count) if j != first)]
         return next(j for j in preference if self._active[j])

@@ -136,10 +136,11 @@ class LLMJudge(Judge):
             )
         if not config.model:
             raise JudgeConfigError("model", f"a model name is required for {self.provider}")
-        if config.options.get("format", self.default_format) not in set(AnswerFormat):
-            raise JudgeConfigError("parameters.options.format", "must be json or text")
+        try:
+            self.answer_format = AnswerFormat(config.options.get("format", self.default_format))
+        except ValueError:
+            raise JudgeConfigError("parameters.options.format", "must be json or text") from None
         self.shared = shared
-        self.answer_format = AnswerFormat(config.options.get("format", self.default_format))
         self.passage_token_budget = config.passage_token_budget or DEFAULT_PASSAGE_TOKEN_BUDGET
         self.price = shared.settings.price(self.provider, config.model)
 

@@ -43,10 +43,6 @@ class JudgeFactory:
             raise ValueError(f"unknown judge provider {config.provider!r}") from None
         return builder(config, pool)
 
-    def grades(self, provider: str) -> bool:
-        """Whether `provider` can grade pairs pointwise (every provider but `lexical`)."""
-        return provider == "oracle" or provider in self._llm.builders()
-
     def build_grader(self, config: JudgeConfig) -> Grader:
         """A pointwise grader on the same provider clients, limits and breakers as the
         listwise judges."""

@@ -283,10 +283,7 @@ class SqliteStorage(Storage):
                 "INSERT INTO journal (job_id, idx, kind, payload) VALUES (?, ?, ?, ?)",
                 [(job_id, j.index, j.kind, j.payload) for j in update.journal],
             )
-            conn.executemany(
-                "INSERT OR REPLACE INTO verdict_cache (key, payload) VALUES (?, ?)",
-                [(c.key, c.payload) for c in update.cache],
-            )
+            _put_cache(conn, update.cache)
             conn.executemany(
                 "INSERT INTO verdict_audit (job_id, call_id, verdict, prompt, raw_answer) "
                 "VALUES (?, ?, ?, ?, ?)",
@@ -350,13 +347,7 @@ class SqliteStorage(Storage):
         return await self._reader.submit(read)
 
     async def cache_put(self, entries: Sequence[CacheEntry]) -> None:
-        def write(conn: sqlite3.Connection) -> None:
-            conn.executemany(
-                "INSERT OR REPLACE INTO verdict_cache (key, payload) VALUES (?, ?)",
-                [(c.key, c.payload) for c in entries],
-            )
-
-        await self._writer.submit(write)
+        await self._writer.submit(lambda conn: _put_cache(conn, entries))
 
     async def read_audit(self, job_id: str, call_id: str) -> VerdictAudit | None:
         def read(conn: sqlite3.Connection) -> VerdictAudit | None:
@@ -374,6 +365,13 @@ class SqliteStorage(Storage):
         await asyncio.to_thread(self._reader.stop)
         fcntl.flock(self._lock_file, fcntl.LOCK_UN)
         self._lock_file.close()
+
+
+def _put_cache(conn: sqlite3.Connection, entries: Sequence[CacheEntry]) -> None:
+    conn.executemany(
+        "INSERT OR REPLACE INTO verdict_cache (key, payload) VALUES (?, ?)",
+        [(c.key, c.payload) for c in entries],
+    )
 
 
 def _insert_events(conn: sqlite3.Connection, job_id: str, events: Sequence[EventRow]) -> None:
