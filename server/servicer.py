@@ -12,21 +12,15 @@ import grpc
 import structlog
 
 from tierank.server.errors import ApiError, FieldViolation, abort, invalid_argument, not_found
+from tierank.server.follow import follow_events
 from tierank.server.hub import EventHub
 from tierank.server.jobs import DEFAULT_TENANT, JobManager
 from tierank.server.storage.base import JobRecord, Storage
-from tierank.server.views import (
-    TERMINAL_STATES,
-    TIER_EVENT_KINDS,
-    is_terminal,
-    job_detail,
-    job_summary,
-)
+from tierank.server.views import TIER_EVENT_KINDS, job_detail, job_summary
 from tierank.v1 import rank_pb2, rank_pb2_grpc
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 1000
-_CATCH_UP_PAGE = 500
 
 Handler = TypeVar("Handler", bound=Callable[..., Awaitable[Any]])
 
@@ -134,7 +128,9 @@ class RankServicer(rank_pb2_grpc.RankServiceServicer):
         except ApiError as error:
             await abort(context, error)
             return
-        async for event in self._follow(record.job_id, request.after_sequence):
+        async for event in follow_events(
+            self._storage, self._hub, record.job_id, request.after_sequence
+        ):
             yield event
 
     async def Rank(
@@ -145,36 +141,8 @@ class RankServicer(rank_pb2_grpc.RankServiceServicer):
         except ApiError as error:
             await abort(context, error)
             return
-        async for event in self._follow(record.job_id, 0):
+        async for event in follow_events(self._storage, self._hub, record.job_id, 0):
             yield event
-
-    async def _follow(self, job_id: str, after: int) -> AsyncIterator[rank_pb2.JobEvent]:
-        """Every event after `after`, in order, once each, until the terminal one."""
-        with self._hub.watching(job_id) as channel:
-            last = after
-            caught_up = False
-            checked_finished = False
-            while True:
-                events = None if not caught_up else channel.events_after(last)
-                if events is None:
-                    rows = await self._storage.read_events(job_id, last, _CATCH_UP_PAGE)
-                    events = [rank_pb2.JobEvent.FromString(r.payload) for r in rows]
-                    caught_up = len(rows) < _CATCH_UP_PAGE
-                for event in events:
-                    yield event
-                    if is_terminal(event):
-                        return
-                if events:
-                    last = events[-1].sequence
-                    continue
-                if not checked_finished:
-                    # Asked to start at or past the end of a finished job: nothing will come.
-                    # Once subscribed, a job that is still open publishes its end to us.
-                    checked_finished = True
-                    record = await self._storage.get_job(job_id)
-                    if record is not None and record.state in TERMINAL_STATES:
-                        return
-                await channel.wait_beyond(last)
 
 
 def _encode_page_token(job_id: str) -> str:
