@@ -75,6 +75,19 @@ class JobUpdate:
     audit: Sequence[VerdictAudit] = ()
 
 
+class StorageError(Exception):
+    """A storage failure explained in plain words, never a driver's class name, so the RPC layer
+    can tell a client what happened."""
+
+
+class StorageFull(StorageError):
+    """The disk holding the database is full: writes fail until space is freed; reads work."""
+
+
+class StorageDamaged(StorageError):
+    """Stored data cannot be read back (a damaged page, an undecodable row)."""
+
+
 class DuplicateRequest(Exception):
     """A job with this (tenant, request_id) exists already."""
 
