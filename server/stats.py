@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tierank.server.judges.base import FailureKind
 from tierank.v1 import rank_pb2
+
+# How a failure_reason of a call refused by an open circuit breaker begins.
+_BREAKER_REFUSAL = f"{FailureKind.UNAVAILABLE}:"
 
 
 @dataclass
@@ -16,6 +20,8 @@ class _JudgeBook:
     consecutive_failures: int = 0
     last_error: str = ""
     disabled: bool = False
+    # Dropped from the job because its provider's breaker was open (not for failures in a row).
+    breaker_open: bool = False
     abandoned: int = 0
 
     def __post_init__(self) -> None:
@@ -52,7 +58,11 @@ class StatsBook:
         self._judges[judge].abandoned += 1
 
     def disable(self, judge: int) -> None:
-        self._judges[judge].disabled = True
+        """Drop a judge from the job; its breaker reads open only if an open breaker refused
+        its latest failed call."""
+        book = self._judges[judge]
+        book.disabled = True
+        book.breaker_open = book.last_error.startswith(_BREAKER_REFUSAL)
 
     def disabled(self, judge: int) -> bool:
         return self._judges[judge].disabled
@@ -74,7 +84,7 @@ class StatsBook:
                 usage=b.usage,
                 agreement_rate=rate if rate is not None else 0.0,
                 last_error=b.last_error,
-                breaker_open=b.disabled,
+                breaker_open=b.breaker_open,
                 abandoned_calls=b.abandoned,
             )
             for b, rate in zip(self._judges, agreement or [None] * len(self._judges), strict=True)

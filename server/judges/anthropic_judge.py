@@ -72,7 +72,7 @@ class AnthropicJudge(LLMJudge):
         except anthropic.APITimeoutError:
             raise CallError(FailureKind.TIMEOUT, "the SDK timed out") from None
         except anthropic.APIConnectionError as error:
-            raise CallError(FailureKind.UNAVAILABLE, f"connection failed: {error}") from None
+            raise CallError(FailureKind.CONNECTION_ERROR, f"connection failed: {error}") from None
         text = "".join(block.text for block in response.content if block.type == "text")
         return Completion(
             text=text,

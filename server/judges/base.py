@@ -59,6 +59,9 @@ class FailureKind(enum.StrEnum):
     TIMEOUT = "timeout"
     SERVER_ERROR = "server_error"
     CLIENT_ERROR = "client_error"
+    # The connection could not be made or broke before an answer came.
+    CONNECTION_ERROR = "connection_error"
+    # Refused without a request: the provider's circuit breaker is open. Nothing else.
     UNAVAILABLE = "unavailable"
 
 
@@ -138,6 +141,11 @@ class ConfiguredJudge(abc.ABC):
     @abc.abstractmethod
     def cache_identity(self) -> str:
         """Provider, model, parameters and prompt-template version, as one stable string."""
+
+    async def prepare(self) -> None:
+        """Learn what `cacheable` and `cache_identity` depend on beyond the spec (what a
+        self-hosted server says it serves). Call it before reading them; it is cheap again."""
+        return None
 
 
 class Judge(ConfiguredJudge):

@@ -1,9 +1,10 @@
-"""A circuit breaker per provider: stop calling a provider that keeps failing.
+"""A circuit breaker per (provider, model): stop calling a model that keeps failing.
 
-After `failure_threshold` consecutive transient failures (5xx, timeouts, connection errors,
-429s) the breaker opens for `cooldown_s`; calls made meanwhile fail at once as unavailable
-instead of queueing behind a dead endpoint. After the cool-down the breaker is half-open: calls
-go through, the first success closes it and the first failure opens it again.
+After `failure_threshold` consecutive failures of the provider's own (5xx, connection errors,
+timeouts at the provider's configured timeout; never 429s, nor failures a caller's settings
+caused: see retry.py) the breaker opens for `cooldown_s`; calls made meanwhile fail at once as
+unavailable instead of queueing behind a dead endpoint. After the cool-down the breaker is
+half-open: calls go through, the first success closes it and the first failure opens it again.
 """
 
 from __future__ import annotations

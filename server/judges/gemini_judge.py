@@ -100,7 +100,7 @@ class GeminiJudge(LLMJudge):
         except httpx2.TimeoutException:
             raise CallError(FailureKind.TIMEOUT, "the HTTP client timed out") from None
         except httpx2.TransportError as error:
-            raise CallError(FailureKind.UNAVAILABLE, f"connection failed: {error}") from None
+            raise CallError(FailureKind.CONNECTION_ERROR, f"connection failed: {error}") from None
         candidate = response.candidates[0] if response.candidates else None
         parts = candidate.content.parts if candidate and candidate.content else None
         text = "".join(part.text for part in parts or () if part.text and not part.thought)

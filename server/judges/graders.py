@@ -18,13 +18,13 @@ from tierank.server.judges.base import (
     ConfiguredJudge,
     FailureKind,
     JudgeConfig,
-    JudgeConfigError,
     JudgeFailure,
     JudgeUsage,
     Passage,
 )
 from tierank.server.judges.llm import LLMJudge
-from tierank.server.judges.offline import estimate_tokens, float_option
+from tierank.server.judges.offline import estimate_tokens
+from tierank.server.judges.options import float_option, refuse_unknown_options
 from tierank.server.judges.pointwise import (
     ANSWER_TOKENS,
     GRADE_SCHEMA,
@@ -70,11 +70,19 @@ class LLMGrader(Grader):
         super().__init__(judge.config)
         self._judge = judge
 
+    @property
+    def cacheable(self) -> bool:
+        return self._judge.cacheable
+
     def cache_identity(self) -> str:
         return self._judge.identity(POINTWISE_TEMPLATE_VERSION)
 
+    async def prepare(self) -> None:
+        await self._judge.prepare()
+
     async def grade(self, request: GradeRequest) -> GradeReply:
         judge = self._judge
+        await judge.prepare()
         answer_format = judge.answer_format
         exchange = await judge.exchange(
             render_grade_prompt(
@@ -106,11 +114,7 @@ class OracleGrader(Grader):
 
     def __init__(self, config: JudgeConfig) -> None:
         super().__init__(config)
-        unknown = set(config.options) - {"score_key", "noise"}
-        if unknown:
-            raise JudgeConfigError(
-                "parameters.options", f"unknown options {sorted(unknown)}; known: noise, score_key"
-            )
+        refuse_unknown_options(config.options, frozenset({"score_key", "noise"}), "oracle")
         self._score_key = config.options.get("score_key", "score")
         self._noise = float_option(config.options, "noise", 0.5)
 

@@ -6,7 +6,8 @@ answer or exception into a Completion or a CallError.
 One judge call is at most two conversations' worth of requests: the prompt, and, only if the
 answer cannot be read, one corrective follow-up in the same conversation. A truncated answer
 gets no follow-up (the same limit would cut it again): what is certainly complete is kept, or
-the call fails as truncated.
+the call fails as truncated. An answer longer than MAX_ANSWER_CHARS (a ranking is small) is cut
+there before it is read or stored, and is treated as truncated.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 import abc
 import json
 import random
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Generic, TypeVar
@@ -31,6 +31,7 @@ from tierank.server.judges.base import (
 )
 from tierank.server.judges.breaker import CircuitBreaker
 from tierank.server.judges.limits import ProviderLimits
+from tierank.server.judges.options import refuse_unknown_options
 from tierank.server.judges.parse import Unreadable, parse_ranking
 from tierank.server.judges.prices import TokenCounts, cost_usd
 from tierank.server.judges.prompt import (
@@ -42,7 +43,7 @@ from tierank.server.judges.prompt import (
     render_prompt,
     upper_bound_tokens,
 )
-from tierank.server.judges.retry import CallError, call_with_retries
+from tierank.server.judges.retry import CallError, InFlightTime, call_with_retries
 from tierank.server.judges.settings import JudgeSettings
 
 # Answer tokens allowed per passage when the job spec sets no max_output_tokens:
@@ -53,6 +54,12 @@ ANSWER_TOKENS_FIXED = 32
 # sets no max_output_tokens.
 DEFAULT_REASONING_TOKENS = 4096
 RAW_TEXT_SEPARATOR = "\n\n--- answer to the corrective follow-up ---\n\n"
+# The most of one answer that is read and stored: a ranking of k passages needs a few bytes per
+# passage, so anything near this is a model gone astray, not a verdict worth a database row.
+MAX_ANSWER_CHARS = 64 * 1024
+# A job may shorten the provider's timeout, but not to where no model could answer: a timeout
+# chosen that short would only turn every call into a failure.
+MIN_TIMEOUT_S = 1.0
 
 Answer = TypeVar("Answer")
 
@@ -106,6 +113,15 @@ class Exchange(Generic[Answer]):
     raw_text: str
 
 
+def cap_answer(text: str) -> tuple[str, str | None]:
+    """The answer cut to MAX_ANSWER_CHARS, and the marker to store after it when it was cut."""
+    if len(text) <= MAX_ANSWER_CHARS:
+        return text, None
+    return text[:MAX_ANSWER_CHARS], (
+        f"\n\n--- answer cut: {len(text)} characters, the first {MAX_ANSWER_CHARS} kept ---"
+    )
+
+
 class ProviderShared:
     """State every judge of one provider shares for the server's lifetime."""
 
@@ -114,9 +130,16 @@ class ProviderShared:
         self.settings = settings
         self.provider_settings = settings.provider(provider)
         self.limits = limits
-        self.breaker = CircuitBreaker(self.provider_settings.breaker)
+        self._breakers: dict[str, CircuitBreaker] = {}
         # Jitter only; seeded per provider so a run is reproducible when timings are.
         self.rng = random.Random(provider)
+
+    def breaker(self, model: str) -> CircuitBreaker:
+        """One breaker per model: a model a job names that keeps failing (one that the endpoint
+        cannot serve) must not cut off the provider's other models for every other job."""
+        if model not in self._breakers:
+            self._breakers[model] = CircuitBreaker(self.provider_settings.breaker)
+        return self._breakers[model]
 
 
 class LLMJudge(Judge):
@@ -127,15 +150,13 @@ class LLMJudge(Judge):
 
     def __init__(self, config: JudgeConfig, shared: ProviderShared) -> None:
         super().__init__(config)
-        unknown = set(config.options) - self.known_options
-        if unknown:
-            raise JudgeConfigError(
-                "parameters.options",
-                f"unknown options {sorted(unknown)} for {self.provider}; "
-                f"known: {sorted(self.known_options)}",
-            )
+        refuse_unknown_options(config.options, self.known_options, self.provider)
         if not config.model:
             raise JudgeConfigError("model", f"a model name is required for {self.provider}")
+        if config.timeout_s is not None and not config.timeout_s >= MIN_TIMEOUT_S:
+            raise JudgeConfigError(
+                "parameters.timeout_seconds", f"must be at least {MIN_TIMEOUT_S:g} second"
+            )
         try:
             self.answer_format = AnswerFormat(config.options.get("format", self.default_format))
         except ValueError:
@@ -241,7 +262,7 @@ class LLMJudge(Judge):
         """Ask `prompt`, read the answer with `read(text, truncated)`, and send one corrective
         follow-up (`corrective(reason)`) if it cannot be read. Listwise and pointwise judging
         share it, so both get the same limits, retries, breaker, truncation rule and usage."""
-        started = time.monotonic()
+        in_flight = InFlightTime()
         messages = [Message("user", prompt)]
         spent = TokenCounts()
         answers: list[str] = []
@@ -252,20 +273,30 @@ class LLMJudge(Judge):
                 output_tokens=spent.output,
                 cached_input_tokens=spent.cached_input,
                 cost_usd=cost_usd(spent, self.price),
-                latency_s=time.monotonic() - started,
+                latency_s=in_flight.seconds,
             )
             return Exchange(answer, failure, usage, prompt, RAW_TEXT_SEPARATOR.join(answers))
 
         for is_follow_up in (False, True):
             try:
-                completion = await self._call(messages, max_output_tokens, schema, seed, deadline)
+                completion = await self._call(
+                    messages, max_output_tokens, schema, seed, deadline, in_flight
+                )
             except CallError as error:
                 return done(failure=JudgeFailure(error.kind, error.message))
             spent += completion.tokens
-            answers.append(completion.text)
-            parsed = read(completion.text, completion.truncated)
+            text, cut_marker = cap_answer(completion.text)
+            answers.append(text + (cut_marker or ""))
+            truncated = completion.truncated or cut_marker is not None
+            parsed = read(text, truncated)
             if not isinstance(parsed, Unreadable):
                 return done(answer=parsed)
+            if cut_marker is not None:
+                message = (
+                    f"answer of {len(completion.text)} characters cut at {MAX_ANSWER_CHARS} "
+                    f"before a usable answer: {parsed.reason}"
+                )
+                return done(failure=JudgeFailure(FailureKind.TRUNCATED, message))
             if completion.truncated:
                 message = (
                     f"answer cut at the output-token limit ({max_output_tokens}) "
@@ -299,17 +330,20 @@ class LLMJudge(Judge):
         schema: AnswerSchema | None,
         seed: int,
         deadline: float | None,
+        in_flight: InFlightTime,
     ) -> Completion:
         shared = self.shared
         # Providers count a request's max output against the token rate limit up front.
         tokens = sum(estimate_tokens(m.text) for m in messages) + max_output
-        timeout_s = self.config.timeout_s or shared.provider_settings.timeout_s
+        provider_timeout_s = shared.provider_settings.timeout_s
         return await call_with_retries(
             lambda: self._complete(messages, max_output, seed, schema),
             slot=lambda: shared.limits.slot(self.provider, self.config.model, tokens),
             policy=shared.provider_settings.retry,
-            timeout_s=timeout_s,
+            timeout_s=self.config.timeout_s or provider_timeout_s,
+            provider_timeout_s=provider_timeout_s,
             deadline=deadline,
-            breaker=shared.breaker,
+            breaker=shared.breaker(self.config.model),
             rng=shared.rng,
+            in_flight=in_flight,
         )

@@ -13,6 +13,7 @@ from tierank.server.judges.llm import ProviderShared
 from tierank.server.judges.openai_judges import (
     OpenAICompatibleJudge,
     OpenAIJudge,
+    ResponseFormats,
     make_openai_client,
 )
 from tierank.server.judges.settings import JudgeSettings, ProviderSettings
@@ -33,6 +34,8 @@ class LLMProviders:
         self._shared: dict[str, ProviderShared] = {}
         self._clients: dict[str, Any] = {}
         self._closers: list[Callable[[], Awaitable[None]]] = []
+        # What the one openai-compatible endpoint accepts as response_format, once learned.
+        self._compatible_formats = ResponseFormats()
 
     def builders(self) -> dict[str, Callable[[JudgeConfig, PoolContext], Judge]]:
         return {
@@ -92,7 +95,9 @@ class LLMProviders:
             return make_openai_client(settings.api_key or PLACEHOLDER_API_KEY, settings.base_url)
 
         client = self._client("openai-compatible", make, lambda c: c.close())
-        return OpenAICompatibleJudge(config, self.shared("openai-compatible"), client)
+        return OpenAICompatibleJudge(
+            config, self.shared("openai-compatible"), client, self._compatible_formats
+        )
 
     def _build_anthropic(self, config: JudgeConfig, pool: PoolContext) -> Judge:
         client = self._client(

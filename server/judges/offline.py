@@ -2,18 +2,23 @@
 
 `lexical` is BM25 over the job's own candidate pool. It is NOT an LLM: it ranks by term
 overlap with the query and ignores the rubric. It exists so the service runs end to end with no
-API keys. `oracle` reads a hidden numeric score from candidate metadata and adds fresh Gaussian
+API keys. Its scores are pool-level (each candidate scored once, when the job starts) and equal
+scores are broken by the pool's order, so it is one total order of the pool: every batch it
+judges agrees with every other, whatever the presentation order.
+
+`oracle` reads a hidden numeric score from candidate metadata and adds fresh Gaussian
 noise on every call, so that real disagreement (non-transitive verdicts) occurs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import math
 import random
 import re
 from collections import Counter
-from collections.abc import Mapping
 
 from tierank.server.judges.base import (
     BatchRequest,
@@ -26,6 +31,7 @@ from tierank.server.judges.base import (
     JudgeUsage,
     PoolContext,
 )
+from tierank.server.judges.options import float_option, refuse_unknown_options
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 
@@ -40,8 +46,12 @@ def _words(text: str) -> list[str]:
 
 
 class _OfflineJudge(Judge):
+    # Keys a job spec may put in JudgeConfig.options for this judge.
+    known_options: frozenset[str] = frozenset()
+
     def __init__(self, config: JudgeConfig, pool: PoolContext) -> None:
         super().__init__(config)
+        refuse_unknown_options(config.options, self.known_options, config.provider)
         # Counted once per job: the scheduler asks for estimates many times per verdict.
         self._query_tokens = estimate_tokens(pool.query)
         self._passage_tokens = {p.id: estimate_tokens(p.text) for p in pool.passages}
@@ -71,6 +81,11 @@ class LexicalJudge(_OfflineJudge):
         n = len(docs)
         query_terms = _words(pool.query)
         self._scores: dict[str, float] = {}
+        # Ties go to the earlier candidate of the pool (its retrieval order), never to the
+        # order a batch happens to present them in.
+        self._pool_rank = {p.id: i for i, p in enumerate(pool.passages)}
+        pool_material = json.dumps([pool.query, [p.text for p in pool.passages]])
+        self._pool_digest = hashlib.sha256(pool_material.encode()).hexdigest()[:16]
         for pid, tf in docs.items():
             norm = self.K1 * (1 - self.B + self.B * lengths[pid] / (average_length or 1.0))
             score = 0.0
@@ -83,29 +98,35 @@ class LexicalJudge(_OfflineJudge):
             self._scores[pid] = score
 
     def cache_identity(self) -> str:
-        return f"lexical/bm25(k1={self.K1},b={self.B})"
+        # Scores and ties depend on the whole pool, so a verdict is only reusable in the same pool.
+        return f"lexical/bm25(k1={self.K1},b={self.B})/pool={self._pool_digest}"
 
     async def judge(self, request: BatchRequest) -> JudgeReply:
-        return self._reply(request, {p.id: self._scores.get(p.id, 0.0) for p in request.passages})
+        ordering = sorted(
+            (p.id for p in request.passages),
+            key=lambda pid: (-self._scores[pid], self._pool_rank[pid]),
+        )
+        return JudgeReply(ordering=tuple(ordering), usage=self.estimate(request))
 
 
 class OracleJudge(_OfflineJudge):
     """Hidden score from metadata plus N(0, noise²) per passage per call.
 
     Options: `score_key` (default "score"), `noise` (standard deviation, default 0.5),
-    `latency_ms` (simulated call latency, default 0), `fail_rate` (share of calls that fail as
-    unparseable, default 0).
+    `latency_ms` (simulated call latency, default 0, at most MAX_LATENCY_MS), `fail_rate`
+    (share of calls that fail as unparseable, 0 to 1, default 0).
     """
+
+    known_options = frozenset({"score_key", "noise", "latency_ms", "fail_rate"})
+    MAX_LATENCY_MS = 60_000.0
 
     def __init__(self, config: JudgeConfig, pool: PoolContext) -> None:
         super().__init__(config, pool)
         options = config.options
         self._score_key = options.get("score_key", "score")
         self._noise = float_option(options, "noise", 0.5)
-        self._latency_s = float_option(options, "latency_ms", 0.0) / 1000
-        self._fail_rate = float_option(options, "fail_rate", 0.0)
-        if self._fail_rate > 1:
-            raise JudgeConfigError("parameters.options.fail_rate", "must be between 0 and 1")
+        self._latency_s = float_option(options, "latency_ms", 0.0, self.MAX_LATENCY_MS) / 1000
+        self._fail_rate = float_option(options, "fail_rate", 0.0, 1.0)
         self._scores: dict[str, float] = {}
         for passage in pool.passages:
             raw = passage.metadata.get(self._score_key)
@@ -137,17 +158,3 @@ class OracleJudge(_OfflineJudge):
             )
         noisy = {p.id: self._scores[p.id] + rng.gauss(0.0, self._noise) for p in request.passages}
         return self._reply(request, noisy)
-
-
-def float_option(options: Mapping[str, str], key: str, default: float) -> float:
-    raw = options.get(key)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        rule = f"must be a number, got {raw!r}"
-        raise JudgeConfigError(f"parameters.options.{key}", rule) from None
-    if value < 0 or math.isnan(value):
-        raise JudgeConfigError(f"parameters.options.{key}", "must be a non-negative number")
-    return value

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import openai
+import structlog
 
-from tierank.server.judges.base import FailureKind, JudgeConfig
+from tierank.server.judges.base import BatchRequest, FailureKind, JudgeConfig, JudgeReply
 from tierank.server.judges.llm import (
     AnswerSchema,
     Completion,
@@ -20,6 +24,17 @@ from tierank.server.judges.prompt import AnswerFormat
 from tierank.server.judges.retry import CallError, classify_status
 
 DEFAULT_REASONING_EFFORT = "medium"
+# Structured-output forms, strongest first. `text` sends no response_format: the prompt alone
+# asks for the JSON answer, and the parser reads it as any other answer.
+RESPONSE_FORMATS = ("json_schema", "json_object", "text")
+# Listing the served models is a cheap GET; a server busy with a long completion may hold it,
+# and then the response's own `model` field identifies the weights instead.
+MODEL_LIST_TIMEOUT_S = 10.0
+# A model entry's `created` this close to now is the time of the listing (vLLM, llama.cpp),
+# not of the weights (Ollama): it says nothing about what is served.
+LISTING_TIME_SLACK_S = 300.0
+# Fields of a model entry that change with every listing rather than with the weights.
+_VOLATILE_MODEL_FIELDS = frozenset({"permission", "permissions", "object"})
 
 
 def make_openai_client(api_key: str, base_url: str | None) -> openai.AsyncOpenAI:
@@ -46,6 +61,7 @@ class OpenAIJudge(LLMJudge):
         max_output_tokens: int,
         seed: int,
         schema: AnswerSchema | None,
+        response_format: str = "json_schema",
     ) -> dict[str, Any]:
         request: dict[str, Any] = {
             "model": self.config.model,
@@ -58,11 +74,13 @@ class OpenAIJudge(LLMJudge):
         if self.config.reasoning:
             effort = self.config.options.get("reasoning_effort", DEFAULT_REASONING_EFFORT)
             request["reasoning_effort"] = effort
-        if schema is not None:
+        if schema is not None and response_format == "json_schema":
             request["response_format"] = {
                 "type": "json_schema",
                 "json_schema": {"name": schema.name, "strict": True, "schema": schema.schema},
             }
+        elif schema is not None and response_format == "json_object":
+            request["response_format"] = {"type": "json_object"}
         return request
 
     async def _complete(
@@ -72,26 +90,38 @@ class OpenAIJudge(LLMJudge):
         seed: int,
         schema: AnswerSchema | None,
     ) -> Completion:
+        return await self._send(self._request(messages, max_output_tokens, seed, schema))
+
+    async def _send(self, request: Mapping[str, Any]) -> Completion:
         try:
-            response = await self.client.chat.completions.create(
-                **self._request(messages, max_output_tokens, seed, schema)
-            )
+            response = await self.client.chat.completions.create(**request)
         except openai.APIStatusError as error:
             raise classify_status(
-                error.status_code, error.response.headers, error.message
+                error.status_code, error.response.headers, _error_text(error)
             ) from None
         except openai.APITimeoutError:
             raise CallError(FailureKind.TIMEOUT, "the SDK timed out") from None
         except openai.APIConnectionError as error:
-            raise CallError(FailureKind.UNAVAILABLE, f"connection failed: {error}") from None
+            raise CallError(FailureKind.CONNECTION_ERROR, f"connection failed: {error}") from None
         if not response.choices:
             raise CallError(FailureKind.SERVER_ERROR, "the response holds no choices")
+        self._answered_by(response.model)
         choice = response.choices[0]
         return Completion(
             text=choice.message.content or "",
             truncated=choice.finish_reason == "length",
             tokens=_tokens(response.usage),
         )
+
+    def _answered_by(self, model: str | None) -> None:
+        """What the response says of the model that answered; OpenAI's own is not needed."""
+
+
+def _error_text(error: openai.APIStatusError) -> str:
+    """The SDK's message, with the body when that is plain text (it keeps only JSON's)."""
+    if isinstance(error.body, str) and error.body and error.body not in error.message:
+        return f"{error.message} - {error.body[:500]}"
+    return error.message
 
 
 def _tokens(usage: openai.types.CompletionUsage | None) -> TokenCounts:
@@ -105,10 +135,44 @@ def _tokens(usage: openai.types.CompletionUsage | None) -> TokenCounts:
     )
 
 
+class ResponseFormats:
+    """The structured-output form one endpoint accepts, learned from its refusals and kept for
+    the server's lifetime, so each weaker form is tried once per endpoint, not once per call.
+    (llama-cpp-python answers HTTP 500 to `json_schema` and accepts `json_object`.)"""
+
+    def __init__(self) -> None:
+        self._index = 0
+
+    @property
+    def current(self) -> str:
+        return RESPONSE_FORMATS[self._index]
+
+    def refused(self, response_format: str) -> bool:
+        """Note that the endpoint refused `response_format`; False when there is nothing
+        weaker to fall back to. Calls that were refused together fall back one step only."""
+        if response_format == RESPONSE_FORMATS[-1]:
+            return False
+        if response_format == self.current:
+            self._index += 1
+            structlog.get_logger().warning(
+                "openai-compatible endpoint refused a response format; falling back",
+                refused=response_format,
+                now=self.current,
+            )
+        return True
+
+
 class OpenAICompatibleJudge(OpenAIJudge):
     """A self-hosted server speaking the chat completions dialect. Plain-text rankings by
     default: small local models follow `[3] > [1]` more reliably than a JSON schema, and
-    not every server enforces one."""
+    not every server enforces one.
+
+    Its verdicts are cached under what the server reports of the model it serves, since the
+    name in a job spec need not change when the weights behind it do: the model's entry in
+    `/v1/models` (read once per job), or, for a server that has no such list, the `model` field
+    of its answers. Until one is known (or when the list could not be read this time), the
+    judge's verdicts are neither served from the cache nor stored in it.
+    """
 
     provider = "openai-compatible"
     default_format = AnswerFormat.TEXT
@@ -116,6 +180,95 @@ class OpenAICompatibleJudge(OpenAIJudge):
     # vLLM, Ollama and llama.cpp all read max_tokens; not all read max_completion_tokens.
     max_tokens_parameter = "max_tokens"
 
+    def __init__(
+        self,
+        config: JudgeConfig,
+        shared: ProviderShared,
+        client: openai.AsyncOpenAI,
+        formats: ResponseFormats,
+    ) -> None:
+        super().__init__(config, shared, client)
+        self.formats = formats
+        self._listed: str | None = None
+        # Until the server answers that it has no model list, its answers' `model` field (an
+        # echo of the request on llama.cpp and llama-cpp-python) does not stand in for one.
+        self._lists_models = True
+        self._reported: str | None = None
+        self._listing = asyncio.Lock()
+        self._prepared = False
+
+    @property
+    def cacheable(self) -> bool:
+        return self.shared.provider_settings.cache_verdicts and self._served_model() is not None
+
+    def _served_model(self) -> str | None:
+        return self._reported if not self._lists_models else self._listed
+
     def _identity_extras(self) -> Mapping[str, object]:
         # On a self-hosted server the endpoint decides which weights a model name means.
-        return {"base_url": self.shared.provider_settings.base_url}
+        return {
+            "base_url": self.shared.provider_settings.base_url,
+            "served_model": self._served_model(),
+        }
+
+    async def prepare(self) -> None:
+        async with self._listing:
+            if not self._prepared:
+                self._listed = await self._list_served_model()
+                self._prepared = True
+
+    async def judge(self, request: BatchRequest) -> JudgeReply:
+        # Also here, for callers that do not prepare: later calls of the job are then cacheable.
+        await self.prepare()
+        return await super().judge(request)
+
+    async def _list_served_model(self) -> str | None:
+        """This model's entry in the server's `/v1/models` (all entries when none has its
+        name), without the fields that change with every listing; None when not read."""
+        try:
+            page = await self.client.with_options(timeout=MODEL_LIST_TIMEOUT_S).models.list()
+        except openai.APIStatusError as error:
+            # 404 and its kin: no model list here. 5xx: one that failed this time.
+            self._lists_models = error.status_code >= 500
+            return None
+        except openai.OpenAIError:
+            return None
+        entries = [_stable_entry(model.model_dump()) for model in page.data]
+        mine = [e for e in entries if e.get("id") == self.config.model] or entries
+        return json.dumps(mine, sort_keys=True, default=str) if mine else None
+
+    def _answered_by(self, model: str | None) -> None:
+        self._reported = model or self._reported
+
+    async def _complete(
+        self,
+        messages: Sequence[Message],
+        max_output_tokens: int,
+        seed: int,
+        schema: AnswerSchema | None,
+    ) -> Completion:
+        while True:
+            response_format = self.formats.current if schema is not None else "text"
+            request = self._request(messages, max_output_tokens, seed, schema, response_format)
+            try:
+                return await self._send(request)
+            except CallError as error:
+                blamed = _names_format(error, response_format)
+                if not (blamed and self.formats.refused(response_format)):
+                    raise
+
+
+def _names_format(error: CallError, response_format: str) -> bool:
+    """An HTTP error that blames the structured-output form rather than the server."""
+    if error.kind not in (FailureKind.CLIENT_ERROR, FailureKind.SERVER_ERROR):
+        return False
+    text = error.message.lower()
+    return response_format in text or "response_format" in text
+
+
+def _stable_entry(entry: Mapping[str, Any]) -> dict[str, Any]:
+    stable = {k: v for k, v in entry.items() if k not in _VOLATILE_MODEL_FIELDS and v is not None}
+    created = stable.get("created")
+    if isinstance(created, int | float) and abs(time.time() - created) < LISTING_TIME_SLACK_S:
+        del stable["created"]
+    return stable

@@ -5,8 +5,10 @@ each judge's cache identity and therefore of the verdict cache key.
 
 Token rule: a text of n characters counts as ceil(n / 4) tokens (the usual average for English
 with the GPT, Claude and Gemini tokenizers). Passages are cut to the judge's token budget by
-that rule. Budget reservations need an upper bound instead, for which a token is taken as
-2 characters (code, numbers and most non-English text stay above 2 characters per token).
+that rule. Budget reservations need an upper bound instead, a worst case for the text's script:
+an ASCII character counts as half a token (code and numbers stay above 2 characters per token),
+and any other character as one token per byte of its UTF-8 encoding, since byte-level
+tokenizers never produce more tokens than bytes (accented Latin and Cyrillic 2, CJK 3, emoji 4).
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ from __future__ import annotations
 import enum
 import math
 
+from tierank.evaluation.rubric import DEFAULT_RUBRIC
 from tierank.server.judges.base import Passage
 
-TEMPLATE_VERSION = "listwise-v1"
+TEMPLATE_VERSION = "listwise-v2"
 DEFAULT_PASSAGE_TOKEN_BUDGET = 300
 CHARS_PER_TOKEN = 4
 UPPER_BOUND_CHARS_PER_TOKEN = 2
@@ -34,7 +37,12 @@ def estimate_tokens(text: str) -> int:
 
 
 def upper_bound_tokens(text: str) -> int:
-    return math.ceil(len(text) / UPPER_BOUND_CHARS_PER_TOKEN) + MESSAGE_OVERHEAD_TOKENS
+    """At least what any provider's tokenizer counts for `text` sent as one message."""
+    ascii_chars = sum(1 for char in text if char.isascii())
+    other_bytes = len(text.encode("utf-8", "surrogatepass")) - ascii_chars
+    return (
+        math.ceil(ascii_chars / UPPER_BOUND_CHARS_PER_TOKEN) + other_bytes + MESSAGE_OVERHEAD_TOKENS
+    )
 
 
 def cut_to_budget(text: str, token_budget: int) -> str:
@@ -49,16 +57,23 @@ def cut_to_budget(text: str, token_budget: int) -> str:
     return (cut[:boundary] if boundary > 0 else cut) + " …"
 
 
+def example_ranking(k: int) -> tuple[int, ...]:
+    """The ranking the text instruction shows as its example. Its length is never k, so a
+    complete answer cannot equal it, and an answer that does is an echo of the instructions."""
+    return (2, 4, 1, 3) if k == 3 else (2, 1, 3)
+
+
 def format_instruction(answer_format: AnswerFormat, k: int) -> str:
     if answer_format is AnswerFormat.JSON:
         return (
             f'Answer with JSON only, of the form {{"ranking": [...]}}: the numbers of all {k} '
             "passages, most relevant first, each number exactly once."
         )
+    example = " > ".join(f"[{n}]" for n in example_ranking(k))
     return (
         f"Answer with the ranking only: the numbers of all {k} passages in square brackets, "
-        'most relevant first, separated by " > ", for example [2] > [1] > [3]. '
-        "Use each number exactly once."
+        f'most relevant first, separated by " > ", in the form {example} (an example for '
+        f"{len(example_ranking(k))} passages). Use each number exactly once."
     )
 
 
@@ -69,7 +84,8 @@ def render_prompt(
     answer_format: AnswerFormat,
     passage_token_budget: int = DEFAULT_PASSAGE_TOKEN_BUDGET,
 ) -> str:
-    """Passages are numbered from 1 in the order given: that order is the presentation order."""
+    """Passages are numbered from 1 in the order given: that order is the presentation order.
+    An empty rubric is replaced by the default definition of relevance."""
     numbered = "\n".join(
         f"[{number}] {cut_to_budget(passage.text, passage_token_budget)}"
         for number, passage in enumerate(passages, start=1)
@@ -78,7 +94,7 @@ def render_prompt(
     return (
         f"You are a relevance judge. Rank the {k} passages below by how well each one "
         "satisfies the rubric for the query.\n\n"
-        f"Rubric: {rubric.strip()}\n\n"
+        f"Rubric: {rubric.strip() or DEFAULT_RUBRIC}\n\n"
         f"Query: {query.strip()}\n\n"
         f"Passages:\n{numbered}\n\n"
         f"Rank all {k} passages. {format_instruction(answer_format, k)}"

@@ -3,8 +3,13 @@
 Retried: 429 (waiting what Retry-After asks), 5xx, per-attempt timeouts and connection errors,
 with jittered exponential backoff in between. Never retried: other 4xx, and anything that could
 not finish before the request's deadline. Each attempt's timeout is
-min(provider timeout, time left to the deadline); the wait for a rate-limit slot is bounded by
-the deadline too.
+min(call timeout, time left to the deadline), the call timeout being the job's
+`timeout_seconds` or else the provider's; the wait for a rate-limit slot is bounded by the
+deadline too, and is not part of the attempt's time.
+
+The breaker (shared by every job) hears only of the provider's own failures: 5xx, connection
+errors, and timeouts at the provider's configured timeout. A timeout the caller shortened (a
+job's `timeout_seconds`, its deadline) or a wait for a slot is that call's business alone.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from dataclasses import dataclass
 from typing import TypeVar
 
 from tierank.server.judges.base import FailureKind
@@ -29,7 +35,7 @@ RETRYABLE = frozenset(
         FailureKind.RATE_LIMITED,
         FailureKind.SERVER_ERROR,
         FailureKind.TIMEOUT,
-        FailureKind.UNAVAILABLE,
+        FailureKind.CONNECTION_ERROR,
     }
 )
 # A 429 means "slow down", not "down": it is retried but does not trip the breaker.
@@ -37,13 +43,30 @@ TRIPS_BREAKER = RETRYABLE - {FailureKind.RATE_LIMITED}
 
 
 class CallError(Exception):
-    """A provider call that failed, classified. Adapters raise it from SDK exceptions."""
+    """A provider call that failed, classified. Adapters raise it from SDK exceptions.
+    `provider_fault` is False for a failure the caller's own settings caused."""
 
-    def __init__(self, kind: FailureKind, message: str, retry_after_s: float | None = None) -> None:
+    def __init__(
+        self,
+        kind: FailureKind,
+        message: str,
+        retry_after_s: float | None = None,
+        *,
+        provider_fault: bool = True,
+    ) -> None:
         super().__init__(message)
         self.kind = kind
         self.message = message
         self.retry_after_s = retry_after_s
+        self.provider_fault = provider_fault
+
+
+@dataclass
+class InFlightTime:
+    """Seconds the call's HTTP requests were in flight: the latency a judge is charged with,
+    excluding waits for a rate-limit or concurrency slot and backoff between attempts."""
+
+    seconds: float = 0.0
 
 
 def retry_after_seconds(
@@ -87,12 +110,17 @@ async def call_with_retries(
     slot: Callable[[], AbstractAsyncContextManager[None]],
     policy: RetryPolicy,
     timeout_s: float,
+    provider_timeout_s: float,
     deadline: float | None,
     breaker: CircuitBreaker,
     rng: random.Random,
+    in_flight: InFlightTime | None = None,
 ) -> T:
     """`send` performs one HTTP attempt and raises CallError on failure; the last CallError
-    propagates when no retry is left or allowed."""
+    propagates when no retry is left or allowed. `timeout_s` is this call's timeout per
+    attempt, `provider_timeout_s` the provider's own: only a timeout at least that long is
+    the provider's fault."""
+    in_flight = in_flight or InFlightTime()
     attempt = 0
     while True:
         attempt += 1
@@ -104,9 +132,9 @@ async def call_with_retries(
                 f"circuit open after repeated failures{cause}; retry in {wait:.1f}s",
             )
         try:
-            result = await _attempt(send, slot, timeout_s, deadline)
+            result = await _attempt(send, slot, timeout_s, provider_timeout_s, deadline, in_flight)
         except CallError as error:
-            if error.kind in TRIPS_BREAKER:
+            if error.kind in TRIPS_BREAKER and error.provider_fault:
                 breaker.record_failure(f"{error.kind}: {error.message}")
             delay = _retry_delay(error, attempt, policy, deadline, rng)
             if delay is None:
@@ -121,25 +149,38 @@ async def _attempt(
     send: Callable[[], Awaitable[T]],
     slot: Callable[[], AbstractAsyncContextManager[None]],
     timeout_s: float,
+    provider_timeout_s: float,
     deadline: float | None,
+    in_flight: InFlightTime,
 ) -> T:
     remaining = _remaining(deadline)
     if remaining <= 0:
-        raise CallError(FailureKind.TIMEOUT, "the request's deadline has passed")
+        raise CallError(
+            FailureKind.TIMEOUT, "the request's deadline has passed", provider_fault=False
+        )
     async with AsyncExitStack() as stack:
         try:
             async with asyncio.timeout(None if math.isinf(remaining) else remaining):
                 await stack.enter_async_context(slot())
         except TimeoutError:
             raise CallError(
-                FailureKind.TIMEOUT, "deadline passed while waiting for a rate-limit slot"
+                FailureKind.TIMEOUT,
+                "deadline passed while waiting for a rate-limit slot",
+                provider_fault=False,
             ) from None
         per_attempt = min(timeout_s, _remaining(deadline))
+        sent = time.monotonic()
         try:
             async with asyncio.timeout(per_attempt):
                 return await send()
         except TimeoutError:
-            raise CallError(FailureKind.TIMEOUT, f"no answer within {per_attempt:.3g}s") from None
+            raise CallError(
+                FailureKind.TIMEOUT,
+                f"no answer within {per_attempt:.3g}s",
+                provider_fault=per_attempt >= provider_timeout_s,
+            ) from None
+        finally:
+            in_flight.seconds += time.monotonic() - sent
 
 
 def _retry_delay(

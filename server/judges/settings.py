@@ -9,15 +9,22 @@ from __future__ import annotations
 import json
 import os
 import tomllib
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Iterable, Mapping
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Any, get_args, get_type_hints
 
 from tierank.server.judges.prices import DEFAULT_PRICES, Price, find_price
 
 PROVIDERS = ("openai", "anthropic", "gemini", "openai-compatible")
 CONFIG_PATH_ENV = "TIERANK_JUDGES_CONFIG"
+_SECTIONS = ("prices", "providers", "rate_limits")
+
+
+class JudgeSettingsError(ValueError):
+    """A judges config file that cannot be used; the message is one line naming the file and
+    what is wrong in it (the key, and the keys known there)."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,9 @@ class ProviderSettings:
     rate_limit: RateLimit | None = None
     retry: RetryPolicy = RetryPolicy()
     breaker: BreakerPolicy = BreakerPolicy()
+    # openai-compatible only: False never serves this endpoint's verdicts from the cache (for a
+    # server that reports nothing that changes with its weights).
+    cache_verdicts: bool = True
 
 
 @dataclass(frozen=True)
@@ -68,7 +78,7 @@ class JudgeSettings:
     prices: Mapping[str, Price] = field(default_factory=lambda: dict(DEFAULT_PRICES))
 
     def provider(self, name: str) -> ProviderSettings:
-        return self.providers.get(name, ProviderSettings())
+        return self.providers.get(name, provider_defaults(name))
 
     def rate_limit(self, provider: str, model: str) -> RateLimit | None:
         return self.rate_limits.get(f"{provider}/{model}", self.provider(provider).rate_limit)
@@ -84,8 +94,23 @@ class JudgeSettings:
         environment's credentials and base URLs, each overriding the one before."""
         environ = os.environ if environ is None else environ
         path = config_path or environ.get(CONFIG_PATH_ENV)
-        settings = from_mapping(read_config_file(Path(path))) if path else cls()
+        settings = cls()
+        if path:
+            try:
+                settings = from_mapping(read_config_file(Path(path)))
+            except ValueError as error:
+                raise JudgeSettingsError(f"judges config {path}: {error}") from None
         return apply_environment(settings, environ)
+
+
+# A server of one's own (llama.cpp, llama-cpp-python, a single-slot vLLM, Ollama) usually
+# answers one request at a time, slowly: concurrent requests would only queue there, each
+# eating its own timeout. So one request in flight, and a long timeout measured from sending.
+LOCAL_SERVER_DEFAULTS = ProviderSettings(max_concurrency=1, timeout_s=600.0)
+
+
+def provider_defaults(name: str) -> ProviderSettings:
+    return LOCAL_SERVER_DEFAULTS if name == "openai-compatible" else ProviderSettings()
 
 
 # Environment variables, in order of preference, for each provider's key and base URL.
@@ -118,51 +143,104 @@ def apply_environment(settings: JudgeSettings, environ: Mapping[str, str]) -> Ju
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
-    """A `.toml` file, or JSON for any other suffix."""
-    text = path.read_text(encoding="utf-8")
-    return tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    """A `.toml` file, or JSON for any other suffix; errors as one line, without the path."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ValueError("no such file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValueError(f"cannot be read ({error.__class__.__name__.lower()})") from None
+    try:
+        data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ValueError(f"not valid TOML: {_one_line(error)}") from None
+    except json.JSONDecodeError as error:
+        raise ValueError(f"not valid JSON: {_one_line(error)}") from None
+    return _table(data, "the file")
 
 
-def _build(cls: type, data: Mapping[str, Any], where: str) -> Any:
-    """A flat dataclass from a mapping, refusing unknown keys so that typos are loud."""
-    known = {f.name for f in fields(cls)}
-    unknown = set(data) - known
+def _one_line(error: Exception) -> str:
+    return " ".join(str(error).split())
+
+
+def _table(value: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{where} must be a table, not {type(value).__name__}")
+    return value
+
+
+def _check_keys(data: Mapping[str, Any], known: Iterable[str], where: str) -> None:
+    names = sorted(known)
+    unknown = sorted(set(data) - set(names))
     if unknown:
-        raise ValueError(f"{where}: unknown keys {sorted(unknown)}; known: {sorted(known)}")
-    return cls(**data)
+        name = f"{where}.{unknown[0]}" if where else unknown[0]
+        raise ValueError(f"unknown key {name!r}; known keys there: {', '.join(names)}")
 
 
-def _provider_settings(data: Mapping[str, Any], where: str) -> ProviderSettings:
+def _build(cls: type, data: Any, where: str, base: Any = None) -> Any:
+    """A flat dataclass from a mapping, refusing unknown keys so that typos are loud, and
+    values of the wrong type so that they fail here rather than in the first job."""
+    data = _table(data, where)
+    _check_keys(data, (f.name for f in fields(cls)), where)
+    hints = get_type_hints(cls)
+    for key, value in data.items():
+        if not _accepts(hints[key], value):
+            raise ValueError(f"{where}.{key} must be {_type_name(hints[key])}, not {value!r:.40}")
+    missing = [f.name for f in fields(cls) if f.default is MISSING and f.name not in data]
+    if base is None and missing:
+        raise ValueError(f"{where} needs {', '.join(missing)}")
+    return replace(base, **data) if base is not None else cls(**data)
+
+
+def _options(hint: Any) -> tuple[Any, ...]:
+    return get_args(hint) if isinstance(hint, UnionType) else (hint,)
+
+
+def _accepts(hint: Any, value: Any) -> bool:
+    return any(_accepts_one(option, value) for option in _options(hint))
+
+
+def _accepts_one(option: Any, value: Any) -> bool:
+    if value is None or isinstance(value, bool):
+        return option is type(value)
+    if option is float:
+        return isinstance(value, int | float)
+    return isinstance(value, option) if option in (int, str) or is_dataclass(option) else False
+
+
+def _type_name(hint: Any) -> str:
+    names = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
+    wanted = [names.get(o, "a table") for o in _options(hint) if o is not type(None)]
+    return " or ".join(wanted)
+
+
+def _provider_settings(name: str, data: Any) -> ProviderSettings:
+    where = f"providers.{name}"
     nested = {
         "rate_limit": lambda v: _build(RateLimit, v, f"{where}.rate_limit"),
         "retry": lambda v: _build(RetryPolicy, v, f"{where}.retry"),
         "breaker": lambda v: _build(BreakerPolicy, v, f"{where}.breaker"),
     }
+    data = _table(data, where)
     flat = {key: nested[key](value) if key in nested else value for key, value in data.items()}
-    return _build(ProviderSettings, flat, where)
+    return _build(ProviderSettings, flat, where, base=provider_defaults(name))
 
 
 def from_mapping(data: Mapping[str, Any]) -> JudgeSettings:
     """Settings from a parsed config file (layout in PROVIDERS.md)."""
-    unknown = set(data) - {"providers", "rate_limits", "prices"}
-    if unknown:
-        raise ValueError(f"judge config: unknown sections {sorted(unknown)}")
-    providers = {
-        name: _provider_settings(value, f"providers.{name}")
-        for name, value in data.get("providers", {}).items()
-    }
-    unknown_providers = set(providers) - set(PROVIDERS)
-    if unknown_providers:
-        raise ValueError(f"judge config: unknown providers {sorted(unknown_providers)}")
+    _check_keys(data, _SECTIONS, "")
+    providers_data = _table(data.get("providers", {}), "providers")
+    _check_keys(providers_data, PROVIDERS, "providers")
+    providers = {name: _provider_settings(name, value) for name, value in providers_data.items()}
     rate_limits = {
         key: _build(RateLimit, value, f"rate_limits.{key}")
-        for key, value in data.get("rate_limits", {}).items()
+        for key, value in _table(data.get("rate_limits", {}), "rate_limits").items()
     }
     prices = dict(DEFAULT_PRICES)
     prices.update(
         {
             key: _build(Price, value, f"prices.{key}")
-            for key, value in data.get("prices", {}).items()
+            for key, value in _table(data.get("prices", {}), "prices").items()
         }
     )
     return JudgeSettings(providers=providers, rate_limits=rate_limits, prices=prices)

@@ -12,12 +12,20 @@ Each flavor answers from its own script, a queue of steps (Answer, HttpError, Ha
 back to a responder function when the queue is empty (or to HTTP 500 when it has none). Every
 request is recorded with its arrival time so tests can count HTTP requests (the SDKs' own
 retries must be off) and read the prompt that was sent.
+
+The OpenAI-compatible flavor can also behave like a local server (`LocalServer`), as
+llama-cpp-python's does: one completion at a time (the rest wait in the server's queue), HTTP
+500 naming `json_schema` for a `response_format` it does not support, the request's model name
+echoed in answers, and `GET /v1/models` listing the weights it serves.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import math
+import re
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -67,7 +75,38 @@ class Hang:
     then: Answer | HttpError | None = None
 
 
-Step = Answer | HttpError | Hang
+@dataclass(frozen=True)
+class Drop:
+    """Closes the connection without an answer, as a server that crashed mid-request."""
+
+
+Step = Answer | HttpError | Hang | Drop
+
+
+@dataclass
+class LocalServer:
+    """How the OpenAI-compatible flavor behaves when it plays a local model server.
+
+    `models`: the entries of `GET /compat/v1/models` (None: 404, as a server without it);
+    `refused_formats`: response_format types answered with HTTP 500 naming them, as
+    llama-cpp-python answers `json_schema`; `one_at_a_time`: completions are served one after
+    another, in arrival order, as llama.cpp with one slot serves them.
+    """
+
+    models: list[dict[str, Any]] | None = None
+    # An HTTP status `GET /compat/v1/models` answers with instead of the list (a busy server).
+    models_error: int | None = None
+    refused_formats: frozenset[str] = frozenset({"json_schema"})
+    one_at_a_time: bool = True
+    # Arrival and finish times of each completion, for measuring queueing.
+    served: list[tuple[float, float]] = field(default_factory=list)
+
+
+def llama_cpp_python(model_path: str = "/models/qwen2.5-0.5b-instruct-q4_k_m.gguf") -> LocalServer:
+    """llama-cpp-python's server: its one model listed under its path, owned by "me"."""
+    return LocalServer(
+        models=[{"id": model_path, "object": "model", "owned_by": "me", "permissions": []}]
+    )
 
 
 @dataclass(frozen=True)
@@ -114,6 +153,9 @@ class FakeLLMServer:
         self._stopping = asyncio.Event()
         self._runner: web.AppRunner | None = None
         self.url = ""
+        self.local: LocalServer | None = None
+        self._one_at_a_time = asyncio.Lock()
+        self.model_listings = 0
 
     # -- scripting ------------------------------------------------------------------------------
 
@@ -141,6 +183,7 @@ class FakeLLMServer:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._handler("openai"))
         app.router.add_post("/compat/v1/chat/completions", self._handler("openai-compatible"))
+        app.router.add_get("/compat/v1/models", self._list_models)
         app.router.add_post("/v1/messages", self._handler("anthropic"))
         # google-genai calls v1 by default (older releases and GOOGLE_GENAI_API_VERSION: v1beta).
         for version in ("v1", "v1beta"):
@@ -179,9 +222,43 @@ class FakeLLMServer:
                 at=time.monotonic(),
             )
             self._requests[flavor].append(recorded)
-            return await self._play(flavor, self._next_step(flavor, recorded), recorded)
+            if flavor == "openai-compatible" and self.local is not None:
+                return await self._serve_locally(self.local, recorded)
+            step = self._next_step(flavor, recorded)
+            if isinstance(step, Drop):
+                assert request.transport is not None
+                request.transport.close()
+                return web.Response()
+            return await self._play(flavor, step, recorded)
 
         return handle
+
+    async def _serve_locally(self, local: LocalServer, recorded: Recorded) -> web.StreamResponse:
+        response_format = (recorded.body.get("response_format") or {}).get("type")
+        if response_format in local.refused_formats:
+            # llama-cpp-python's answer to a response_format it does not know.
+            message = f"Unsupported response_format type: '{response_format}'"
+            return web.json_response(
+                {"error": {"message": message, "type": "internal_server_error"}}, status=500
+            )
+        if not local.one_at_a_time:
+            return await self._play(
+                "openai-compatible", self._next_step("openai-compatible", recorded), recorded
+            )
+        async with self._one_at_a_time:
+            started = time.monotonic()
+            step = self._next_step("openai-compatible", recorded)
+            response = await self._play("openai-compatible", step, recorded)
+            local.served.append((started, time.monotonic()))
+            return response
+
+    async def _list_models(self, request: web.Request) -> web.StreamResponse:
+        self.model_listings += 1
+        if self.local is not None and self.local.models_error is not None:
+            return web.json_response({"error": "busy"}, status=self.local.models_error)
+        if self.local is None or self.local.models is None:
+            return web.json_response({"detail": "Not Found"}, status=404)
+        return web.json_response({"object": "list", "data": self.local.models})
 
     def _next_step(self, flavor: str, recorded: Recorded) -> Step:
         if self._scripts[flavor]:
@@ -322,3 +399,21 @@ def settings_for(server: FakeLLMServer, **provider_overrides: Any) -> JudgeSetti
         for flavor in FLAVORS
     }
     return JudgeSettings(providers=providers)
+
+
+# -- a responder that ranks ----------------------------------------------------------------------
+
+_PASSAGE_LINE = re.compile(r"^\[(\d+)\] .*?\bscore (\d+)\b", re.MULTILINE)
+
+
+def rank_by_score(request: Recorded) -> Answer:
+    """Ranks the prompt's passages by the `score N` written in each one's text, in the answer
+    form the prompt asks for. Usage is the messages at 4 characters per token."""
+    shown = [(int(number), int(score)) for number, score in _PASSAGE_LINE.findall(request.prompt)]
+    numbers = [number for number, _ in sorted(shown, key=lambda shown: -shown[1])]
+    if "Answer with JSON only" in request.prompt:
+        text = json.dumps({"ranking": numbers})
+    else:
+        text = " > ".join(f"[{n}]" for n in numbers)
+    input_tokens = sum(math.ceil(len(text) / 4) for _, text in request.messages)
+    return Answer(text, input_tokens=input_tokens, output_tokens=math.ceil(len(text) / 4))

@@ -32,6 +32,8 @@ PASSAGES = tuple(
     for n, word in enumerate(["first", "second", "third", "fourth"], start=1)
 )
 
+POOL = PoolContext(query="q", rubric="r", passages=PASSAGES)
+
 MakeJudge = Callable[..., Judge]
 
 
@@ -87,15 +89,29 @@ async def test_correct_answer_gives_the_ordering_from_one_request(
 
 
 @flavors
-async def test_missing_and_duplicated_indices_give_a_partial_ordering(
+async def test_missing_and_out_of_range_indices_give_a_partial_ordering(
     flavor: str, fake_llm: FakeLLMServer, make_judge: MakeJudge
 ) -> None:
-    fake_llm.script(flavor, Answer(ranking(flavor, [4, 2, 4, 9])))
+    fake_llm.script(flavor, Answer(ranking(flavor, [4, 2, 9])))
     reply = await make_judge(flavor).judge(batch())
 
     assert reply.failure is None
     assert reply.ordering == ("doc-4", "doc-2")
     assert len(fake_llm.requests(flavor)) == 1
+
+
+@flavors
+async def test_an_index_named_in_two_places_is_asked_again_not_guessed(
+    flavor: str, fake_llm: FakeLLMServer, make_judge: MakeJudge
+) -> None:
+    fake_llm.script(
+        flavor, Answer(ranking(flavor, [4, 2, 4, 1])), Answer(ranking(flavor, [4, 2, 1, 3]))
+    )
+    reply = await make_judge(flavor).judge(batch())
+
+    assert reply.ordering == ("doc-4", "doc-2", "doc-1", "doc-3")
+    _, follow_up = fake_llm.requests(flavor)
+    assert "names 4 twice" in follow_up.messages[2][1]
 
 
 @flavors
@@ -227,12 +243,15 @@ async def test_client_errors_are_not_retried(
 
 @flavors
 async def test_a_hang_past_the_timeout_fails_as_timeout_in_bounded_time(
-    flavor: str, fake_llm: FakeLLMServer, make_judge: MakeJudge
+    flavor: str, fake_llm: FakeLLMServer
 ) -> None:
     fake_llm.script(flavor, Hang(30), Hang(30), Hang(30))
+    factory = JudgeFactory(settings_for(fake_llm, timeout_s=0.2))
+    judge = factory.build(JudgeConfig(provider=flavor, model=MODELS[flavor]), POOL)
     started = time.monotonic()
-    reply = await make_judge(flavor, timeout_s=0.2).judge(batch())
+    reply = await judge.judge(batch())
     elapsed = time.monotonic() - started
+    await factory.aclose()
 
     assert reply.failure is not None
     assert reply.failure.kind is FailureKind.TIMEOUT

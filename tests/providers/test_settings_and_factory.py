@@ -11,7 +11,7 @@ from tierank.server.judges.base import JudgeConfig, Passage, PoolContext
 from tierank.server.judges.prices import DEFAULT_PRICES
 from tierank.server.judges.prompt import TEMPLATE_VERSION
 from tierank.server.judges.registry import JudgeFactory
-from tierank.server.judges.settings import JudgeSettings, RateLimit
+from tierank.server.judges.settings import JudgeSettings, JudgeSettingsError, RateLimit
 
 POOL = PoolContext("q", "r", (Passage("a", "alpha"), Passage("b", "beta")))
 ENV = {
@@ -106,7 +106,7 @@ async def test_factory_builds_every_provider_and_refuses_bad_specs() -> None:
     ]:
         judge = factory.build(JudgeConfig(provider, model), POOL)
         assert judge.name == f"{provider}/{model}"
-    with pytest.raises(ValueError, match="unknown options"):
+    with pytest.raises(ValueError, match="unknown option"):
         factory.build(JudgeConfig("openai", "gpt-4.1", options={"temprature": "0"}), POOL)
     with pytest.raises(ValueError, match="model"):
         factory.build(JudgeConfig("anthropic"), POOL)
@@ -143,3 +143,57 @@ async def test_cache_identity_is_stable_and_covers_every_parameter() -> None:
     # The name and weight are bookkeeping: they do not change a verdict.
     assert identity(temperature=0.0, name="judge-a", weight=2.0) == base
     await factory.aclose()
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "expected"),
+    [
+        (
+            "judges.toml",
+            "[providers.openai]\nmax_concurency = 3\n",
+            ["'providers.openai.max_concurency'", "max_concurrency", "timeout_s"],
+        ),
+        (
+            "judges.toml",
+            "[providers.openai]\nretry = { attempts = 3 }\n",
+            ["'providers.openai.retry.attempts'", "max_attempts"],
+        ),
+        ("judges.toml", "[providers.opneai]\n", ["'providers.opneai'", "openai-compatible"]),
+        ("judges.toml", "[limits]\n", ["'limits'", "prices, providers, rate_limits"]),
+        ("judges.toml", "[providers.openai\ntimeout_s = 3\n", ["not valid TOML", "line 1"]),
+        ("judges.json", '{"providers": {"openai": ', ["not valid JSON"]),
+        ("judges.json", '{"providers": {"openai": 3}}', ["providers.openai must be a table"]),
+        (
+            "judges.toml",
+            '[providers.openai]\ntimeout_s = "60"\n',
+            ["providers.openai.timeout_s must be a number, not '60'"],
+        ),
+        ("missing.toml", None, ["no such file"]),
+    ],
+)
+def test_a_bad_config_file_is_one_line_naming_the_file_and_the_key(
+    tmp_path: Path, name: str, content: str | None, expected: list[str]
+) -> None:
+    path = tmp_path / name
+    if content is not None:
+        path.write_text(content, encoding="utf-8")
+    with pytest.raises(JudgeSettingsError) as refused:
+        JudgeSettings.load(environ={}, config_path=path)
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith(f"judges config {path}: ")
+    for fragment in expected:
+        assert fragment in message, message
+    assert isinstance(refused.value, ValueError)
+
+
+def test_openai_compatible_defaults_suit_a_local_server(tmp_path: Path) -> None:
+    """One request in flight and a long timeout, unless configured; other keys keep them."""
+    path = tmp_path / "judges.toml"
+    path.write_text('[providers."openai-compatible"]\nbase_url = "http://x/v1"\n', "utf-8")
+    for settings in (JudgeSettings(), JudgeSettings.load(environ={}, config_path=path)):
+        local = settings.provider("openai-compatible")
+        assert (local.max_concurrency, local.timeout_s) == (1, 600.0)
+        assert settings.provider("openai").max_concurrency == 16
+    path.write_text('[providers."openai-compatible"]\nmax_concurrency = 4\n', "utf-8")
+    configured = JudgeSettings.load(environ={}, config_path=path).provider("openai-compatible")
+    assert configured.max_concurrency == 4

@@ -20,24 +20,34 @@ def batch(call_id: str = "c") -> BatchRequest:
     return BatchRequest(call_id=call_id, query="q", rubric="r", passages=PASSAGES)
 
 
-async def test_breaker_opens_for_the_failing_provider_only(fake_llm: FakeLLMServer) -> None:
+async def test_breaker_opens_for_the_failing_model_only(fake_llm: FakeLLMServer) -> None:
     settings = settings_for(fake_llm, breaker=BreakerPolicy(failure_threshold=3, cooldown_s=60))
     factory = JudgeFactory(settings)
     openai_judge = factory.build(JudgeConfig("openai", "gpt-4.1"), POOL)
     anthropic_judge = factory.build(JudgeConfig("anthropic", "claude-haiku-4-5"), POOL)
-    fake_llm.respond_with("openai", lambda request: HttpError(500))
+    fake_llm.respond_with(
+        "openai",
+        lambda request: (
+            HttpError(500) if request.body["model"] == "gpt-4.1" else Answer('{"ranking": [2, 1]}')
+        ),
+    )
     fake_llm.respond_with("anthropic", lambda request: Answer("[2] > [1]"))
 
     first = await openai_judge.judge(batch())  # 3 attempts, 3 failures: the breaker opens
     assert first.failure is not None and first.failure.kind is FailureKind.SERVER_ERROR
     assert len(fake_llm.requests("openai")) == 3
 
+    # Another job's judge on the same model is refused at once, without a request ...
     started = time.monotonic()
-    blocked = await factory.build(JudgeConfig("openai", "gpt-4.1-mini"), POOL).judge(batch())
+    blocked = await factory.build(JudgeConfig("openai", "gpt-4.1"), POOL).judge(batch())
     assert blocked.failure is not None and blocked.failure.kind is FailureKind.UNAVAILABLE
+    assert "HTTP 500" in blocked.failure.message
     assert time.monotonic() - started < 0.5
-    assert len(fake_llm.requests("openai")) == 3  # no request reached the provider
+    assert len(fake_llm.requests("openai")) == 3
 
+    # ... while the provider's other models and other providers still answer.
+    other_model = await factory.build(JudgeConfig("openai", "gpt-4.1-mini"), POOL).judge(batch())
+    assert other_model.ordering == ("b", "a")
     other = await anthropic_judge.judge(batch())
     assert other.ordering == ("b", "a")
     await factory.aclose()

@@ -1,0 +1,59 @@
+"""Job specs over passages with a hidden score (read by fakes.rank_by_score), and reading what
+a real server answered: events, stats, field violations."""
+
+from __future__ import annotations
+
+import grpc
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+
+from tierank.v1 import rank_pb2, rank_pb2_grpc
+
+
+def scored_spec(
+    n: int, judges: list[rank_pb2.JudgeSpec], query: str = "which passage scores highest", **fields
+) -> rank_pb2.JobSpec:
+    """n candidates; c000 has the highest score, so best first is c000, c001, ..."""
+    candidates = [
+        rank_pb2.Candidate(id=f"c{i:03d}", text=f"passage c{i:03d} has score {n - i}.")
+        for i in range(n)
+    ]
+    return rank_pb2.JobSpec(query=query, candidates=candidates, judges=judges, **fields)
+
+
+def llm_judge(provider: str, model: str = "any-name", **parameters) -> rank_pb2.JudgeSpec:
+    return rank_pb2.JudgeSpec(
+        provider=provider, model=model, parameters=rank_pb2.JudgeParameters(**parameters)
+    )
+
+
+async def run_job(
+    stub: rank_pb2_grpc.RankServiceStub, spec: rank_pb2.JobSpec
+) -> list[rank_pb2.JobEvent]:
+    return [event async for event in stub.Rank(rank_pb2.RankRequest(spec=spec), timeout=60)]
+
+
+def completed(events: list[rank_pb2.JobEvent]) -> rank_pb2.JobCompleted:
+    assert events and events[-1].HasField("completed"), events[-1:]
+    return events[-1].completed
+
+
+def verdicts(events: list[rank_pb2.JobEvent]) -> list[rank_pb2.VerdictReceived]:
+    return [event.verdict for event in events if event.HasField("verdict")]
+
+
+def judge_stats(done: rank_pb2.JobCompleted, name: str) -> rank_pb2.JudgeStats:
+    (stats,) = [judge for judge in done.stats.judges if judge.judge == name]
+    return stats
+
+
+def field_violations(error: grpc.aio.AioRpcError) -> dict[str, str]:
+    status = rpc_status.from_call(error)
+    assert status is not None, "the error carries a google.rpc.Status"
+    found = {}
+    for detail in status.details:
+        if detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            bad_request = error_details_pb2.BadRequest()
+            detail.Unpack(bad_request)
+            found.update({v.field: v.description for v in bad_request.field_violations})
+    return found

@@ -1,0 +1,89 @@
+"""What a provider sends back is bounded, and what it bills never exceeds the reservation
+(issue 13, items 35 and 38)."""
+
+from __future__ import annotations
+
+import math
+
+from conftest import StartServer
+from fakes import FLAVORS, Answer, FakeLLMServer, Recorded, rank_by_score, settings_for
+from job_helpers import completed, llm_judge, run_job, verdicts
+
+from tierank.server.judges.base import BatchRequest, FailureKind, JudgeConfig, Passage, PoolContext
+from tierank.server.judges.llm import MAX_ANSWER_CHARS
+from tierank.server.judges.registry import JudgeFactory
+from tierank.v1 import rank_pb2
+
+MODELS = {
+    "openai": "gpt-4.1-mini",
+    "openai-compatible": "llama3.1:8b",
+    "anthropic": "claude-haiku-4-5",
+    "gemini": "gemini-2.5-flash",
+}
+PASSAGES = tuple(Passage(f"d{n}", f"passage {n}") for n in range(1, 4))
+
+
+async def test_a_multi_mib_answer_is_cut_and_marked_not_stored_whole(
+    fake_llm: FakeLLMServer,
+) -> None:
+    factory = JudgeFactory(settings_for(fake_llm))
+    pool = PoolContext("q", "r", PASSAGES)
+    request = BatchRequest(call_id="c", query="q", rubric="r", passages=PASSAGES)
+    huge = 4 * 1024 * 1024
+    for flavor in FLAVORS:
+        # A usable ranking at the start survives the cut; pure garbage fails as truncated.
+        fake_llm.script(
+            flavor, Answer("[3] > [1] > [2] " + "x" * huge), Answer("y" * huge, output_tokens=9)
+        )
+        judge = factory.build(JudgeConfig(flavor, MODELS[flavor], options={"format": "text"}), pool)
+        kept = await judge.judge(request)
+        lost = await judge.judge(request)
+
+        assert kept.failure is None and kept.ordering == ("d3", "d1", "d2"), flavor
+        assert len(kept.raw_text) < MAX_ANSWER_CHARS + 200
+        assert f"answer cut: {huge + 16} characters" in kept.raw_text
+        assert lost.failure is not None and lost.failure.kind is FailureKind.TRUNCATED, flavor
+        assert f"answer of {huge} characters cut at {MAX_ANSWER_CHARS}" in lost.failure.message
+        assert len(lost.raw_text) < MAX_ANSWER_CHARS + 200
+        assert lost.usage.output_tokens == 9  # the cut answer was still paid for
+        # No corrective follow-up: it would send the garbage back.
+        assert len(fake_llm.requests(flavor)) == 2
+    await factory.aclose()
+
+
+def _openai_usage_for_emoji(request: Recorded) -> Answer:
+    """Counts tokens as OpenAI's tokenizer does for this text at worst: 3 per emoji, 1 per
+    4 ASCII characters, plus message framing."""
+    answer = rank_by_score(request)
+    tokens = 0
+    for _, text in request.messages:
+        ascii_chars = sum(char.isascii() for char in text)
+        tokens += 3 * (len(text) - ascii_chars) + math.ceil(ascii_chars / 4) + 4
+    return Answer(answer.text, input_tokens=tokens, output_tokens=answer.output_tokens)
+
+
+async def test_the_input_token_budget_holds_for_emoji_passages(
+    fake_llm: FakeLLMServer, judged_server: StartServer
+) -> None:
+    fake_llm.respond_with("openai", _openai_usage_for_emoji)
+    stub = await judged_server()
+    n, budget = 40, 25_000
+    candidates = [
+        rank_pb2.Candidate(id=f"c{i:03d}", text=f"score {n - i} " + "🎉😀🚀🌊" * 60)
+        for i in range(n)
+    ]
+    spec = rank_pb2.JobSpec(
+        query="which passage scores highest",
+        candidates=candidates,
+        judges=[llm_judge("openai")],
+        batch_size=10,
+        budget=rank_pb2.Budget(max_input_tokens=budget),
+    )
+    events = await run_job(stub, spec)
+
+    done = completed(events)
+    spent = sum(v.usage.input_tokens for v in verdicts(events))
+    assert spent == done.stats.input_tokens > 0
+    # Each call reports ~7,300 tokens (3 per emoji): a few calls fit, never one too many.
+    assert spent <= budget, (spent, budget)
+    assert done.reason == rank_pb2.COMPLETION_REASON_BUDGET_EXHAUSTED
