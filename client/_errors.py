@@ -61,8 +61,39 @@ class TierankError(Exception):
         return "\n".join(lines)
 
 
-def error_from_rpc(error: grpc.RpcError) -> TierankError:
-    """Decode a failed call (sync `grpc.RpcError` or `grpc.aio.AioRpcError`)."""
+# How gRPC core words "there is no server there" (refused, no route, unknown host).
+_CONNECT_FAILURES = (
+    "failed to connect to all addresses",
+    "DNS resolution failed",
+    "errors resolving",
+)
+
+
+def cannot_reach(target: str, error: TierankError) -> TierankError:
+    """The error for a server never reached: one line naming the address and the cause."""
+    cause = error.message.rsplit(": ", 1)[-1].strip(" ]") if error.message else ""
+    return TierankError(
+        grpc.StatusCode.UNAVAILABLE, f"cannot reach {target}" + (f" ({cause})" if cause else "")
+    )
+
+
+def is_connect_failure(error: TierankError) -> bool:
+    """The call never reached a server (as opposed to a server that answered UNAVAILABLE)."""
+    return error.code == grpc.StatusCode.UNAVAILABLE and any(
+        phrase in error.message for phrase in _CONNECT_FAILURES
+    )
+
+
+def error_from_rpc(error: grpc.RpcError, target: str = "") -> TierankError:
+    """Decode a failed call (sync `grpc.RpcError` or `grpc.aio.AioRpcError`).
+
+    With the call's `target`, a call that never reached a server becomes `cannot_reach`.
+    """
+    decoded = _decode(error)
+    return cannot_reach(target, decoded) if target and is_connect_failure(decoded) else decoded
+
+
+def _decode(error: grpc.RpcError) -> TierankError:
     code = error.code() if callable(getattr(error, "code", None)) else grpc.StatusCode.UNKNOWN
     message = error.details() if callable(getattr(error, "details", None)) else str(error)
     violations: list[FieldViolation] = []

@@ -12,6 +12,11 @@ def job_name(name_or_id: str) -> str:
     return name_or_id if name_or_id.startswith(JOB_NAME_PREFIX) else JOB_NAME_PREFIX + name_or_id
 
 
+def job_view(full: bool) -> int:
+    """The AIP-157 view to ask for: BASIC leaves out candidate texts and metadata."""
+    return rank_pb2.JOB_VIEW_FULL if full else rank_pb2.JOB_VIEW_BASIC
+
+
 def verdict_name(job: str, call_id: str) -> str:
     """The verdict resource name: "jobs/abc/verdicts/b0.j1"."""
     return f"{job_name(job)}/verdicts/{call_id}"
@@ -40,6 +45,14 @@ def state_name(state: int) -> str:
 def reason_name(reason: int) -> str:
     """ "settled" for COMPLETION_REASON_SETTLED."""
     return rank_pb2.CompletionReason.Name(reason).removeprefix("COMPLETION_REASON_").lower()
+
+
+def status_text(state: int, reason: int) -> str:
+    """ "succeeded (settled)", "running", "cancelled" (not "cancelled (cancelled)")."""
+    text = state_name(state)
+    if reason and reason_name(reason) != text:
+        text += f" ({reason_name(reason)})"
+    return text
 
 
 STATE_NAMES = tuple(

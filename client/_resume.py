@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import grpc
 
-from tierank.client._errors import TierankError
+from tierank.client._errors import TierankError, cannot_reach, is_connect_failure
 from tierank.v1 import rank_pb2
 
 TERMINAL_EVENT_KINDS = frozenset({"completed", "failed"})
@@ -70,25 +70,42 @@ class EventCursor:
 
 
 class Attempts:
-    """Counts consecutive failed connections and decides whether to try again."""
+    """Counts consecutive failed connections and decides whether to try again.
 
-    def __init__(self, policy: ReconnectPolicy, hook: ReconnectHook | None) -> None:
+    While every attempt failed to connect and none ever delivered anything, the server was
+    never reached: retries stay silent (it may still be starting) and giving up says "cannot
+    reach HOST:PORT", once. Only a connection that existed can be "lost", so only then is the
+    reconnect hook told.
+    """
+
+    def __init__(self, target: str, policy: ReconnectPolicy, hook: ReconnectHook | None) -> None:
+        self._target = target
         self._policy = policy
         self._hook = hook
         self._failures = 0
+        self._reached = False
 
     def progressed(self) -> None:
         self._failures = 0
+        self._reached = True
+
+    def answered(self) -> None:
+        """A call ended with the server's answer, even with no event: it was reached."""
+        self._reached = True
 
     def next_delay(self, error: TierankError, deadline: Deadline) -> float:
-        """Seconds to wait before reconnecting, or re-raise `error` when it is time to give up."""
+        """Seconds to wait before reconnecting, or raise when it is time to give up."""
         self._failures += 1
-        if error.code not in RECONNECTABLE_CODES or self._failures > self._policy.max_attempts:
+        if error.code not in RECONNECTABLE_CODES:
             raise error
         delay = self._policy.backoff(self._failures)
-        if deadline.remaining() is not None and deadline.remaining() <= delay:
-            raise error
-        if self._hook is not None:
+        remaining = deadline.remaining()
+        never_connected = not self._reached and is_connect_failure(error)
+        if self._failures > self._policy.max_attempts or (
+            remaining is not None and remaining <= delay
+        ):
+            raise cannot_reach(self._target, error) if never_connected else error
+        if self._hook is not None and not never_connected:
             self._hook(self._failures, error)
         return delay
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from tierank.server.judges.base import default_judge_name
@@ -11,6 +11,19 @@ from tierank.v1 import rank_pb2
 ENSEMBLE_MODES = {
     "all": rank_pb2.ENSEMBLE_MODE_ALL,
     "adaptive": rank_pb2.ENSEMBLE_MODE_ADAPTIVE,
+}
+
+JUDGE_SYNTAX = "PROVIDER[:MODEL][?KEY=VALUE&...]"
+_BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+# How `parse_judge` reads each known key, and what it expects; any other key is an option.
+_JUDGE_KEYS: dict[str, tuple[Callable[[str], Any], str]] = {
+    "weight": (float, "a number"),
+    "name": (str, "a name"),
+    "temperature": (float, "a number"),
+    "max_output_tokens": (int, "an integer"),
+    "reasoning": (lambda text: _BOOLEANS[text.lower()], "true or false"),
+    "timeout_seconds": (float, "a number"),
+    "passage_token_budget": (int, "an integer"),
 }
 
 # Keys accepted for a candidate's id and text: tierank's own, then the Pyserini/MS MARCO names.
@@ -28,6 +41,7 @@ def judge(
     max_output_tokens: int | None = None,
     reasoning: bool | None = None,
     timeout_seconds: float | None = None,
+    passage_token_budget: int | None = None,
 ) -> rank_pb2.JudgeSpec:
     """A judge from "provider" or "provider:model" (the model may itself contain colons)."""
     provider, _, model = spec.partition(":")
@@ -39,12 +53,43 @@ def judge(
         ("max_output_tokens", max_output_tokens),
         ("reasoning", reasoning),
         ("timeout_seconds", timeout_seconds),
+        ("passage_token_budget", passage_token_budget),
     ):
         if value is not None:
             setattr(parameters, field_name, value)
     return rank_pb2.JudgeSpec(
         provider=provider, model=model, weight=weight, name=name, parameters=parameters
     )
+
+
+def parse_judge(text: str) -> rank_pb2.JudgeSpec:
+    """A judge from one string, as `tierank rank --judge` takes it: PROVIDER[:MODEL] and, after
+    a `?`, `&`-separated KEY=VALUE pairs, e.g. "openai-compatible:qwen?temperature=0&weight=2".
+
+    The keys weight, name, temperature, max_output_tokens, reasoning (true/false),
+    timeout_seconds and passage_token_budget set those fields; any other key is a provider
+    option (`parameters.options`). Raises ValueError naming the offending key.
+    """
+    spec, _, query = text.partition("?")
+    if not spec.partition(":")[0]:
+        raise ValueError(f"judge {text!r} has no provider; expected {JUDGE_SYNTAX}")
+    fields: dict[str, Any] = {}
+    options: dict[str, str] = {}
+    for pair in query.split("&") if query else ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"judge {text!r}: expected KEY=VALUE after '?', got {pair!r}")
+        if key in fields or key in options:
+            raise ValueError(f"judge {text!r}: key {key!r} given twice")
+        if key not in _JUDGE_KEYS:
+            options[key] = value
+            continue
+        convert, expected = _JUDGE_KEYS[key]
+        try:
+            fields[key] = convert(value)
+        except (ValueError, KeyError):
+            raise ValueError(f"judge {text!r}: {key} must be {expected}, not {value!r}") from None
+    return judge(spec, options=options, **fields)
 
 
 def sampled(judges: Iterable[rank_pb2.JudgeSpec], samples: int) -> list[rank_pb2.JudgeSpec]:
@@ -108,7 +153,9 @@ def job_spec(
 ) -> rank_pb2.JobSpec:
     """A complete job spec. Unset optional fields keep the server's defaults.
 
-    `samples_per_judge` > 1 lists every judge that many times (see `sampled`).
+    A judge given as a string is read by `parse_judge` ("oracle", "openai:gpt-4.1-mini",
+    "openai-compatible:qwen?temperature=0"). `samples_per_judge` > 1 lists every judge that
+    many times (see `sampled`).
 
     Validation is the server's job (it answers INVALID_ARGUMENT with field violations); only
     what cannot be expressed on the wire at all (an unknown ensemble name, fewer than one
@@ -127,7 +174,7 @@ def job_spec(
         ],
         rubric=rubric,
         judges=sampled(
-            [j if isinstance(j, rank_pb2.JudgeSpec) else judge(j) for j in judges],
+            [j if isinstance(j, rank_pb2.JudgeSpec) else parse_judge(j) for j in judges],
             samples_per_judge,
         ),
         top_k=top_k,

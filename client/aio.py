@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Callable
 import grpc
 
 from tierank.client._errors import TierankError, error_from_rpc
-from tierank.client._names import job_name, parse_state, verdict_name
+from tierank.client._names import job_name, job_view, parse_state, verdict_name
 from tierank.client._resume import (
     DEFAULT_RECONNECT_POLICY,
     Attempts,
@@ -70,40 +70,56 @@ class AsyncClient:
             ) from None
 
     async def create_job(
-        self, spec: rank_pb2.JobSpec, *, request_id: str = "", timeout: float | None = None
+        self,
+        spec: rank_pb2.JobSpec,
+        *,
+        request_id: str = "",
+        full: bool = False,
+        timeout: float | None = None,
     ) -> rank_pb2.Job:
-        """Create a job. With a request_id, a retry returns the job the first call created."""
-        request = rank_pb2.CreateJobRequest(spec=spec, request_id=request_id)
-        return await _unary(self._stub.CreateJob, request, timeout)
+        """Create a job. With a request_id, a retry returns the job the first call created.
 
-    async def get_job(self, name: str, *, timeout: float | None = None) -> rank_pb2.Job:
-        return await _unary(self._stub.GetJob, rank_pb2.GetJobRequest(name=job_name(name)), timeout)
+        The job comes back without candidate texts and metadata unless `full` (AIP-157 views).
+        """
+        request = rank_pb2.CreateJobRequest(spec=spec, request_id=request_id, view=job_view(full))
+        return await self._unary(self._stub.CreateJob, request, timeout)
+
+    async def get_job(
+        self, name: str, *, full: bool = False, timeout: float | None = None
+    ) -> rank_pb2.Job:
+        """The job; its spec without candidate texts and metadata unless `full`."""
+        request = rank_pb2.GetJobRequest(name=job_name(name), view=job_view(full))
+        return await self._unary(self._stub.GetJob, request, timeout)
 
     async def cancel_job(self, name: str, *, timeout: float | None = None) -> rank_pb2.Job:
         request = rank_pb2.CancelJobRequest(name=job_name(name))
-        return await _unary(self._stub.CancelJob, request, timeout)
+        return await self._unary(self._stub.CancelJob, request, timeout)
 
     async def get_verdict(
         self, job: str, call_id: str, *, timeout: float | None = None
     ) -> rank_pb2.VerdictRecord:
         """One verdict with the exact prompt its judge saw and the raw answer (audit)."""
         request = rank_pb2.GetVerdictRequest(name=verdict_name(job, call_id))
-        return await _unary(self._stub.GetVerdict, request, timeout)
+        return await self._unary(self._stub.GetVerdict, request, timeout)
 
     async def list_jobs(
         self,
         *,
         state: str | int | None = None,
         page_size: int = 0,
+        full: bool = False,
         timeout: float | None = None,
     ) -> AsyncIterator[rank_pb2.Job]:
         """Every job (optionally in one state), fetched a page at a time as you iterate.
 
-        `timeout` applies to each page request.
+        Jobs come without tiers and stats, and with their spec only if `full`. `timeout`
+        applies to each page request.
         """
-        request = rank_pb2.ListJobsRequest(page_size=page_size, state=parse_state(state))
+        request = rank_pb2.ListJobsRequest(
+            page_size=page_size, state=parse_state(state), view=job_view(full)
+        )
         while True:
-            page = await _unary(self._stub.ListJobs, request, timeout)
+            page = await self._unary(self._stub.ListJobs, request, timeout)
             for job in page.jobs:
                 yield job
             if not page.next_page_token:
@@ -136,13 +152,19 @@ class AsyncClient:
             first_call=lambda t: self._stub.Rank(request, timeout=t),
         )
 
+    async def _unary(self, method, request, timeout: float | None):
+        try:
+            return await method(request, timeout=timeout)
+        except grpc.RpcError as rpc_error:
+            raise error_from_rpc(rpc_error, self.target) from None
+
     async def _follow(
         self,
         cursor: EventCursor,
         deadline: Deadline,
         first_call: Callable[[float | None], grpc.aio.UnaryStreamCall] | None,
     ) -> AsyncIterator[rank_pb2.JobEvent]:
-        attempts = Attempts(self._reconnect, self._on_reconnect)
+        attempts = Attempts(self.target, self._reconnect, self._on_reconnect)
         while not cursor.finished:
             # Until the job's name is known (Rank before its first event) only Rank can resume.
             if cursor.job:
@@ -157,6 +179,7 @@ class AsyncClient:
                     if cursor.accept(event):
                         attempts.progressed()
                         yield event
+                attempts.answered()
                 if cursor.finished or (
                     cursor.job and ended_cleanly(await self.get_job(cursor.job), cursor)
                 ):
@@ -167,10 +190,3 @@ class AsyncClient:
             finally:
                 call.cancel()
             await asyncio.sleep(attempts.next_delay(error, deadline))
-
-
-async def _unary(method, request, timeout: float | None):
-    try:
-        return await method(request, timeout=timeout)
-    except grpc.RpcError as rpc_error:
-        raise error_from_rpc(rpc_error) from None

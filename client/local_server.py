@@ -6,7 +6,9 @@ package, so the client stays independent of the server's code.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,10 +17,21 @@ import time
 from pathlib import Path
 
 _POLL_SECONDS = 0.02
+# Traceback decoration and exception-group frames, which carry no reason of their own.
+_FRAME_NOISE = " \t|+"
+_EXCEPTION_PREFIX = re.compile(r"^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Group):\s*")
+_FAILURE_LEVELS = frozenset({"error", "critical", "exception", "fatal"})
 
 
 class LocalServerError(RuntimeError):
-    """The server process exited or stayed silent instead of becoming ready."""
+    """The server process exited or stayed silent instead of becoming ready.
+
+    The message is one line with the server's own reason; `log` holds its whole output.
+    """
+
+    def __init__(self, message: str, log: str = "") -> None:
+        super().__init__(message)
+        self.log = log
 
 
 class LocalServer:
@@ -118,9 +131,11 @@ class LocalServer:
         previous = ""
         while time.monotonic() < give_up_at:
             if self._process.poll() is not None:
+                log = self.log_tail()
                 raise LocalServerError(
                     f"tierank server exited with code {self._process.returncode} before it was"
-                    f" ready:\n{self.log_tail()}"
+                    f" ready: {failure_reason(log)}",
+                    log,
                 )
             content = ready_file.read_text().strip() if ready_file.exists() else ""
             # Two equal reads in a row: the server has finished writing the file.
@@ -128,6 +143,37 @@ class LocalServer:
                 return content
             previous = content
             time.sleep(_POLL_SECONDS)
+        log = self.log_tail()
         raise LocalServerError(
-            f"tierank server not ready after {self.startup_timeout:.0f}s:\n{self.log_tail()}"
+            f"tierank server not ready after {self.startup_timeout:.0f}s: {failure_reason(log)}",
+            log,
         )
+
+
+def failure_reason(log: str) -> str:
+    """The one line of a server's output that says why it stopped: its last error message.
+
+    The server ends on a plain "tierank: ..." line, a JSON log record, or a traceback; of a
+    traceback only the message of its last exception is kept (class paths mean nothing here).
+    """
+    for raw in reversed(log.splitlines()):
+        line = raw.lstrip(_FRAME_NOISE).rstrip()
+        if not line or set(line) <= set("+-0123456789 "):
+            continue
+        if line.startswith("{"):
+            reason = _log_record_reason(line)
+            if reason:
+                return reason
+            continue
+        return _EXCEPTION_PREFIX.sub("", line) or line
+    return "no output (see the server's log)"
+
+
+def _log_record_reason(line: str) -> str:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:
+        return line
+    if not isinstance(record, dict) or str(record.get("level", "")).lower() not in _FAILURE_LEVELS:
+        return ""
+    return " ".join(str(record[k]) for k in ("event", "error") if record.get(k))

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 import grpc
 
 from tierank.client._errors import TierankError, error_from_rpc
-from tierank.client._names import job_name, parse_state, verdict_name
+from tierank.client._names import job_name, job_view, parse_state, verdict_name
 from tierank.client._resume import (
     DEFAULT_RECONNECT_POLICY,
     Attempts,
@@ -63,39 +63,57 @@ class Client:
             ) from None
 
     def create_job(
-        self, spec: rank_pb2.JobSpec, *, request_id: str = "", timeout: float | None = None
+        self,
+        spec: rank_pb2.JobSpec,
+        *,
+        request_id: str = "",
+        full: bool = False,
+        timeout: float | None = None,
     ) -> rank_pb2.Job:
-        """Create a job. With a request_id, a retry returns the job the first call created."""
-        request = rank_pb2.CreateJobRequest(spec=spec, request_id=request_id)
-        return _unary(self._stub.CreateJob, request, timeout)
+        """Create a job. With a request_id, a retry returns the job the first call created.
 
-    def get_job(self, name: str, *, timeout: float | None = None) -> rank_pb2.Job:
-        return _unary(self._stub.GetJob, rank_pb2.GetJobRequest(name=job_name(name)), timeout)
+        The job comes back without candidate texts and metadata unless `full` (AIP-157 views).
+        """
+        request = rank_pb2.CreateJobRequest(spec=spec, request_id=request_id, view=job_view(full))
+        return self._unary(self._stub.CreateJob, request, timeout)
+
+    def get_job(
+        self, name: str, *, full: bool = False, timeout: float | None = None
+    ) -> rank_pb2.Job:
+        """The job; its spec without candidate texts and metadata unless `full`."""
+        request = rank_pb2.GetJobRequest(name=job_name(name), view=job_view(full))
+        return self._unary(self._stub.GetJob, request, timeout)
 
     def cancel_job(self, name: str, *, timeout: float | None = None) -> rank_pb2.Job:
-        return _unary(self._stub.CancelJob, rank_pb2.CancelJobRequest(name=job_name(name)), timeout)
+        return self._unary(
+            self._stub.CancelJob, rank_pb2.CancelJobRequest(name=job_name(name)), timeout
+        )
 
     def get_verdict(
         self, job: str, call_id: str, *, timeout: float | None = None
     ) -> rank_pb2.VerdictRecord:
         """One verdict with the exact prompt its judge saw and the raw answer (audit)."""
         request = rank_pb2.GetVerdictRequest(name=verdict_name(job, call_id))
-        return _unary(self._stub.GetVerdict, request, timeout)
+        return self._unary(self._stub.GetVerdict, request, timeout)
 
     def list_jobs(
         self,
         *,
         state: str | int | None = None,
         page_size: int = 0,
+        full: bool = False,
         timeout: float | None = None,
     ) -> Iterator[rank_pb2.Job]:
         """Every job (optionally in one state), fetched a page at a time as you iterate.
 
-        `timeout` applies to each page request.
+        Jobs come without tiers and stats, and with their spec only if `full`. `timeout`
+        applies to each page request.
         """
-        request = rank_pb2.ListJobsRequest(page_size=page_size, state=parse_state(state))
+        request = rank_pb2.ListJobsRequest(
+            page_size=page_size, state=parse_state(state), view=job_view(full)
+        )
         while True:
-            page = _unary(self._stub.ListJobs, request, timeout)
+            page = self._unary(self._stub.ListJobs, request, timeout)
             yield from page.jobs
             if not page.next_page_token:
                 return
@@ -127,13 +145,19 @@ class Client:
             first_call=lambda t: self._stub.Rank(request, timeout=t),
         )
 
+    def _unary(self, method, request, timeout: float | None):
+        try:
+            return method(request, timeout=timeout)
+        except grpc.RpcError as rpc_error:
+            raise error_from_rpc(rpc_error, self.target) from None
+
     def _follow(
         self,
         cursor: EventCursor,
         deadline: Deadline,
         first_call: Callable[[float | None], Iterator[rank_pb2.JobEvent]] | None,
     ) -> Iterator[rank_pb2.JobEvent]:
-        attempts = Attempts(self._reconnect, self._on_reconnect)
+        attempts = Attempts(self.target, self._reconnect, self._on_reconnect)
         while not cursor.finished:
             # Until the job's name is known (Rank before its first event) only Rank can resume.
             if cursor.job:
@@ -148,6 +172,7 @@ class Client:
                     if cursor.accept(event):
                         attempts.progressed()
                         yield event
+                attempts.answered()
                 if cursor.finished or (
                     cursor.job and ended_cleanly(self.get_job(cursor.job), cursor)
                 ):
@@ -158,10 +183,3 @@ class Client:
             finally:
                 call.cancel()
             time.sleep(attempts.next_delay(error, deadline))
-
-
-def _unary(method, request, timeout: float | None):
-    try:
-        return method(request, timeout=timeout)
-    except grpc.RpcError as rpc_error:
-        raise error_from_rpc(rpc_error) from None

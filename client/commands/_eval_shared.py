@@ -11,9 +11,8 @@ from typing import TypeVar
 import grpc
 
 from tierank.client._errors import error_from_rpc
-from tierank.client._spec import judge
-from tierank.client.commands._shared import UsageError, add_server_option, server_target
-from tierank.client.local_server import LocalServerError
+from tierank.client._spec import JUDGE_SYNTAX, parse_judge
+from tierank.client.commands._shared import UsageError, add_server_options, server_target
 from tierank.v1 import eval_pb2, eval_pb2_grpc
 
 T = TypeVar("T")
@@ -59,8 +58,9 @@ def add_tier_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--anchor-judge",
-        metavar="PROVIDER[:MODEL]",
-        help="pointwise judge for --mapping pointwise, e.g. openai:gpt-4.1-mini or oracle",
+        metavar=JUDGE_SYNTAX,
+        help="pointwise judge for --mapping pointwise, e.g. openai:gpt-4.1-mini or"
+        " 'oracle?noise=0.5', read as `tierank rank --judge` reads it",
     )
     group.add_argument(
         "--anchor-option",
@@ -77,10 +77,7 @@ def add_tier_options(parser: argparse.ArgumentParser) -> None:
 
 def add_connection_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("server")
-    add_server_option(group, required=False)
-    group.add_argument(
-        "--db", type=Path, help="database of the embedded server (jobs are looked up there)"
-    )
+    add_server_options(group)
     group.add_argument("--timeout", type=float, help="give up after this many seconds")
 
 
@@ -117,12 +114,12 @@ def tier_labels(args: argparse.Namespace) -> eval_pb2.TierLabels:
     else:
         if not args.anchor_judge:
             raise UsageError("--mapping pointwise needs --anchor-judge")
-        options = dict(_pairs(args.anchor_options, "--anchor-option"))
-        mapping.pointwise.CopyFrom(
-            eval_pb2.PointwiseAnchoring(
-                judge=judge(args.anchor_judge, options=options), seed=args.anchor_seed
-            )
-        )
+        try:
+            anchor = parse_judge(args.anchor_judge)
+        except ValueError as error:
+            raise UsageError(f"--anchor-judge: {error}") from None
+        anchor.parameters.options.update(_pairs(args.anchor_options, "--anchor-option"))
+        mapping.pointwise.CopyFrom(eval_pb2.PointwiseAnchoring(judge=anchor, seed=args.anchor_seed))
     return eval_pb2.TierLabels(jobs=jobs, mapping=mapping)
 
 
@@ -137,16 +134,11 @@ def call(
             ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
             ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
         ]
-        try:
-            with server_target(args) as target, grpc.insecure_channel(target, options) as channel:
-                try:
-                    return method(eval_pb2_grpc.EvalServiceStub(channel))(
-                        request, timeout=args.timeout
-                    )
-                except grpc.RpcError as error:
-                    raise error_from_rpc(error) from None
-        except LocalServerError as error:
-            raise UsageError(f"{error}\n(pass --server to use a running server)") from None
+        with server_target(args) as target, grpc.insecure_channel(target, options) as channel:
+            try:
+                return method(eval_pb2_grpc.EvalServiceStub(channel))(request, timeout=args.timeout)
+            except grpc.RpcError as error:
+                raise error_from_rpc(error) from None
 
     return send
 
@@ -154,12 +146,32 @@ def call(
 def print_labeling(reports: list[eval_pb2.LabelingReport]) -> None:
     for report in reports:
         line = (
-            f"query {report.query_id}: {report.job}, {report.tier_count} tiers, "
-            f"{report.labeled_documents} documents labeled"
+            f"query {report.query_id}: {report.job}, {plural(report.tier_count, 'tier', 'tiers')},"
+            f" {plural(report.labeled_documents, 'document', 'documents')} labeled"
         )
         if report.judge_calls:
             line += f", {report.judge_calls} pointwise calls ({report.non_monotone} non-monotone)"
         print(line, file=sys.stderr)
+
+
+def short_names(paths: list[str]) -> dict[str, str]:
+    """Each path by its file name, or by as many trailing parts as make it unique: tables of
+    runs stay narrow however deep the runs' directories are."""
+    parts = {path: Path(path).parts for path in paths}
+    names = {}
+    for path in paths:
+        for depth in range(1, len(parts[path]) + 1):
+            tail = parts[path][-depth:]
+            if sum(other[-depth:] == tail for other in parts.values()) == 1:
+                names[path] = str(Path(*tail))
+                break
+        else:
+            names[path] = path
+    return names
+
+
+def plural(count: int, one: str, many: str) -> str:
+    return f"{count} {one if count == 1 else many}"
 
 
 def number(value: float | None) -> str:

@@ -1,4 +1,4 @@
-"""What several subcommands need: the --server option, exit codes, usage errors, a console."""
+"""What several subcommands need: the server options, exit codes, usage errors, a console."""
 
 from __future__ import annotations
 
@@ -6,48 +6,88 @@ import argparse
 import contextlib
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
+import grpc
 from rich.console import Console
 
+from tierank.client._errors import TierankError
+from tierank.client._render import PIPE_WIDTH
 from tierank.client.local_server import LocalServer
 
 EXIT_OK = 0
 EXIT_SERVER_ERROR = 1
 EXIT_USAGE = 2
+# `tierank rank` only: the job ended, but its result is not what was asked for.
+EXIT_NO_VERDICTS = 3
+EXIT_PROVISIONAL = 4
+# What a shell reports for a process killed by SIGPIPE (128 + 13), as for any Unix tool whose
+# reader went away (`tierank watch J | head -5`).
+EXIT_BROKEN_PIPE = 141
 
 SERVER_ENV = "TIERANK_SERVER"
-
-# Off a terminal rich would squeeze tables into 80 columns; names must stay whole in a pipe.
-_PIPE_WIDTH = 200
+# How long a command waits for a --server that does not answer yet: long enough for one that
+# is still starting (`tierank serve & tierank rank ...`), then it says "cannot reach" once.
+CONNECT_TIMEOUT_ENV = "TIERANK_CONNECT_TIMEOUT"
+DEFAULT_CONNECT_TIMEOUT_SECONDS = 10.0
 
 
 class UsageError(Exception):
     """The command line is wrong in a way argparse cannot see (exit code 2)."""
 
 
-def add_server_option(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
-    help_text = f"tierank server address HOST:PORT (default: ${SERVER_ENV})"
-    if not required:
-        help_text += "; without either, an embedded server is started for this command"
+def add_server_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """--server and --db: a running server, or else an embedded one for the command's duration."""
     parser.add_argument(
-        "--server", metavar="HOST:PORT", default=os.environ.get(SERVER_ENV) or None, help=help_text
+        "--server",
+        metavar="HOST:PORT",
+        default=os.environ.get(SERVER_ENV) or None,
+        help=f"tierank server address (default: ${SERVER_ENV}), waited for up to"
+        f" ${CONNECT_TIMEOUT_ENV} seconds ({DEFAULT_CONNECT_TIMEOUT_SECONDS:g}); without either,"
+        " an embedded server is started on 127.0.0.1 for this command",
     )
-
-
-def server_address(args: argparse.Namespace) -> str:
-    if not args.server:
-        raise UsageError(f"no server given: pass --server HOST:PORT or set ${SERVER_ENV}")
-    return args.server
+    parser.add_argument(
+        "--db",
+        type=Path,
+        help="database of the embedded server (default: the server's default,"
+        " $TIERANK_DB or $XDG_DATA_HOME/tierank/tierank.db)",
+    )
 
 
 @contextlib.contextmanager
 def server_target(args: argparse.Namespace) -> Iterator[str]:
-    """The --server address, or an embedded server's for the command's duration."""
+    """The --server address once it answers, or an embedded server's for the command."""
     if args.server:
+        _wait_until_reachable(args.server)
         yield args.server
         return
     with LocalServer(db=args.db) as server:
         yield server.address
+
+
+def _wait_until_reachable(target: str) -> None:
+    timeout = _connect_timeout()
+    with grpc.insecure_channel(target) as channel:
+        try:
+            grpc.channel_ready_future(channel).result(timeout=timeout)
+        except grpc.FutureTimeoutError:
+            raise TierankError(
+                grpc.StatusCode.UNAVAILABLE,
+                f"cannot reach {target} (no server answered in {timeout:g}s)",
+            ) from None
+
+
+def _connect_timeout() -> float:
+    text = os.environ.get(CONNECT_TIMEOUT_ENV) or str(DEFAULT_CONNECT_TIMEOUT_SECONDS)
+    try:
+        timeout = float(text)
+    except ValueError:
+        timeout = -1.0
+    if not timeout > 0:
+        raise UsageError(
+            f"${CONNECT_TIMEOUT_ENV} must be a positive number of seconds, not {text!r}"
+        )
+    return timeout
 
 
 def positive_int(text: str) -> int:
@@ -60,6 +100,6 @@ def positive_int(text: str) -> int:
 def table_console() -> Console:
     """Standard output for tables: the terminal's width, or a wide fixed one in a pipe."""
     console = Console(highlight=False)
-    if not console.is_terminal:
-        console.width = _PIPE_WIDTH
+    if not console.is_terminal and not os.environ.get("COLUMNS"):
+        console.width = PIPE_WIDTH
     return console

@@ -16,7 +16,9 @@ from tierank.client.commands._eval_shared import (
     call,
     number,
     optional,
+    plural,
     print_labeling,
+    short_names,
     text_file,
     tier_labels,
 )
@@ -148,15 +150,16 @@ def print_report(response: eval_pb2.CompareLabelsResponse) -> None:
         return
     systems = response.systems
     table = Table(
-        title=f"systems by {systems.measure} on {systems.query_count} queries",
+        title=f"systems by {systems.measure} on {plural(systems.query_count, 'query', 'queries')}",
         box=box.SIMPLE_HEAD,
         title_justify="left",
     )
     for column in ("run", "A", "B"):
         table.add_column(column, justify="left" if column == "run" else "right", no_wrap=True)
+    names = short_names([score.run for score in systems.systems])
     for score in systems.systems:
         table.add_row(
-            score.run, number(optional(score, "score_a")), number(optional(score, "score_b"))
+            names[score.run], number(optional(score, "score_a")), number(optional(score, "score_b"))
         )
     console.print(table)
     console.print(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from tierank.client._names import reason_name, state_name
-from tierank.client.commands._shared import EXIT_OK, add_server_option, server_address
+from tierank.client._names import status_text
+from tierank.client.commands._shared import EXIT_OK, add_server_options, server_target
 from tierank.client.sync import Client
 
 
@@ -17,12 +17,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--timeout", type=float, default=30.0, help="seconds to wait for the server"
     )
-    add_server_option(parser)
+    add_server_options(parser)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    with Client(server_address(args)) as client:
+    with server_target(args) as target, Client(target) as client:
         job = client.cancel_job(args.name, timeout=args.timeout)
-    print(f"{job.name}: {state_name(job.state)} ({reason_name(job.completion_reason)})")
+    print(f"{job.name}: {status_text(job.state, job.completion_reason)}")
     return EXIT_OK

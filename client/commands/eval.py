@@ -17,6 +17,7 @@ from tierank.client.commands._eval_shared import (
     number,
     optional,
     print_labeling,
+    short_names,
     text_file,
     tier_labels,
 )
@@ -117,10 +118,11 @@ def print_tables(response: eval_pb2.EvaluateResponse) -> None:
     for measure in measures:
         table.add_column(measure, justify="right", no_wrap=True)
     table.add_column("queries", justify="right")
+    names = short_names([evaluation.run for evaluation in response.runs])
     for evaluation in response.runs:
         aggregates = list(evaluation.aggregates)
         table.add_row(
-            evaluation.run,
+            names[evaluation.run],
             *(number(optional(a, "mean")) for a in aggregates),
             str(aggregates[0].count + aggregates[0].na) if aggregates else "0",
         )
@@ -128,7 +130,7 @@ def print_tables(response: eval_pb2.EvaluateResponse) -> None:
     for evaluation in response.runs:
         if not evaluation.per_query:
             continue
-        detail = Table(title=evaluation.run, box=box.SIMPLE_HEAD, title_justify="left")
+        detail = Table(title=names[evaluation.run], box=box.SIMPLE_HEAD, title_justify="left")
         for column in ("measure", "query", "value"):
             detail.add_column(column, no_wrap=True)
         for value in evaluation.per_query:

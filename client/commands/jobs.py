@@ -10,9 +10,9 @@ from rich.table import Table
 from tierank.client._names import STATE_NAMES, reason_name, state_name
 from tierank.client.commands._shared import (
     EXIT_OK,
-    add_server_option,
+    add_server_options,
     positive_int,
-    server_address,
+    server_target,
     table_console,
 )
 from tierank.client.sync import Client
@@ -30,30 +30,50 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--limit", type=positive_int, default=None, help="show at most this many jobs"
     )
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per page request")
-    add_server_option(parser)
+    add_server_options(parser)
     parser.set_defaults(handler=run)
 
 
+_COLUMNS = ("name", "state", "reason", "candidates", "events", "created", "query")
+# What rich adds to each column of a SIMPLE_HEAD table: a space each side and a separator.
+_CELL_OVERHEAD = 3
+_MIN_QUERY_WIDTH = 10
+
+
 def run(args: argparse.Namespace) -> int:
-    table = Table(box=box.SIMPLE_HEAD)
-    for column in ("name", "state", "reason", "candidates", "events", "created", "query"):
-        table.add_column(column, no_wrap=column != "query")
-    with Client(server_address(args)) as client:
+    rows = []
+    with server_target(args) as target, Client(target) as client:
         jobs = client.list_jobs(state=args.state, page_size=args.page_size, timeout=args.timeout)
         for count, job in enumerate(jobs, start=1):
-            table.add_row(
-                job.name,
-                state_name(job.state),
-                reason_name(job.completion_reason) if job.completion_reason else "",
-                str(job.candidate_count),
-                str(job.last_sequence),
-                job.create_time.ToDatetime().strftime("%Y-%m-%d %H:%M:%S")
-                if job.create_time.seconds
-                else "",
-                job.query,
+            rows.append(
+                (
+                    job.name,
+                    state_name(job.state),
+                    reason_name(job.completion_reason) if job.completion_reason else "",
+                    str(job.candidate_count),
+                    str(job.last_sequence),
+                    job.create_time.ToDatetime().strftime("%Y-%m-%d %H:%M:%S")
+                    if job.create_time.seconds
+                    else "",
+                    " ".join(job.query.split()),
+                )
             )
             if args.limit is not None and count >= args.limit:
                 break
+    if not rows:
+        print(f"no {args.state} jobs" if args.state else "no jobs")
+        return EXIT_OK
     console = table_console()
+    # One line per job, for grep and awk: only the query gives way, cut rather than wrapped.
+    widths = [max(len(column), *(len(row[i]) for row in rows)) for i, column in enumerate(_COLUMNS)]
+    spare = console.width - sum(widths[:-1]) - _CELL_OVERHEAD * len(_COLUMNS) - 1
+    table = Table(box=box.SIMPLE_HEAD)
+    for column in _COLUMNS[:-1]:
+        table.add_column(column, no_wrap=True)
+    table.add_column(
+        _COLUMNS[-1], no_wrap=True, overflow="ellipsis", max_width=max(_MIN_QUERY_WIDTH, spare)
+    )
+    for row in rows:
+        table.add_row(*row)
     console.print(table)
     return EXIT_OK

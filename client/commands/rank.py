@@ -14,17 +14,16 @@ from tierank.client._errors import TierankError
 from tierank.client._pool import PoolError, read_jsonl_pool, read_run_pool, read_topic
 from tierank.client._progress import LiveProgress, PlainProgress
 from tierank.client._render import FORMATS, write_result
-from tierank.client._spec import ENSEMBLE_MODES, job_spec
+from tierank.client._spec import ENSEMBLE_MODES, JUDGE_SYNTAX, job_spec, parse_judge
 from tierank.client.aio import AsyncClient
+from tierank.client.commands._outcome import EXIT_STATUS_HELP, outcome
 from tierank.client.commands._shared import (
-    EXIT_OK,
-    EXIT_SERVER_ERROR,
     UsageError,
-    add_server_option,
+    add_server_options,
     positive_int,
     server_target,
 )
-from tierank.client.local_server import LocalServerError
+from tierank.evaluation.rubric import DEFAULT_RUBRIC
 from tierank.v1 import rank_pb2
 
 _STATS_POLL_SECONDS = 0.5
@@ -38,6 +37,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description="Rank candidates for one query. Candidates come from a JSONL pool"
         ' ({"id","text","metadata"?} or {"docid","contents"} per line) or from a TREC run'
         " plus passage texts. Progress goes to stderr; the final tiers to stdout or --output.",
+        epilog=EXIT_STATUS_HELP,
     )
     sources = parser.add_argument_group("candidates and query")
     sources.add_argument("pool", nargs="?", type=Path, help="JSONL file of candidates")
@@ -52,7 +52,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     sources.add_argument("--topics", type=Path, help="query texts: qid<TAB>text, or JSONL")
     sources.add_argument("--query", help="query text (instead of --topics)")
     sources.add_argument(
-        "--rubric", default="", help="what 'relevant' means for this task; @FILE reads it from FILE"
+        "--rubric",
+        default="",
+        help="what 'relevant' means for this task; @FILE reads it from FILE (default: the"
+        f" server's definition: {DEFAULT_RUBRIC.replace('%', '%%')!r})",
     )
 
     judging = parser.add_argument_group("judging")
@@ -60,8 +63,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--judge",
         dest="judges",
         action="append",
-        metavar="PROVIDER[:MODEL]",
-        help="a judge, repeatable (default: lexical); e.g. oracle, openai:gpt-4.1-mini",
+        type=_judge,
+        metavar=JUDGE_SYNTAX,
+        help="a judge, repeatable (default: lexical); e.g. oracle, openai:gpt-4.1-mini,"
+        " 'openai-compatible:qwen?temperature=0&weight=2'. Keys: weight, name, temperature,"
+        " max_output_tokens, reasoning, timeout_seconds, passage_token_budget; any other key"
+        " is a provider option (e.g. noise=0 for oracle)",
     )
     judging.add_argument(
         "--k", type=positive_int, help="candidates per judge call (server default 10)"
@@ -118,10 +125,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     output.add_argument("--run-tag", default="tierank", help="run tag for --format trec")
 
     connection = parser.add_argument_group("server")
-    add_server_option(connection, required=False)
-    connection.add_argument(
-        "--db", type=Path, help="database of the embedded server (default: the server's default)"
-    )
+    add_server_options(connection)
     connection.add_argument(
         "--timeout", type=float, help="give up waiting for the result after this many seconds"
     )
@@ -149,14 +153,11 @@ def run(args: argparse.Namespace) -> int:
     )
     live = sys.stdout.isatty() and sys.stderr.isatty()
     progress = LiveProgress(Console(stderr=True)) if live else PlainProgress(sys.stderr)
-    try:
+    # The output is opened first: a path that cannot be written must not cost a judged job.
+    with _open_output(args.output) as out:
         with server_target(args) as target, progress:
             job = asyncio.run(_rank(target, spec, args, progress, poll_stats=live))
-    except LocalServerError as error:
-        print(f"tierank rank: {error}\n(pass --server to use a running server)", file=sys.stderr)
-        return EXIT_SERVER_ERROR
-    texts = {c.id: c.text for c in candidates}
-    with _open_output(args.output) as out:
+        texts = {c.id: c.text for c in candidates}
         write_result(
             job,
             args.format,
@@ -166,10 +167,10 @@ def run(args: argparse.Namespace) -> int:
             run_tag=args.run_tag,
             color=out.isatty(),
         )
-    if job.state == rank_pb2.JOB_STATE_FAILED:
-        print(f"tierank rank: {job.name} failed: {job.error.message}", file=sys.stderr)
-        return EXIT_SERVER_ERROR
-    return EXIT_OK
+    result = outcome(job)
+    if result.warning:
+        print(f"tierank rank: {result.warning}", file=sys.stderr)
+    return result.exit_code
 
 
 async def _rank(
@@ -206,6 +207,13 @@ async def _poll_stats(
         await asyncio.sleep(_STATS_POLL_SECONDS)
         with contextlib.suppress(TierankError):
             progress.on_stats((await client.get_job(name, timeout=_STATS_POLL_SECONDS * 4)).stats)
+
+
+def _judge(text: str) -> rank_pb2.JudgeSpec:
+    try:
+        return parse_judge(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _read_inputs(args: argparse.Namespace) -> tuple[list[rank_pb2.Candidate], str]:
@@ -246,7 +254,8 @@ def _open_output(path: Path | None):
         yield sys.stdout
         return
     try:
-        with open(path, "w", encoding="utf-8") as out:
-            yield out
+        out = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed below, errors kept apart
     except OSError as error:
         raise UsageError(f"cannot write {path}: {error.strerror}") from None
+    with out:
+        yield out

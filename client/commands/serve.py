@@ -1,4 +1,8 @@
-"""`tierank serve`: run the server in the foreground (the client never imports it)."""
+"""`tierank serve`: run the server in the foreground (the client never imports it).
+
+Every argument goes to `python -m tierank.server` untouched, so the server's parser is the one
+definition of its flags: `tierank serve --help` is the server's own help.
+"""
 
 from __future__ import annotations
 
@@ -6,41 +10,31 @@ import argparse
 import os
 import sys
 
+SERVER_COMMAND = (sys.executable, "-m", "tierank.server")
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "serve",
-        help="run a tierank server in the foreground",
-        description="Run `python -m tierank.server` with these flags; anything after `--` is"
-        " passed to the server verbatim.",
+        help="run a tierank server in the foreground (--help lists its flags)",
+        description="Run `python -m tierank.server` with these arguments.",
+        # Nothing is an option here, --help included: the server parses every argument.
+        add_help=False,
+        prefix_chars="\0",
     )
     parser.add_argument(
-        "--listen", metavar="HOST:PORT", help="address to bind (server default: $TIERANK_LISTEN)"
-    )
-    parser.add_argument(
-        "--db",
-        metavar="PATH",
-        help="SQLite database (server default: $TIERANK_DB or ~/.local/share/tierank/tierank.db)",
-    )
-    parser.add_argument(
-        "--ready-file", metavar="PATH", help="file the server writes its bound HOST:PORT to"
-    )
-    parser.add_argument(
-        "server_args", nargs=argparse.REMAINDER, help="further server flags, after `--`"
+        "server_args",
+        nargs=argparse.REMAINDER,
+        help="the server's flags, e.g. --listen HOST:PORT --db FILE --judges-config FILE",
     )
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    command = [sys.executable, "-m", "tierank.server"]
-    for flag, value in (
-        ("--listen", args.listen),
-        ("--db", args.db),
-        ("--ready-file", args.ready_file),
-    ):
-        if value is not None:
-            command += [flag, value]
-    passthrough = args.server_args
-    command += passthrough[1:] if passthrough[:1] == ["--"] else passthrough
+    server_args = list(args.server_args)
+    # Older versions took the server's other flags after a `--`; the server has no positional
+    # arguments, so that separator can only mean this and is dropped.
+    if "--" in server_args:
+        server_args.remove("--")
     # exec, so signals (SIGTERM from a supervisor, Ctrl-C) reach the server directly.
-    os.execv(sys.executable, command)
+    os.execv(sys.executable, [*SERVER_COMMAND, *server_args])

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from tierank.client._progress import PlainProgress, describe_event
-from tierank.client.commands._shared import EXIT_OK, add_server_option, server_address
+from tierank.client.commands._shared import EXIT_OK, add_server_options, server_target
 from tierank.client.sync import Client
 
 
@@ -31,13 +31,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="give up after this many seconds (default: never)",
     )
-    add_server_option(parser)
+    add_server_options(parser)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     reporter = PlainProgress(sys.stderr)
-    with Client(server_address(args), on_reconnect=reporter.on_reconnect) as client:
+    with (
+        server_target(args) as target,
+        Client(target, on_reconnect=reporter.on_reconnect) as client,
+    ):
         for event in client.watch_job(args.name, args.after, timeout=args.timeout):
             print(describe_event(event), flush=True)
     return EXIT_OK

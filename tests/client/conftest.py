@@ -7,6 +7,7 @@ import contextlib
 import json
 import socket
 import struct
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,6 +15,9 @@ from pathlib import Path
 import pytest
 
 from tierank.client import JobSpec, LocalServer, job_spec
+
+# Tests run with --import-mode=importlib, so the helper module is put on the path explicitly.
+sys.path.insert(0, str(Path(__file__).parent))
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_POOL = REPO_ROOT / "examples" / "pool.jsonl"

@@ -165,3 +165,13 @@ async def test_no_server_is_unavailable() -> None:
         with pytest.raises(TierankError) as raised:
             await asyncio.wait_for(client.get_job("jobs/x"), 10)
         assert raised.value.code == grpc.StatusCode.UNAVAILABLE
+
+
+async def test_get_job_full_view_carries_candidate_texts(
+    tierank_server: str, example_spec: JobSpec
+) -> None:
+    async with AsyncClient(tierank_server) as client:
+        created = await client.create_job(example_spec, full=True)
+        basic = await client.get_job(created.name)
+    assert [c.text for c in created.spec.candidates] == [c.text for c in example_spec.candidates]
+    assert not any(c.text for c in basic.spec.candidates)

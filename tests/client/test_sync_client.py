@@ -74,3 +74,18 @@ def test_errors_carry_code_and_field_violations(tierank_server: str) -> None:
     }
     assert missing.value.code == grpc.StatusCode.NOT_FOUND
     assert missing_watch.value.code == grpc.StatusCode.NOT_FOUND
+
+
+def test_jobs_come_without_candidate_texts_unless_asked(
+    tierank_server: str, example_spec: JobSpec
+) -> None:
+    texts = [c.text for c in example_spec.candidates]
+    with Client(tierank_server) as client:
+        basic = client.create_job(example_spec)
+        full = client.get_job(basic.name, full=True)
+        listed = next(j for j in client.list_jobs(full=True) if j.name == basic.name)
+        assert [c.text for c in client.get_job(basic.name).spec.candidates] == [""] * len(texts)
+    assert [c.id for c in basic.spec.candidates] == [c.id for c in example_spec.candidates]
+    assert not any(c.text for c in basic.spec.candidates)
+    assert [c.text for c in full.spec.candidates] == texts
+    assert [c.text for c in listed.spec.candidates] == texts
