@@ -7,9 +7,10 @@ import sys
 
 import anyio
 
-from tierank.server.app import serve
+from tierank.server.app import ListenError, serve
 from tierank.server.logs import configure
 from tierank.server.settings import ServerSettings, from_args
+from tierank.server.storage.base import StorageError
 from tierank.server.storage.sqlite import DatabaseLocked
 
 
@@ -35,7 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     exit_code = 0
     try:
         anyio.run(_main, settings)
-    except* DatabaseLocked as group:
+    except* (DatabaseLocked, ListenError, StorageError) as group:
+        # Reasons in plain words (address taken, database locked or damaged): one line, no
+        # traceback.
         print(f"tierank: {group.exceptions[0]}", file=sys.stderr)
         exit_code = 1
     return exit_code

@@ -47,27 +47,73 @@ def _info(reason: str, **metadata: str) -> error_details_pb2.ErrorInfo:
     return error_details_pb2.ErrorInfo(reason=reason, domain=DOMAIN, metadata=metadata)
 
 
+# Status details travel in one HTTP/2 trailer; clients drop trailers over 8-16 KiB and then
+# see "Stream removed" instead of the error. These caps keep a whole status under ~5 KiB, however
+# many rules a request breaks and however long the values it echoes.
+MAX_VIOLATIONS = 20
+_VIOLATIONS_BUDGET_BYTES = 2500
+_FIELD_BYTES = 120
+_RULE_BYTES = 200
+_MESSAGE_BYTES = 400
+_SHOWN_CHARS = 80
+
+
+def clip(text: str, limit_bytes: int) -> str:
+    """`text` cut to at most `limit_bytes` of UTF-8 (on a character boundary), marked '…'."""
+    encoded = text.encode()
+    if len(encoded) <= limit_bytes:
+        return text
+    return encoded[: limit_bytes - 3].decode(errors="ignore") + "…"
+
+
+def shown(value: object) -> str:
+    """A client's value quoted for an error message, cut so a huge value cannot bloat it."""
+    text = repr(value)
+    return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 1] + "…"
+
+
 def invalid_argument(violations: Sequence[FieldViolation]) -> ApiError:
-    bad_request = error_details_pb2.BadRequest(
-        field_violations=[
-            error_details_pb2.BadRequest.FieldViolation(field=v.field, description=v.rule)
-            for v in violations
-        ]
-    )
-    summary = "; ".join(f"{v.field}: {v.rule}" for v in violations[:5])
-    if len(violations) > 5:
-        summary += f"; and {len(violations) - 5} more"
+    return _bad_request(code_pb2.INVALID_ARGUMENT, "invalid request", violations)
+
+
+def out_of_range(violation: FieldViolation) -> ApiError:
+    return _bad_request(code_pb2.OUT_OF_RANGE, "out of range", [violation])
+
+
+def _bad_request(code: int, headline: str, violations: Sequence[FieldViolation]) -> ApiError:
+    shown_violations: list[error_details_pb2.BadRequest.FieldViolation] = []
+    used = 0
+    for v in violations[:MAX_VIOLATIONS]:
+        field = clip(v.field, _FIELD_BYTES)
+        rule = clip(v.rule, _RULE_BYTES)
+        used += len(field.encode()) + len(rule.encode())
+        if used > _VIOLATIONS_BUDGET_BYTES:
+            break
+        shown_violations.append(
+            error_details_pb2.BadRequest.FieldViolation(field=field, description=rule)
+        )
+    left_out = len(violations) - len(shown_violations)
+    if left_out:
+        shown_violations.append(
+            error_details_pb2.BadRequest.FieldViolation(
+                field="", description=f"and {left_out} more violations not shown"
+            )
+        )
+    summary = "; ".join(f"{v.field}: {v.description}" for v in shown_violations[:3])
+    if len(violations) > 3:
+        summary += f"; and {len(violations) - 3} more"
     return ApiError(
         _status(
-            code_pb2.INVALID_ARGUMENT,
-            f"invalid request: {summary}",
-            bad_request,
-            _info("INVALID_ARGUMENT"),
+            code,
+            clip(f"{headline}: {summary}", _MESSAGE_BYTES),
+            error_details_pb2.BadRequest(field_violations=shown_violations),
+            _info(code_pb2.Code.Name(code)),
         )
     )
 
 
 def not_found(resource: str) -> ApiError:
+    resource = clip(resource, _FIELD_BYTES)
     return ApiError(
         _status(
             code_pb2.NOT_FOUND,
@@ -89,6 +135,18 @@ def unavailable(message: str, retry_after_s: float) -> ApiError:
             error_details_pb2.RetryInfo(retry_delay=delay),
         )
     )
+
+
+def resource_exhausted(message: str, reason: str, **metadata: str) -> ApiError:
+    return ApiError(_status(code_pb2.RESOURCE_EXHAUSTED, message, _info(reason, **metadata)))
+
+
+def internal(message: str) -> ApiError:
+    return ApiError(_status(code_pb2.INTERNAL, message, _info("INTERNAL")))
+
+
+def data_loss(message: str) -> ApiError:
+    return ApiError(_status(code_pb2.DATA_LOSS, message, _info("DATA_LOSS")))
 
 
 async def abort(context: grpc.aio.ServicerContext, error: ApiError) -> None:

@@ -40,7 +40,6 @@ from tierank.server.grading import GradedPair, GradingTally, Pair, PairGrader, b
 from tierank.server.jobs import DEFAULT_TENANT
 from tierank.server.judges.base import Passage
 from tierank.server.judges.registry import JudgeFactory
-from tierank.server.servicer import rpc_errors
 from tierank.server.storage.base import Storage
 from tierank.server.tier_labeling import tier_labels
 from tierank.v1 import eval_pb2, eval_pb2_grpc, rank_pb2
@@ -69,7 +68,6 @@ class EvalServicer(eval_pb2_grpc.EvalServiceServicer):
             )
         raise invalid_argument([FieldViolation(field, "give either qrels or tiers")])
 
-    @rpc_errors
     async def Evaluate(
         self, request: eval_pb2.EvaluateRequest, context: grpc.aio.ServicerContext
     ) -> eval_pb2.EvaluateResponse:
@@ -93,7 +91,6 @@ class EvalServicer(eval_pb2_grpc.EvalServiceServicer):
             response.runs.append(_run_evaluation(name, result, request.per_query))
         return response
 
-    @rpc_errors
     async def CompareLabels(
         self, request: eval_pb2.CompareLabelsRequest, context: grpc.aio.ServicerContext
     ) -> eval_pb2.CompareLabelsResponse:
@@ -111,7 +108,6 @@ class EvalServicer(eval_pb2_grpc.EvalServiceServicer):
             response.systems.CopyFrom(_system_agreement(measure, a, b, runs, persistence))
         return response
 
-    @rpc_errors
     async def ExportQrels(
         self, request: eval_pb2.ExportQrelsRequest, context: grpc.aio.ServicerContext
     ) -> eval_pb2.ExportQrelsResponse:
@@ -120,7 +116,6 @@ class EvalServicer(eval_pb2_grpc.EvalServiceServicer):
         )
         return eval_pb2.ExportQrelsResponse(qrels=format_qrels(qrels), labeling=labeling)
 
-    @rpc_errors
     async def GradePairs(
         self, request: eval_pb2.GradePairsRequest, context: grpc.aio.ServicerContext
     ) -> eval_pb2.GradePairsResponse:
@@ -131,7 +126,6 @@ class EvalServicer(eval_pb2_grpc.EvalServiceServicer):
             grades=[_pair_grade(g) for g in graded], stats=_stats(grading.tally)
         )
 
-    @rpc_errors
     async def FillQrels(
         self, request: eval_pb2.FillQrelsRequest, context: grpc.aio.ServicerContext
     ) -> eval_pb2.FillQrelsResponse:
@@ -154,7 +148,7 @@ class EvalServicer(eval_pb2_grpc.EvalServiceServicer):
                     )
                 ]
             )
-        pairs = [Pair(q, topics[q], _passage(passages[d])) for q, d in holes]
+        pairs = [Pair(q, topics[q], _passage(passages[d]), "passages") for q, d in holes]
         _check_pair_count("runs", len(pairs))
         grading = self._pair_grader(request)
         graded = await grading.grade_all(pairs)
@@ -287,7 +281,10 @@ def _read_pairs(pairs: Sequence[eval_pb2.GradePair]) -> list[Pair]:
             violations.append(FieldViolation(f"pairs[{i}].passage.text", "must not be empty"))
     if violations:
         raise invalid_argument(violations)
-    return [Pair(p.query_id, p.query, passage_of(p.passage)) for p in pairs]
+    return [
+        Pair(p.query_id, p.query, passage_of(p.passage), f"pairs[{i}].passage.metadata")
+        for i, p in enumerate(pairs)
+    ]
 
 
 def _check_pair_count(field: str, count: int) -> None:

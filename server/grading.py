@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import anyio
 
 from tierank.server.convert import judge_config
-from tierank.server.errors import FieldViolation, invalid_argument
+from tierank.server.errors import ApiError, FieldViolation, invalid_argument
 from tierank.server.judges.base import JudgeConfigError, JudgeUsage, Passage
 from tierank.server.judges.graders import Grader, GradeReply, GradeRequest
 from tierank.server.judges.registry import JudgeFactory
@@ -29,6 +29,8 @@ class Pair:
     query_id: str
     query: str
     passage: Passage
+    # The request field the pair came from, for an error about its data.
+    field: str = "pairs"
 
 
 @dataclass(frozen=True)
@@ -105,7 +107,13 @@ class PairGrader:
             seed=call_seed(self._seed, f"{pair.query_id}/{pair.passage.id}"),
         )
         async with self._slots:
-            reply = await grader.grade(request)
+            try:
+                reply = await grader.grade(request)
+            except (ArithmeticError, ValueError) as error:
+                # The grader cannot compute with this passage's data (an oracle score of inf).
+                raise invalid_argument(
+                    [FieldViolation(pair.field, f"{pair.passage.id!r} cannot be graded: {error}")]
+                ) from None
         if key is not None and reply.grade is not None:
             payload = json.dumps({"grade": reply.grade}).encode()
             await self._storage.cache_put([CacheEntry(key, payload)])
@@ -120,7 +128,10 @@ class PairGrader:
         async def one(index: int) -> None:
             results[index] = await self.grade(pairs[index])
 
-        async with anyio.create_task_group() as group:
-            for index in range(len(pairs)):
-                group.start_soon(one, index)
+        try:
+            async with anyio.create_task_group() as group:
+                for index in range(len(pairs)):
+                    group.start_soon(one, index)
+        except* ApiError as errors:
+            raise errors.exceptions[0] from None
         return [r for r in results if r is not None]

@@ -12,9 +12,13 @@ from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from tierank.server.errors import resource_exhausted
 from tierank.v1 import rank_pb2
 
 WINDOW = 64
+# Each watcher holds a stream, its catch-up page and a flow-control window of memory; past
+# this, one client's watchers would grow the server without bound.
+MAX_WATCHERS_PER_JOB = 200
 
 
 class JobChannel:
@@ -56,6 +60,13 @@ class EventHub:
     @contextmanager
     def watching(self, job_id: str) -> Iterator[JobChannel]:
         channel = self._channels.setdefault(job_id, JobChannel())
+        if channel.watchers >= MAX_WATCHERS_PER_JOB:
+            raise resource_exhausted(
+                f"jobs/{job_id} has {channel.watchers} watchers already, the most this server "
+                "allows per job; close a watch stream or try again later",
+                "TOO_MANY_WATCHERS",
+                limit=str(MAX_WATCHERS_PER_JOB),
+            )
         channel.watchers += 1
         try:
             yield channel

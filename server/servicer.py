@@ -1,56 +1,71 @@
-"""RankService over grpc.aio: thin translation between requests and the job manager."""
+"""RankService over grpc.aio: thin translation between requests and the job manager.
+
+Request parsing, error statuses and log context are the interceptor's (server/interceptor.py):
+methods here raise ApiError and never abort a call themselves.
+"""
 
 from __future__ import annotations
 
-import base64
-import binascii
-from collections.abc import AsyncIterator, Awaitable, Callable
-from functools import wraps
-from typing import Any, TypeVar
+import re
+from collections.abc import AsyncIterator, Callable
 
 import grpc
-import structlog
 
-from tierank.server.errors import ApiError, FieldViolation, abort, invalid_argument, not_found
+from tierank.server import page_tokens
+from tierank.server.errors import FieldViolation, invalid_argument, not_found, out_of_range
 from tierank.server.follow import follow_events
 from tierank.server.hub import EventHub
 from tierank.server.jobs import DEFAULT_TENANT, JobManager
 from tierank.server.storage.base import JobRecord, Storage
-from tierank.server.views import TIER_EVENT_KINDS, job_detail, job_summary
+from tierank.server.validation import MAX_REQUEST_ID_BYTES, validate_size, validate_spec
+from tierank.server.views import TIER_EVENT_KINDS, job_detail, job_spec, job_summary
 from tierank.v1 import rank_pb2, rank_pb2_grpc
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 1000
-
-Handler = TypeVar("Handler", bound=Callable[..., Awaitable[Any]])
-
-
-def rpc_errors(method: Handler) -> Handler:
-    """Turn ApiError into a rich status and bind the request's ids to the log."""
-
-    @wraps(method)
-    async def wrapper(self: RankServicer, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        structlog.contextvars.bind_contextvars(rpc=method.__name__)
-        try:
-            return await method(self, request, context)
-        except ApiError as error:
-            await abort(context, error)
-
-    return wrapper  # type: ignore[return-value]
+# A BASIC page stays within gRPC's default 4 MiB receive limit, whatever page_size asks for;
+# a page that reaches this size ends early and its next_page_token goes on from there.
+_BASIC_PAGE_BYTES = 3 * 1024 * 1024
+_PAGE_MARGIN_BYTES = 64 * 1024
+_JOB_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_JOB_VIEWS = frozenset(rank_pb2.JobView.values())
+_JOB_STATES = frozenset(rank_pb2.JobState.values())
 
 
 def _parse_name(name: str) -> str:
-    prefix = "jobs/"
-    if not name.startswith(prefix) or len(name) == len(prefix) or "/" in name[len(prefix) :]:
-        raise invalid_argument([FieldViolation("name", "must look like 'jobs/{job_id}'")])
-    return name[len(prefix) :]
+    job_id = name.removeprefix("jobs/")
+    if job_id == name or not _JOB_ID.fullmatch(job_id):
+        raise invalid_argument(
+            [
+                FieldViolation(
+                    "name", "must look like 'jobs/{job_id}' (at most 64 letters, digits, '-', '_')"
+                )
+            ]
+        )
+    return job_id
+
+
+def _check_view(view: int) -> rank_pb2.JobView:
+    if view not in _JOB_VIEWS:
+        raise invalid_argument([FieldViolation("view", f"unknown value {view}")])
+    return view  # type: ignore[return-value]
 
 
 class RankServicer(rank_pb2_grpc.RankServiceServicer):
-    def __init__(self, manager: JobManager, storage: Storage, hub: EventHub) -> None:
+    def __init__(
+        self,
+        manager: JobManager,
+        storage: Storage,
+        hub: EventHub,
+        *,
+        max_message_bytes: int,
+        knows_provider: Callable[[str], bool],
+    ) -> None:
         self._manager = manager
         self._storage = storage
         self._hub = hub
+        self._max_message_bytes = max_message_bytes
+        self._knows_provider = knows_provider
 
     async def _record(self, name: str) -> JobRecord:
         record = await self._storage.get_job(_parse_name(name))
@@ -58,47 +73,76 @@ class RankServicer(rank_pb2_grpc.RankServiceServicer):
             raise not_found(name)
         return record
 
-    async def _detail(self, record: JobRecord) -> rank_pb2.Job:
+    async def _detail(self, record: JobRecord, view: rank_pb2.JobView) -> rank_pb2.Job:
         latest = await self._storage.latest_event(record.job_id, TIER_EVENT_KINDS)
-        return job_detail(record, latest)
+        return job_detail(record, latest, view)
 
-    @rpc_errors
+    async def _create(self, spec: rank_pb2.JobSpec, request_id: str) -> JobRecord:
+        # Checked before the job manager stores anything: a job too big to answer about is
+        # never created.
+        violations = validate_size(spec, self._max_message_bytes)
+        if len(request_id.encode()) > MAX_REQUEST_ID_BYTES:
+            violations.append(
+                FieldViolation("request_id", f"must be at most {MAX_REQUEST_ID_BYTES} bytes")
+            )
+        if violations:
+            # The field rules too, so the client learns which field made the job too big.
+            raise invalid_argument(validate_spec(spec, self._knows_provider) + violations)
+        record, _ = await self._manager.create(spec, request_id)
+        return record
+
     async def CreateJob(
         self, request: rank_pb2.CreateJobRequest, context: grpc.aio.ServicerContext
     ) -> rank_pb2.Job:
-        record, _ = await self._manager.create(request.spec, request.request_id)
-        return await self._detail(record)
+        view = _check_view(request.view)
+        return await self._detail(await self._create(request.spec, request.request_id), view)
 
-    @rpc_errors
     async def GetJob(
         self, request: rank_pb2.GetJobRequest, context: grpc.aio.ServicerContext
     ) -> rank_pb2.Job:
-        return await self._detail(await self._record(request.name))
+        view = _check_view(request.view)
+        return await self._detail(await self._record(request.name), view)
 
-    @rpc_errors
     async def ListJobs(
         self, request: rank_pb2.ListJobsRequest, context: grpc.aio.ServicerContext
     ) -> rank_pb2.ListJobsResponse:
+        view = _check_view(request.view)
         if request.page_size < 0:
             raise invalid_argument([FieldViolation("page_size", "must not be negative")])
+        if request.state not in _JOB_STATES:
+            raise invalid_argument([FieldViolation("state", f"unknown value {request.state}")])
         page_size = min(request.page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
-        before = _decode_page_token(request.page_token)
-        state = request.state or None
-        records = await self._storage.list_jobs(DEFAULT_TENANT, state, page_size + 1, before)
-        response = rank_pb2.ListJobsResponse(jobs=[job_summary(r) for r in records[:page_size]])
-        if len(records) > page_size:
-            response.next_page_token = _encode_page_token(records[page_size - 1].job_id)
+        before = page_tokens.decode(request.page_token, request.state)
+        records = await self._storage.list_jobs(
+            DEFAULT_TENANT, request.state or None, page_size + 1, before
+        )
+        budget = (
+            self._max_message_bytes - _PAGE_MARGIN_BYTES
+            if view == rank_pb2.JOB_VIEW_FULL
+            else min(_BASIC_PAGE_BYTES, self._max_message_bytes - _PAGE_MARGIN_BYTES)
+        )
+        response = rank_pb2.ListJobsResponse()
+        used = 0
+        for record in records[:page_size]:
+            job = job_summary(record)
+            if view == rank_pb2.JOB_VIEW_FULL:
+                job.spec.CopyFrom(job_spec(record, view))
+            used += job.ByteSize() + 8
+            if response.jobs and used > budget:
+                break
+            response.jobs.append(job)
+        if len(response.jobs) < len(records):
+            last = response.jobs[-1].name.removeprefix("jobs/")
+            response.next_page_token = page_tokens.encode(last, request.state)
         return response
 
-    @rpc_errors
     async def CancelJob(
         self, request: rank_pb2.CancelJobRequest, context: grpc.aio.ServicerContext
     ) -> rank_pb2.Job:
         record = await self._record(request.name)
         await self._manager.cancel(record.job_id)
-        return await self._detail(await self._record(request.name))
+        return await self._detail(await self._record(request.name), rank_pb2.JOB_VIEW_BASIC)
 
-    @rpc_errors
     async def GetVerdict(
         self, request: rank_pb2.GetVerdictRequest, context: grpc.aio.ServicerContext
     ) -> rank_pb2.VerdictRecord:
@@ -121,13 +165,18 @@ class RankServicer(rank_pb2_grpc.RankServiceServicer):
     async def WatchJob(
         self, request: rank_pb2.WatchJobRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[rank_pb2.JobEvent]:
-        try:
-            record = await self._record(request.name)
-            if request.after_sequence < 0:
-                raise invalid_argument([FieldViolation("after_sequence", "must not be negative")])
-        except ApiError as error:
-            await abort(context, error)
-            return
+        record = await self._record(request.name)
+        if request.after_sequence < 0:
+            raise invalid_argument([FieldViolation("after_sequence", "must not be negative")])
+        # Sequences only grow, so nobody can have seen one past the job's last: waiting for it
+        # would wait forever (the terminal event may come before it).
+        if request.after_sequence > record.last_sequence:
+            raise out_of_range(
+                FieldViolation(
+                    "after_sequence",
+                    f"is past the job's last event ({record.last_sequence})",
+                )
+            )
         async for event in follow_events(
             self._storage, self._hub, record.job_id, request.after_sequence
         ):
@@ -136,28 +185,6 @@ class RankServicer(rank_pb2_grpc.RankServiceServicer):
     async def Rank(
         self, request: rank_pb2.RankRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[rank_pb2.JobEvent]:
-        try:
-            record, _ = await self._manager.create(request.spec, request.request_id)
-        except ApiError as error:
-            await abort(context, error)
-            return
+        record = await self._create(request.spec, request.request_id)
         async for event in follow_events(self._storage, self._hub, record.job_id, 0):
             yield event
-
-
-def _encode_page_token(job_id: str) -> str:
-    return base64.urlsafe_b64encode(job_id.encode()).decode()
-
-
-def _decode_page_token(token: str) -> str | None:
-    if not token:
-        return None
-    try:
-        job_id = base64.b64decode(token.encode(), altchars=b"-_", validate=True).decode()
-        if not job_id:
-            raise ValueError(token)
-        return job_id
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        raise invalid_argument(
-            [FieldViolation("page_token", "is not a token from ListJobs")]
-        ) from None

@@ -6,7 +6,7 @@
 | --db | TIERANK_DB | $XDG_DATA_HOME/tierank/tierank.db | SQLite file |
 | --sqlite-synchronous | TIERANK_SQLITE_SYNCHRONOUS | FULL | FULL or NORMAL |
 | --judges-config | TIERANK_JUDGES_CONFIG | (none) | provider limits, prices, base URLs |
-| --max-message-mb | TIERANK_MAX_MESSAGE_MB | 64 | largest request or response message |
+| --max-message-mb | TIERANK_MAX_MESSAGE_MB | 64 | largest request or response message (1..1000) |
 | --shutdown-grace | TIERANK_SHUTDOWN_GRACE | 10 | seconds to let calls in flight land on shutdown |
 | --metrics-listen | TIERANK_METRICS_LISTEN | (off) | host:port for Prometheus metrics |
 | --ready-file | TIERANK_READY_FILE | (none) | once serving, write the bound host:port here |
@@ -44,6 +44,13 @@ class ServerSettings:
     def max_message_bytes(self) -> int:
         return self.max_message_mb * 1024 * 1024
 
+    @property
+    def transport_limit_bytes(self) -> int:
+        """What gRPC itself accepts: above the limit, so that a request between the two gets
+        an answer naming the limit and the flag; only one past this ceiling gets gRPC's bare
+        "Received message larger than max"."""
+        return 2 * self.max_message_bytes + 1024 * 1024
+
 
 def parser() -> argparse.ArgumentParser:
     env = os.environ.get
@@ -76,9 +83,10 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--max-message-mb",
-        type=int,
+        type=_message_mb,
         default=int(env("TIERANK_MAX_MESSAGE_MB", "64")),
-        help="largest accepted request / sent response, in MiB",
+        help="largest accepted request / sent response, in MiB, 1..1000 "
+        "(env TIERANK_MAX_MESSAGE_MB)",
     )
     p.add_argument(
         "--shutdown-grace",
@@ -110,6 +118,14 @@ def parser() -> argparse.ArgumentParser:
         help="log line format",
     )
     return p
+
+
+def _message_mb(text: str) -> int:
+    value = int(text)
+    # gRPC's limits are 32-bit signed: the transport ceiling (2x + 1 MiB) must stay below 2 GiB.
+    if not 1 <= value <= 1000:
+        raise argparse.ArgumentTypeError("must be between 1 and 1000")
+    return value
 
 
 def from_args(argv: list[str] | None = None) -> ServerSettings:

@@ -71,7 +71,9 @@ async def _load_jobs(
         record = await storage.get_job(entry.job.removeprefix(_JOB_PREFIX))
         if record is None:
             raise not_found(entry.job)
-        job = job_detail(record, await storage.latest_event(record.job_id, TIER_EVENT_KINDS))
+        latest = await storage.latest_event(record.job_id, TIER_EVENT_KINDS)
+        # FULL: pointwise labeling shows the judges the candidates' texts.
+        job = job_detail(record, latest, rank_pb2.JOB_VIEW_FULL)
         if not job.tiers:
             violations.append(
                 FieldViolation(f"{field}.jobs[{i}].job", f"{entry.job} has no tiers yet")
@@ -181,7 +183,7 @@ async def _anchored(
         )
 
         async def grade_tier(index: int) -> int:
-            pair = Pair(labeled.query_id, spec.query, passages[tiers[index][0]])
+            pair = Pair(labeled.query_id, spec.query, passages[tiers[index][0]], f"{field}.judge")
             reply = (await grading.grade(pair)).reply
             if reply.grade is not None:
                 return reply.grade

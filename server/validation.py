@@ -6,13 +6,36 @@ import math
 from collections.abc import Callable
 
 from tierank.server.convert import judge_config
-from tierank.server.errors import FieldViolation
+from tierank.server.errors import FieldViolation, shown
 from tierank.v1 import rank_pb2
 
 MAX_CANDIDATES = 10_000
 MAX_BATCH_SIZE = 20
 MIN_BATCH_SIZE = 2
 MAX_IN_FLIGHT = 64
+MAX_JUDGES = 32
+MIN_WEIGHT = 1e-3
+MAX_WEIGHT = 1e3
+# Lengths in UTF-8 bytes. They bound what a job can grow to (ids are repeated in every tiers
+# event and in the job's tiers), so that every response about a valid job fits in gRPC's default
+# 4 MiB receive limit in the BASIC view, whatever its size.
+MAX_ID_BYTES = 128
+MAX_QUERY_BYTES = 8 * 1024
+MAX_RUBRIC_BYTES = 16 * 1024
+MAX_REQUEST_ID_BYTES = 128
+MAX_JUDGE_NAME_BYTES = 128
+MAX_MODEL_BYTES = 256
+MAX_JUDGE_OPTIONS = 16
+MAX_OPTION_KEY_BYTES = 64
+MAX_OPTION_VALUE_BYTES = 256
+# What the server adds to a job's spec over its life: its name, times, state, an error message,
+# and per judge one stats entry (with the judge's last error, which the runner keeps short).
+_JOB_OVERHEAD_BYTES = 4 * 1024
+_JUDGE_STATS_BYTES = MAX_JUDGE_NAME_BYTES + 1024 + 256
+# Per candidate in the tiers: the id's tag and length, and at worst a tier of its own.
+_TIER_OVERHEAD_BYTES = 16
+
+_ENSEMBLE_MODES = frozenset(rank_pb2.EnsembleMode.values())
 
 
 def validate_spec(
@@ -25,6 +48,8 @@ def validate_spec(
 
     if not spec.query.strip():
         bad("query", "must not be empty")
+    _check_bytes("query", spec.query, MAX_QUERY_BYTES, bad)
+    _check_bytes("rubric", spec.rubric, MAX_RUBRIC_BYTES, bad)
     _validate_candidates(spec, bad)
     _validate_judges(spec, knows_provider, bad)
 
@@ -42,9 +67,43 @@ def validate_spec(
         value = getattr(spec.budget, name)
         if value < 0 or (isinstance(value, float) and math.isnan(value)):
             bad(f"budget.{name}", "must not be negative (0 means unlimited)")
-    if spec.deadline_seconds < 0 or math.isnan(spec.deadline_seconds):
-        bad("deadline_seconds", "must not be negative (0 means no deadline)")
+    if spec.deadline_seconds < 0 or not math.isfinite(spec.deadline_seconds):
+        bad("deadline_seconds", "must be a finite number, not negative (0 means no deadline)")
+    if spec.budget.max_cost_usd == math.inf:
+        bad("budget.max_cost_usd", "must be finite (0 means unlimited)")
+    if spec.ensemble_mode not in _ENSEMBLE_MODES:
+        bad("ensemble_mode", f"unknown value {spec.ensemble_mode}")
     return violations
+
+
+def validate_size(spec: rank_pb2.JobSpec, max_message_bytes: int) -> list[FieldViolation]:
+    """A job is refused when its largest response (the FULL view once every candidate has a
+    tier and every judge stats) would not fit in the server's message limit."""
+    projected = projected_job_bytes(spec)
+    if projected <= max_message_bytes:
+        return []
+    return [
+        FieldViolation(
+            "spec",
+            f"this job would grow to about {projected} bytes with its tiers and stats, more than "
+            f"this server's limit of {max_message_bytes} bytes; send fewer or shorter "
+            "candidates, or have the operator raise --max-message-mb (TIERANK_MAX_MESSAGE_MB)",
+        )
+    ]
+
+
+def projected_job_bytes(spec: rank_pb2.JobSpec) -> int:
+    """An upper bound on the serialized size of the job in its FULL view, at any point."""
+    ids = sum(len(c.id.encode()) + _TIER_OVERHEAD_BYTES for c in spec.candidates)
+    judges = len(spec.judges) * _JUDGE_STATS_BYTES
+    query = len(spec.query.encode())  # the job repeats it outside its spec
+    return spec.ByteSize() + ids + judges + query + _JOB_OVERHEAD_BYTES
+
+
+def _check_bytes(field: str, value: str, limit: int, bad: Callable[[str, str], None]) -> None:
+    size = len(value.encode())
+    if size > limit:
+        bad(field, f"must be at most {limit} bytes in UTF-8, got {size}")
 
 
 def _validate_candidates(spec: rank_pb2.JobSpec, bad: Callable[[str, str], None]) -> None:
@@ -58,6 +117,8 @@ def _validate_candidates(spec: rank_pb2.JobSpec, bad: Callable[[str, str], None]
     for i, candidate in enumerate(spec.candidates):
         if not candidate.id:
             bad(f"candidates[{i}].id", "must not be empty")
+        elif len(candidate.id.encode()) > MAX_ID_BYTES:
+            bad(f"candidates[{i}].id", f"must be at most {MAX_ID_BYTES} bytes in UTF-8")
         elif candidate.id in first_index:
             bad(f"candidates[{i}].id", f"duplicates candidates[{first_index[candidate.id]}].id")
         else:
@@ -71,20 +132,43 @@ def _validate_judges(
 ) -> None:
     if not spec.judges:
         bad("judges", "must name at least one judge")
+    if len(spec.judges) > MAX_JUDGES:
+        bad("judges", f"must name at most {MAX_JUDGES} judges, got {len(spec.judges)}")
+        return
     names: dict[str, int] = {}
     for i, judge in enumerate(spec.judges):
         field = f"judges[{i}]"
         if not knows_provider(judge.provider):
-            bad(f"{field}.provider", f"unknown provider {judge.provider!r}")
-        if judge.weight < 0 or math.isnan(judge.weight):
-            bad(f"{field}.weight", "must not be negative (0 means 1)")
+            bad(f"{field}.provider", f"unknown provider {shown(judge.provider)}")
+        if judge.weight != 0 and not MIN_WEIGHT <= judge.weight <= MAX_WEIGHT:
+            bad(f"{field}.weight", f"must be between {MIN_WEIGHT:g} and {MAX_WEIGHT:g} (0 means 1)")
+        _check_bytes(f"{field}.model", judge.model, MAX_MODEL_BYTES, bad)
+        _check_bytes(f"{field}.name", judge.name, MAX_JUDGE_NAME_BYTES, bad)
         name = judge_config(judge).display_name
         if name in names:
-            bad(f"{field}.name", f"duplicates the name of judges[{names[name]}] ({name!r})")
+            bad(f"{field}.name", f"duplicates the name of judges[{names[name]}] ({shown(name)})")
         names.setdefault(name, i)
-        params = judge.parameters
-        if params.HasField("temperature") and not 0 <= params.temperature <= 2:
-            bad(f"{field}.parameters.temperature", "must be between 0 and 2")
-        for positive in ("max_output_tokens", "timeout_seconds", "passage_token_budget"):
-            if params.HasField(positive) and not getattr(params, positive) > 0:
-                bad(f"{field}.parameters.{positive}", "must be positive")
+        _validate_parameters(f"{field}.parameters", judge.parameters, bad)
+
+
+def _validate_parameters(
+    field: str, params: rank_pb2.JudgeParameters, bad: Callable[[str, str], None]
+) -> None:
+    if params.HasField("temperature") and not 0 <= params.temperature <= 2:
+        bad(f"{field}.temperature", "must be between 0 and 2")
+    for positive in ("max_output_tokens", "passage_token_budget"):
+        if params.HasField(positive) and not getattr(params, positive) > 0:
+            bad(f"{field}.{positive}", "must be positive")
+    if params.HasField("timeout_seconds") and not 0 < params.timeout_seconds < math.inf:
+        bad(f"{field}.timeout_seconds", "must be positive and finite")
+    if len(params.options) > MAX_JUDGE_OPTIONS:
+        bad(f"{field}.options", f"must hold at most {MAX_JUDGE_OPTIONS} options")
+        return
+    for key, value in params.options.items():
+        if len(key.encode()) > MAX_OPTION_KEY_BYTES:
+            bad(f"{field}.options", f"option names must be at most {MAX_OPTION_KEY_BYTES} bytes")
+        if len(value.encode()) > MAX_OPTION_VALUE_BYTES:
+            bad(
+                f"{field}.options[{shown(key)}]",
+                f"must be at most {MAX_OPTION_VALUE_BYTES} bytes in UTF-8",
+            )

@@ -36,10 +36,25 @@ def job_summary(record: JobRecord) -> rank_pb2.Job:
     return job
 
 
-def job_detail(record: JobRecord, latest_tiers: EventRow | None) -> rank_pb2.Job:
-    """The whole job: spec, current tiers and stats."""
+def job_spec(record: JobRecord, view: rank_pb2.JobView) -> rank_pb2.JobSpec:
+    """The stored spec in a view: BASIC (the default) keeps candidate ids but drops their texts
+    and metadata, which make up nearly all of a big job and would not fit a 4 MiB response."""
+    spec = rank_pb2.JobSpec.FromString(record.spec)
+    if view != rank_pb2.JOB_VIEW_FULL:
+        for candidate in spec.candidates:
+            candidate.ClearField("text")
+            candidate.ClearField("metadata")
+    return spec
+
+
+def job_detail(
+    record: JobRecord,
+    latest_tiers: EventRow | None,
+    view: rank_pb2.JobView = rank_pb2.JOB_VIEW_BASIC,
+) -> rank_pb2.Job:
+    """The job with its spec (in `view`), current tiers and stats."""
     job = job_summary(record)
-    job.spec.ParseFromString(record.spec)
+    job.spec.CopyFrom(job_spec(record, view))
     if latest_tiers is not None:
         event = rank_pb2.JobEvent.FromString(latest_tiers.payload)
         source = event.completed if event.HasField("completed") else event.tiers_updated

@@ -130,3 +130,49 @@ async def test_grading_rejects_a_judge_that_cannot_grade_and_empty_pairs(eval_st
             eval_pb2.GradePairsRequest(judge=rank_pb2.JudgeSpec(provider="oracle"))
         )
     assert violations(caught.value) == [("pairs", "must hold at least one pair")]
+
+
+def _oracle_pair(score: str) -> eval_pb2.GradePairsRequest:
+    passage = rank_pb2.Candidate(id="d", text="t", metadata={"score": score})
+    return eval_pb2.GradePairsRequest(
+        judge=rank_pb2.JudgeSpec(provider="oracle"),
+        pairs=[eval_pb2.GradePair(query_id="1", query="q", passage=passage)],
+    )
+
+
+def _fill_with_passages(content: str) -> eval_pb2.FillQrelsRequest:
+    return eval_pb2.FillQrelsRequest(
+        qrels=GOOD_QRELS,
+        runs=[eval_pb2.TextFile(name="run.trec", content="1 Q0 a 1 2.0 x\n1 Q0 c 2 1.0 x\n")],
+        topics=eval_pb2.TextFile(name="topics.tsv", content="1\tquery\n"),
+        passages=eval_pb2.TextFile(name="passages.jsonl", content=content),
+        judge=rank_pb2.JudgeSpec(provider="oracle"),
+    )
+
+
+EXTREME_CASES = {
+    "oracle score inf": ("GradePairs", _oracle_pair("inf"), "pairs[0].passage.metadata"),
+    "oracle score nan": ("GradePairs", _oracle_pair("nan"), "pairs[0].passage.metadata"),
+    "oracle score 1e400": ("GradePairs", _oracle_pair("1e400"), "pairs[0].passage.metadata"),
+    "5,000-digit cutoff": (
+        "Evaluate",
+        evaluate_request(measures=("nDCG@" + "9" * 5000,)),
+        "measures[0]",
+    ),
+    "100,000 brackets": ("FillQrels", _fill_with_passages("[" * 100_000), "passages"),
+    "5,000-digit JSON number": (
+        "FillQrels",
+        _fill_with_passages('{"id": "c", "text": "t", "metadata": {"s": ' + "9" * 5000 + "}}"),
+        "passages",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(EXTREME_CASES), ids=list(EXTREME_CASES))
+async def test_extreme_values_are_invalid_argument_not_unknown(eval_stub, case: str) -> None:
+    rpc, request, field = EXTREME_CASES[case]
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await getattr(eval_stub, rpc)(request)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT, caught.value.details()
+    assert field in [f for f, _ in violations(caught.value)]
+    assert "Error" not in caught.value.details() and "sys." not in caught.value.details()

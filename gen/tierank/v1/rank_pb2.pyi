@@ -33,6 +33,12 @@ class CompletionReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     COMPLETION_REASON_CANCELLED: _ClassVar[CompletionReason]
     COMPLETION_REASON_JUDGES_UNAVAILABLE: _ClassVar[CompletionReason]
     COMPLETION_REASON_EXHAUSTED: _ClassVar[CompletionReason]
+
+class JobView(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    JOB_VIEW_UNSPECIFIED: _ClassVar[JobView]
+    JOB_VIEW_BASIC: _ClassVar[JobView]
+    JOB_VIEW_FULL: _ClassVar[JobView]
 ENSEMBLE_MODE_UNSPECIFIED: EnsembleMode
 ENSEMBLE_MODE_ALL: EnsembleMode
 ENSEMBLE_MODE_ADAPTIVE: EnsembleMode
@@ -48,6 +54,9 @@ COMPLETION_REASON_BUDGET_EXHAUSTED: CompletionReason
 COMPLETION_REASON_CANCELLED: CompletionReason
 COMPLETION_REASON_JUDGES_UNAVAILABLE: CompletionReason
 COMPLETION_REASON_EXHAUSTED: CompletionReason
+JOB_VIEW_UNSPECIFIED: JobView
+JOB_VIEW_BASIC: JobView
+JOB_VIEW_FULL: JobView
 
 class Candidate(_message.Message):
     __slots__ = ("id", "text", "metadata")
@@ -334,28 +343,34 @@ class JobEvent(_message.Message):
     def __init__(self, job: _Optional[str] = ..., sequence: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., accepted: _Optional[_Union[JobAccepted, _Mapping]] = ..., verdict: _Optional[_Union[VerdictReceived, _Mapping]] = ..., tiers_updated: _Optional[_Union[TiersUpdated, _Mapping]] = ..., completed: _Optional[_Union[JobCompleted, _Mapping]] = ..., failed: _Optional[_Union[JobFailed, _Mapping]] = ...) -> None: ...
 
 class CreateJobRequest(_message.Message):
-    __slots__ = ("spec", "request_id")
+    __slots__ = ("spec", "request_id", "view")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    VIEW_FIELD_NUMBER: _ClassVar[int]
     spec: JobSpec
     request_id: str
-    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., request_id: _Optional[str] = ...) -> None: ...
+    view: JobView
+    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., request_id: _Optional[str] = ..., view: _Optional[_Union[JobView, str]] = ...) -> None: ...
 
 class GetJobRequest(_message.Message):
-    __slots__ = ("name",)
+    __slots__ = ("name", "view")
     NAME_FIELD_NUMBER: _ClassVar[int]
+    VIEW_FIELD_NUMBER: _ClassVar[int]
     name: str
-    def __init__(self, name: _Optional[str] = ...) -> None: ...
+    view: JobView
+    def __init__(self, name: _Optional[str] = ..., view: _Optional[_Union[JobView, str]] = ...) -> None: ...
 
 class ListJobsRequest(_message.Message):
-    __slots__ = ("page_size", "page_token", "state")
+    __slots__ = ("page_size", "page_token", "state", "view")
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
+    VIEW_FIELD_NUMBER: _ClassVar[int]
     page_size: int
     page_token: str
     state: JobState
-    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ...) -> None: ...
+    view: JobView
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., view: _Optional[_Union[JobView, str]] = ...) -> None: ...
 
 class ListJobsResponse(_message.Message):
     __slots__ = ("jobs", "next_page_token")

@@ -1,0 +1,163 @@
+"""The one place where a tierank RPC's request is read and its failures become a status.
+
+Each unary and server-streaming method of the tierank services is re-wrapped so that gRPC hands
+it the request as raw bytes. That lets the server:
+
+- answer a request over --max-message-mb with RESOURCE_EXHAUSTED naming the limit and how to
+  raise it (gRPC's own check, with its bare message, only applies past a higher ceiling);
+- answer bytes that are not a valid message (garbage, truncated, invalid UTF-8, nesting too
+  deep) with INVALID_ARGUMENT rather than UNKNOWN and a protobuf class name;
+- bind the rpc name and a request id to every log line of the call;
+- turn ApiError into its rich status, a full or damaged database into a plain status, and any
+  other exception into INTERNAL with the request id, never a class name or a traceback.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+import structlog
+from google.protobuf.message import DecodeError
+
+from tierank.server.errors import (
+    ApiError,
+    FieldViolation,
+    abort,
+    data_loss,
+    internal,
+    invalid_argument,
+    resource_exhausted,
+    unavailable,
+)
+from tierank.server.storage.base import StorageDamaged, StorageFull
+
+# A full disk is freed by an operator, not in a moment: retrying sooner only adds load.
+_STORAGE_FULL_RETRY_S = 30.0
+_REQUEST_ID_HEADER = "x-request-id"
+
+
+class EdgeInterceptor(grpc.aio.ServerInterceptor):
+    def __init__(self, max_message_bytes: int, services: tuple[str, ...]) -> None:
+        self._max_message_bytes = max_message_bytes
+        self._prefixes = tuple(f"/{service}/" for service in services)
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        method: str = details.method  # type: ignore[attr-defined]
+        if handler is None or not method.startswith(self._prefixes):
+            return handler
+        call = _Call(method, self._max_message_bytes, handler.request_deserializer, details)
+        if handler.unary_unary is not None:
+            return grpc.unary_unary_rpc_method_handler(
+                call.unary(handler.unary_unary),
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream is not None:
+            return grpc.unary_stream_rpc_method_handler(
+                call.stream(handler.unary_stream),
+                response_serializer=handler.response_serializer,
+            )
+        return handler
+
+
+class _Call:
+    def __init__(
+        self,
+        method: str,
+        max_message_bytes: int,
+        deserialize: Callable[[bytes], Any],
+        details: grpc.HandlerCallDetails,
+    ) -> None:
+        self._rpc = method.rpartition("/")[2]
+        self._max_message_bytes = max_message_bytes
+        self._deserialize = deserialize
+        metadata = dict(details.invocation_metadata or ())  # type: ignore[attr-defined]
+        # A client's own id, when it sends one, ties its logs to ours; cut so it cannot bloat them.
+        given = str(metadata.get(_REQUEST_ID_HEADER, ""))[:64]
+        self.request_id = given or secrets.token_hex(8)
+
+    def unary(self, behaviour: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        async def handle(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
+            with structlog.contextvars.bound_contextvars(rpc=self._rpc, request_id=self.request_id):
+                try:
+                    return await behaviour(self._parse(raw), context)
+                except grpc.aio.AbortError:
+                    raise  # aborted already, with its own status
+                except Exception as error:  # every failure becomes a status
+                    await abort(context, self._api_error(error))
+
+        return handle
+
+    def stream(
+        self, behaviour: Callable[..., AsyncIterator[Any]]
+    ) -> Callable[..., AsyncIterator[Any]]:
+        async def handle(raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            with structlog.contextvars.bound_contextvars(rpc=self._rpc, request_id=self.request_id):
+                try:
+                    async for response in behaviour(self._parse(raw), context):
+                        yield response
+                except grpc.aio.AbortError:
+                    raise  # aborted already, with its own status
+                except Exception as error:  # every failure becomes a status
+                    await abort(context, self._api_error(error))
+
+        return handle
+
+    def _parse(self, raw: bytes) -> Any:
+        if len(raw) > self._max_message_bytes:
+            limit_mb = self._max_message_bytes // (1024 * 1024)
+            raise resource_exhausted(
+                f"the request is {len(raw)} bytes, more than this server's limit of "
+                f"{self._max_message_bytes} bytes ({limit_mb} MiB); the server's operator can "
+                "raise it with --max-message-mb or TIERANK_MAX_MESSAGE_MB",
+                "REQUEST_TOO_LARGE",
+                limit_bytes=str(self._max_message_bytes),
+                request_bytes=str(len(raw)),
+            )
+        try:
+            return self._deserialize(raw)
+        except (DecodeError, RecursionError, ValueError):
+            raise invalid_argument(
+                [
+                    FieldViolation(
+                        "request",
+                        f"is not a valid {self._rpc} request message (malformed protobuf bytes, "
+                        "a string that is not UTF-8, or nesting too deep)",
+                    )
+                ]
+            ) from None
+
+    def _api_error(self, error: Exception) -> ApiError:
+        error = _cause(error)
+        if isinstance(error, ApiError):
+            return error
+        log = structlog.get_logger()
+        if isinstance(error, StorageFull):
+            log.warning("storage full", error=str(error))
+            return unavailable(
+                f"the server's disk is full, so nothing can be stored now ({error}); "
+                "reads still work, try again later",
+                _STORAGE_FULL_RETRY_S,
+            )
+        if isinstance(error, StorageDamaged):
+            log.error("storage damaged", error=str(error))
+            return data_loss(f"stored data could not be read: {error}")
+        log.exception("internal error")
+        return internal(f"internal error (request id {self.request_id})")
+
+
+def _cause(error: Exception) -> Exception:
+    """The error a task group's exception group stands for: its first ApiError or storage
+    error, else its first leaf (which then is reported as internal)."""
+    if not isinstance(error, ExceptionGroup):
+        return error
+    leaves = [_cause(e) for e in error.exceptions]
+    meaningful = [e for e in leaves if isinstance(e, ApiError | StorageFull | StorageDamaged)]
+    return (meaningful or leaves)[0]

@@ -1,0 +1,65 @@
+"""ListJobs page tokens: opaque, signed, and tied to the listing they continue (AIP-158).
+
+A token names the last job of the page before and the state filter it was made for, signed
+with an HMAC key that lives as long as the server process: a forged or altered token, or one
+used with another filter, is INVALID_ARGUMENT, and a token from before a restart is too
+(the client lists again from the start).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import re
+import secrets
+
+from tierank.server.errors import FieldViolation, invalid_argument
+
+_KEY = secrets.token_bytes(32)
+_MAC_BYTES = 16
+_JOB_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# Far above any real token (a job id, a state number and a MAC), so decoding stays cheap.
+_MAX_TOKEN_CHARS = 512
+
+
+def encode(last_job_id: str, state: int) -> str:
+    payload = f"{last_job_id}:{state}".encode()
+    return base64.urlsafe_b64encode(payload + _mac(payload)).decode().rstrip("=")
+
+
+def decode(token: str, state: int) -> str | None:
+    """The last job id of the previous page; None for the first page."""
+    if not token:
+        return None
+    job_id = _verified(token)
+    if job_id is None:
+        raise invalid_argument(
+            [FieldViolation("page_token", "is not a token from this server's ListJobs")]
+        )
+    token_job, _, token_state = job_id.rpartition(":")
+    if token_state != str(state):
+        raise invalid_argument(
+            [FieldViolation("page_token", "was made for another state filter; list again")]
+        )
+    return token_job
+
+
+def _verified(token: str) -> str | None:
+    if len(token) > _MAX_TOKEN_CHARS:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    except (binascii.Error, ValueError):
+        return None
+    payload, mac = raw[:-_MAC_BYTES], raw[-_MAC_BYTES:]
+    if len(raw) <= _MAC_BYTES or not hmac.compare_digest(mac, _mac(payload)):
+        return None
+    text = payload.decode()
+    job_id = text.rpartition(":")[0]
+    return text if _JOB_ID.fullmatch(job_id) else None
+
+
+def _mac(payload: bytes) -> bytes:
+    return hmac.new(_KEY, payload, hashlib.sha256).digest()[:_MAC_BYTES]

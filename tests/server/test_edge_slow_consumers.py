@@ -1,0 +1,133 @@
+"""Slow consumers: 200 watchers whose client stops reading (a frozen process: SIGSTOP) do not
+grow the server's memory while their job goes on making big events, and another job keeps
+its pace meanwhile."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+
+from tierank.client import LocalServer
+from tierank.server.hub import MAX_WATCHERS_PER_JOB
+from tierank.v1 import rank_pb2, rank_pb2_grpc
+
+STALLED = 200
+# While the watchers are stopped the job makes 100 more events of ~220 KB: a server that kept
+# them for each watcher would grow by 200 x 22 MB.
+ALLOWED_GROWTH_MB = 150
+
+# The watchers run in a process of their own, which the test freezes: its sockets then stop
+# being read, exactly as for a client that hangs or a network that stalls.
+_WATCHERS = """
+import asyncio, sys, grpc
+from tierank.v1 import rank_pb2, rank_pb2_grpc
+
+async def main(address, name, count):
+    channels = [grpc.aio.insecure_channel(address) for _ in range(10)]
+    calls = [
+        rank_pb2_grpc.RankServiceStub(channels[i % 10]).WatchJob(
+            rank_pb2.WatchJobRequest(name=name)
+        )
+        for i in range(count)
+    ]
+    for call in calls:
+        await call.read()
+    print("watching", flush=True)
+    await asyncio.sleep(3600)
+
+asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3])))
+"""
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def _spec(n: int, calls: int, id_bytes: int = 8) -> rank_pb2.JobSpec:
+    return rank_pb2.JobSpec(
+        query="q",
+        candidates=[
+            rank_pb2.Candidate(id=f"{i:06d}".ljust(id_bytes, "x"), text="t", metadata={"s": str(i)})
+            for i in range(n)
+        ],
+        judges=[
+            rank_pb2.JudgeSpec(
+                provider="oracle",
+                parameters=rank_pb2.JudgeParameters(
+                    options={"score_key": "s", "noise": "0", "latency_ms": "20"}
+                ),
+            )
+        ],
+        budget=rank_pb2.Budget(max_judge_calls=calls),
+        max_in_flight=4,
+    )
+
+
+async def _run_to_end(stub: rank_pb2_grpc.RankServiceStub, spec: rank_pb2.JobSpec) -> float:
+    started = time.monotonic()
+    async for _ in stub.Rank(rank_pb2.RankRequest(spec=spec), timeout=120):
+        pass
+    return time.monotonic() - started
+
+
+async def _progressed(
+    stub: rank_pb2_grpc.RankServiceStub, name: str, events: int, within_s: float
+) -> rank_pb2.Job:
+    deadline = time.monotonic() + within_s
+    while True:
+        job = await stub.GetJob(rank_pb2.GetJobRequest(name=name))
+        if job.last_sequence >= events or job.state == rank_pb2.JOB_STATE_SUCCEEDED:
+            assert job.last_sequence >= events, "enough big events to swamp unbounded buffers"
+            return job
+        assert time.monotonic() < deadline, f"the job made only {job.last_sequence} events"
+        await asyncio.sleep(0.5)
+
+
+async def test_stopped_watchers_keep_server_memory_bounded(tmp_path: Path) -> None:
+    assert STALLED <= MAX_WATCHERS_PER_JOB
+    with LocalServer(db=tmp_path / "slow.db", extra_args=("--log-level", "warning")) as server:
+        assert server.pid is not None
+        async with grpc.aio.insecure_channel(server.address) as channel:
+            stub = rank_pb2_grpc.RankServiceStub(channel)
+            paced = _spec(n=60, calls=40)
+            baseline_s = await _run_to_end(stub, paced)
+
+            # Big events (2,000 ids of 100 bytes: ~220 KB per tiers update), many of them.
+            busy = await stub.CreateJob(
+                rank_pb2.CreateJobRequest(spec=_spec(n=2000, calls=1000, id_bytes=100))
+            )
+            watchers = subprocess.Popen(
+                [sys.executable, "-c", _WATCHERS, server.address, busy.name, str(STALLED)],
+                stdout=subprocess.PIPE,
+            )
+            try:
+                assert watchers.stdout is not None
+                ready = await asyncio.wait_for(asyncio.to_thread(watchers.stdout.readline), 60)
+                assert ready.strip() == b"watching"
+                os.kill(watchers.pid, signal.SIGSTOP)
+                stopped_at = (
+                    await stub.GetJob(rank_pb2.GetJobRequest(name=busy.name))
+                ).last_sequence
+                await asyncio.sleep(1)  # what was in flight when they stopped lands
+                before_mb = _rss_mb(server.pid)
+
+                paced_s = await _run_to_end(stub, paced)
+                await _progressed(stub, busy.name, events=stopped_at + 100, within_s=90)
+                grown_mb = _rss_mb(server.pid) - before_mb
+                print(f"RSS grew {grown_mb:.0f} MB; paced job {baseline_s:.1f}s -> {paced_s:.1f}s")
+                assert grown_mb < ALLOWED_GROWTH_MB
+                assert paced_s < 3 * baseline_s + 3, (baseline_s, paced_s)
+            finally:
+                watchers.kill()
+                watchers.wait()
+            await stub.CancelJob(rank_pb2.CancelJobRequest(name=busy.name))
