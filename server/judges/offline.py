@@ -79,7 +79,14 @@ class LexicalJudge(_OfflineJudge):
         average_length = (sum(lengths.values()) / len(lengths)) if lengths else 0.0
         document_frequency = Counter(term for tf in docs.values() for term in tf)
         n = len(docs)
-        query_terms = _words(pool.query)
+        # Counted once: a long query repeats terms, and scoring each occurrence against every
+        # passage of a 10,000-candidate pool would stall the event loop for seconds.
+        query_terms = Counter(_words(pool.query))
+        idf = {
+            term: math.log(1 + (n - df + 0.5) / (df + 0.5))
+            for term in query_terms
+            if (df := document_frequency[term])
+        }
         self._scores: dict[str, float] = {}
         # Ties go to the earlier candidate of the pool (its retrieval order), never to the
         # order a batch happens to present them in.
@@ -89,12 +96,10 @@ class LexicalJudge(_OfflineJudge):
         for pid, tf in docs.items():
             norm = self.K1 * (1 - self.B + self.B * lengths[pid] / (average_length or 1.0))
             score = 0.0
-            for term in query_terms:
+            for term, term_idf in idf.items():
                 f = tf.get(term, 0)
                 if f:
-                    df = document_frequency[term]
-                    idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
-                    score += idf * f * (self.K1 + 1) / (f + norm)
+                    score += query_terms[term] * term_idf * f * (self.K1 + 1) / (f + norm)
             self._scores[pid] = score
 
     def cache_identity(self) -> str:
@@ -131,12 +136,16 @@ class OracleJudge(_OfflineJudge):
         for passage in pool.passages:
             raw = passage.metadata.get(self._score_key)
             try:
-                self._scores[passage.id] = float(raw)  # type: ignore[arg-type]
+                score = float(raw)  # type: ignore[arg-type]
             except (TypeError, ValueError):
+                score = math.nan
+            if math.isfinite(score):
+                self._scores[passage.id] = score
+            else:
                 raise JudgeConfigError(
                     "parameters.options.score_key",
-                    f"the oracle judge needs a numeric metadata[{self._score_key!r}] on every "
-                    f"candidate; candidate {passage.id!r} has {raw!r}",
+                    f"the oracle judge needs a finite numeric metadata[{self._score_key!r}] on "
+                    f"every candidate; candidate {passage.id!r} has {raw!r}",
                 ) from None
 
     @property

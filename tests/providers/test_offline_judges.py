@@ -3,6 +3,7 @@ judges refuse options they do not know or cannot honour (issue 13, items 22 and 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import grpc
@@ -65,3 +66,58 @@ async def test_offline_judges_refuse_options_they_cannot_honour(
     assert rule in violations[f"spec.judges[0].parameters.{field}"], violations
     listed = await stub.ListJobs(rank_pb2.ListJobsRequest())
     assert not listed.jobs
+
+
+def _reference_bm25(query: str, texts: dict[str, str]) -> dict[str, float]:
+    """BM25 as Anserini sums it: every occurrence of a query term counts."""
+    k1, b = 0.9, 0.4
+    docs = {pid: text.lower().split() for pid, text in texts.items()}
+    average = sum(len(words) for words in docs.values()) / len(docs)
+    scores = {}
+    for pid, words in docs.items():
+        score = 0.0
+        for term in query.lower().split():
+            df = sum(term in other for other in docs.values())
+            f = words.count(term)
+            if f:
+                idf = math.log(1 + (len(docs) - df + 0.5) / (df + 0.5))
+                score += idf * f * (k1 + 1) / (f + k1 * (1 - b + b * len(words) / average))
+        scores[pid] = score
+    return scores
+
+
+async def test_lexical_counts_every_occurrence_of_a_repeated_query_term(
+    stub: rank_pb2_grpc.RankServiceStub,
+) -> None:
+    # "wax" three times outweighs one "dance"; counted once, "dance" (rarer) would win.
+    texts = {
+        "dance": "dance alpha beta gamma",
+        "wax": "wax wax delta epsilon",
+        "both": "dance wax zeta eta",
+        "none": "theta iota kappa lambda",
+        "wax2": "wax mu nu xi",
+    }
+    query = "wax wax wax dance"
+    spec = rank_pb2.JobSpec(
+        query=query,
+        candidates=[rank_pb2.Candidate(id=pid, text=text) for pid, text in texts.items()],
+        judges=[rank_pb2.JudgeSpec(provider="lexical")],
+        batch_size=5,
+    )
+    events = [e async for e in stub.Rank(rank_pb2.RankRequest(spec=spec), timeout=60)]
+    ordering = next(e.verdict.ordering for e in events if e.HasField("verdict"))
+    reference = _reference_bm25(query, texts)
+    assert list(ordering) == sorted(texts, key=lambda pid: -reference[pid])
+
+
+@pytest.mark.parametrize("score", ["inf", "-inf", "nan", "1e400"])
+async def test_the_oracle_refuses_a_score_that_is_not_finite(
+    stub: rank_pb2_grpc.RankServiceStub, make_spec: SpecFactory, score: str
+) -> None:
+    spec = make_spec(n=4, judges=[rank_pb2.JudgeSpec(provider="oracle")])
+    spec.candidates[2].metadata["score"] = score
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await stub.CreateJob(rank_pb2.CreateJobRequest(spec=spec))
+    assert refused.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    rule = field_violations(refused.value)["spec.judges[0].parameters.options.score_key"]
+    assert "finite numeric" in rule and "'c002'" in rule
