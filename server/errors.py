@@ -58,6 +58,11 @@ _MESSAGE_BYTES = 400
 _SHOWN_CHARS = 80
 
 
+# Error texts a job keeps (a verdict's failure reason, a judge's last error, a job's error):
+# kept short so that what a job can grow to stays bounded (see validation).
+MAX_ERROR_TEXT_BYTES = 1024
+
+
 def clip(text: str, limit_bytes: int) -> str:
     """`text` cut to at most `limit_bytes` of UTF-8 (on a character boundary), marked '…'."""
     encoded = text.encode()

@@ -91,6 +91,7 @@ class PairGrader:
     async def grade(self, pair: Pair) -> GradedPair:
         grader = self._grader
         key = None
+        await grader.prepare()
         if grader.cacheable:
             key = cache_key(
                 self._tenant, grader.cache_identity(), self._rubric, pair.query, (pair.passage,)

@@ -4,31 +4,60 @@ from __future__ import annotations
 
 import secrets
 import time
+from dataclasses import dataclass, field
 from types import TracebackType
 
 import anyio
 import structlog
 from anyio.abc import TaskGroup
+from google.protobuf.message import DecodeError
 from google.rpc import code_pb2
 
 from tierank.server import metrics
 from tierank.server.convert import judge_config, pool_context
-from tierank.server.errors import FieldViolation, invalid_argument
+from tierank.server.errors import (
+    MAX_ERROR_TEXT_BYTES,
+    FieldViolation,
+    clip,
+    invalid_argument,
+    unavailable,
+)
 from tierank.server.hub import EventHub
 from tierank.server.judges.base import Judge, JudgeConfigError, PoolContext
 from tierank.server.judges.registry import JudgeFactory
 from tierank.server.runner import JobRunner
 from tierank.server.storage.base import DuplicateRequest, EventRow, JobRecord, JobUpdate, Storage
 from tierank.server.validation import validate_spec
-from tierank.server.views import job_summary
+from tierank.server.views import TERMINAL_STATES, job_summary
 from tierank.v1 import rank_pb2
 
 DEFAULT_TENANT = "default"
+# What a client refused during a shutdown is told, and how long to wait before retrying.
+SHUTTING_DOWN = "the server is shutting down; retry on another server"
+SHUTTING_DOWN_RETRY_AFTER_S = 1.0
 
 
 def new_job_id() -> str:
     """Sortable by creation time, so listing newest-first needs no extra index."""
     return f"{time.time_ns() // 1_000_000:012x}{secrets.token_hex(6)}"
+
+
+def same_request(stored_spec: bytes, spec: rank_pb2.JobSpec) -> bool:
+    """Whether a stored job was created from this spec (compared as messages: serialized
+    bytes are not canonical, e.g. map order)."""
+    try:
+        return rank_pb2.JobSpec.FromString(stored_spec) == spec
+    except DecodeError:
+        return False
+
+
+@dataclass
+class _Creation:
+    """The outcome of storing a new job, handed from the task that owns the job to the RPC."""
+
+    done: anyio.Event = field(default_factory=anyio.Event)
+    stored: JobRecord | None = None
+    error: Exception | None = None
 
 
 class JobManager:
@@ -38,6 +67,7 @@ class JobManager:
         self._hub = hub
         self._runners: dict[str, JobRunner] = {}
         self._tasks: TaskGroup | None = None
+        self._draining = False
         self._log = structlog.get_logger()
 
     async def __aenter__(self) -> JobManager:
@@ -79,7 +109,13 @@ class JobManager:
     async def create(
         self, spec: rank_pb2.JobSpec, request_id: str, tenant: str = DEFAULT_TENANT
     ) -> tuple[JobRecord, bool]:
-        """Validate, store and start a job; returns (job, created)."""
+        """Validate, store and start a job; returns (job, created).
+
+        A reused `request_id` returns the job it created, if the spec is the same; with a
+        different spec it is an error (AIP-155).
+        """
+        if self._draining:
+            raise unavailable(SHUTTING_DOWN, SHUTTING_DOWN_RETRY_AFTER_S)
         violations = validate_spec(spec, self._factory.knows)
         if violations:
             raise invalid_argument(violations)
@@ -95,6 +131,7 @@ class JobManager:
             candidate_count=len(spec.candidates),
             create_time=now,
             update_time=now,
+            last_sequence=1,
         )
         accepted = rank_pb2.JobEvent(
             job=f"jobs/{record.job_id}",
@@ -102,22 +139,54 @@ class JobManager:
             accepted=rank_pb2.JobAccepted(job=job_summary(record)),
         )
         accepted.time.FromNanoseconds(int(now * 1e9))
-        try:
-            record = await self._storage.create_job(
-                record, EventRow(1, "accepted", now, accepted.SerializeToString())
+        first_event = EventRow(1, "accepted", now, accepted.SerializeToString())
+        # One task the manager owns stores the job and runs it; the RPC only waits for the
+        # store. A client that gives up meanwhile (a deadline, a disconnect) cancels the RPC,
+        # never the job: a stored job always runs, and a job that runs is always stored.
+        runner = self._runner(record, spec, pool, judges)
+        # Known before it is stored, so a cancel that finds the job finds its runner too.
+        self._runners[record.job_id] = runner
+        creation = _Creation()
+        assert self._tasks is not None
+        self._tasks.start_soon(
+            self._store_and_run, record, first_event, runner, creation, name=runner.name
+        )
+        await creation.done.wait()
+        if creation.error is not None:
+            raise creation.error
+        if creation.stored is None:  # the server stopped while storing it
+            raise unavailable(SHUTTING_DOWN, SHUTTING_DOWN_RETRY_AFTER_S)
+        if creation.stored.job_id == record.job_id:
+            return creation.stored, True
+        if not same_request(creation.stored.spec, spec):
+            violation = FieldViolation(
+                "request_id", f"was used for {creation.stored.job_id} with a different spec"
             )
-        except DuplicateRequest as duplicate:
-            for judge in judges:
-                await judge.aclose()
-            return duplicate.existing, False
-        metrics.JOBS_CREATED.inc()
-        self._start(record, spec, pool, judges)
-        return record, True
+            raise invalid_argument([violation])
+        return creation.stored, False
 
-    def _start(
-        self, record: JobRecord, spec: rank_pb2.JobSpec, pool: PoolContext, judges: list[Judge]
+    async def _store_and_run(
+        self, record: JobRecord, first_event: EventRow, runner: JobRunner, creation: _Creation
     ) -> None:
-        runner = JobRunner(
+        try:
+            creation.stored = await self._storage.create_job(record, first_event)
+        except DuplicateRequest as duplicate:
+            creation.stored = duplicate.existing
+        except Exception as error:  # e.g. a full disk: the RPC reports it, the server goes on
+            creation.error = error
+        finally:
+            creation.done.set()
+        if creation.stored is None or creation.stored.job_id != record.job_id:
+            self._runners.pop(record.job_id, None)
+            await runner.discard()
+            return
+        metrics.JOBS_CREATED.inc()
+        await self._supervise(runner)
+
+    def _runner(
+        self, record: JobRecord, spec: rank_pb2.JobSpec, pool: PoolContext, judges: list[Judge]
+    ) -> JobRunner:
+        return JobRunner(
             job_id=record.job_id,
             tenant=record.tenant,
             spec=spec,
@@ -128,9 +197,15 @@ class JobManager:
             last_sequence=record.last_sequence,
             create_time=record.create_time,
         )
+
+    def _start(
+        self, record: JobRecord, spec: rank_pb2.JobSpec, pool: PoolContext, judges: list[Judge]
+    ) -> JobRunner:
+        runner = self._runner(record, spec, pool, judges)
         self._runners[record.job_id] = runner
         assert self._tasks is not None
-        self._tasks.start_soon(self._supervise, runner, name=f"job {record.job_id}")
+        self._tasks.start_soon(self._supervise, runner, name=runner.name)
+        return runner
 
     async def _supervise(self, runner: JobRunner) -> None:
         try:
@@ -140,16 +215,30 @@ class JobManager:
 
     async def _resume_unfinished(self) -> None:
         for record in await self._storage.unfinished_jobs():
-            spec = rank_pb2.JobSpec.FromString(record.spec)
-            try:
-                pool, judges = self._build_judges(spec)
-            except Exception as error:
-                await self._fail_unresumable(record, f"cannot rebuild judges: {error}")
-                continue
             self._log.info("resuming job", job_id=record.job_id)
-            self._start(record, spec, pool, judges)
+            self._resume(record)
+
+    def _resume(self, record: JobRecord) -> JobRunner | None:
+        """Start a stored job's runner again; a job that cannot run any more fails alone."""
+        try:
+            spec = rank_pb2.JobSpec.FromString(record.spec)
+        except DecodeError as error:
+            self._fail_soon(record, f"its stored spec is damaged and cannot be read: {error}")
+            return None
+        try:
+            pool, judges = self._build_judges(spec)
+        except Exception as error:
+            self._fail_soon(record, f"cannot rebuild judges: {error}")
+            return None
+        return self._start(record, spec, pool, judges)
+
+    def _fail_soon(self, record: JobRecord, message: str) -> None:
+        self._log.error("job cannot resume", job_id=record.job_id, error=message)
+        assert self._tasks is not None
+        self._tasks.start_soon(self._fail_unresumable, record, message)
 
     async def _fail_unresumable(self, record: JobRecord, message: str) -> None:
+        message = clip(message, MAX_ERROR_TEXT_BYTES)
         error = rank_pb2.JobError(code=code_pb2.FAILED_PRECONDITION, message=message)
         sequence = record.last_sequence + 1
         event = rank_pb2.JobEvent(
@@ -157,24 +246,41 @@ class JobManager:
         )
         now = time.time()
         event.time.FromNanoseconds(int(now * 1e9))
-        await self._storage.commit(
-            record.job_id,
-            JobUpdate(
-                events=[EventRow(sequence, "failed", now, event.SerializeToString())],
-                state=rank_pb2.JOB_STATE_FAILED,
-                error_code=error.code,
-                error_message=message,
-            ),
+        update = JobUpdate(
+            events=[EventRow(sequence, "failed", now, event.SerializeToString())],
+            state=rank_pb2.JOB_STATE_FAILED,
+            error_code=error.code,
+            error_message=message,
         )
+        try:
+            await self._storage.commit(record.job_id, update)
+        except Exception:  # the job stays unfinished; the next start tries again
+            self._log.exception("could not record that a job cannot resume", job_id=record.job_id)
+            return
+        await self._hub.publish(record.job_id, [event])
 
     async def cancel(self, job_id: str) -> None:
+        """End a job as cancelled, whatever its state; a finished job is left as it is."""
         runner = self._runners.get(job_id)
-        if runner is not None:
-            runner.request_cancel()
-            await runner.finished.wait()
+        if runner is None:
+            record = await self._storage.get_job(job_id)
+            # Checked again after the read: a concurrent cancel may have started one.
+            runner = self._runners.get(job_id)
+            if runner is None:
+                if record is None or record.state in TERMINAL_STATES:
+                    return
+                # An unfinished job with no runner here (e.g. stopped by a drain) runs again
+                # only to record what it has and end as cancelled.
+                runner = self._resume(record)
+                if runner is None:
+                    return
+        runner.request_cancel()
+        await runner.finished.wait()
 
     async def drain(self, grace_s: float) -> None:
-        """Stop planning new calls and let the calls in flight land; jobs stay resumable."""
+        """Refuse new jobs, stop planning new calls and let the calls in flight land; jobs
+        stay resumable."""
+        self._draining = True
         runners = list(self._runners.values())
         for runner in runners:
             runner.request_drain()

@@ -1,10 +1,15 @@
 """Runs one job: plans judge calls with the tournament, makes them, and records every step.
 
-Durability: a plan is journaled before its calls start, and a verdict is committed (journal,
-events, cache) before it is streamed. After a crash the tournament is rebuilt by replaying the
-journal (the scheduler is deterministic), so calls that already have a verdict are never asked
-again, and calls planned but unanswered are simply made again. A job that ends early
-(cancelled, deadline, no judges left) records the answers already received before it completes.
+Durability: a plan is journaled before its calls start; each answer is stored (verdict, raw
+answer, usage) the moment it arrives; answers are then applied to the tournament, journaled and
+streamed in plan order. After a crash the tournament is rebuilt by replaying the journal (the
+scheduler is deterministic); answers stored but not yet applied are applied from storage, so a
+paid answer is never asked for again, and only calls that had no answer yet are made again. A
+job that ends early (cancelled, deadline, no judges left) records the answers already received
+before it completes.
+
+A full disk pauses a job: every write is retried until it fits, so nothing already stored is
+lost and the event sequence has no gap; the job goes on when space is freed.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from tierank.scheduler import Tournament
 from tierank.scheduler.types import Cost, JudgeCall, StopReason, Tier, Verdict
 from tierank.server import metrics
 from tierank.server.convert import tiers_to_proto, timestamp, tournament_config
+from tierank.server.errors import MAX_ERROR_TEXT_BYTES, clip
 from tierank.server.hub import EventHub
 from tierank.server.judges.base import (
     BatchRequest,
@@ -46,14 +52,21 @@ from tierank.server.storage.base import (
     JobUpdate,
     JournalRow,
     Storage,
+    StorageFull,
     VerdictAudit,
 )
 from tierank.server.verdict_cache import cache_key, decode_ordering, encode_ordering
 from tierank.v1 import rank_pb2
 
 # A judge failing this many times in a row inside one job is dropped from that job, so a
-# judge that can never answer cannot keep the job rescheduling the same pairs.
+# judge that can never answer cannot keep the job rescheduling the same pairs. An open breaker
+# counts as one failure like any other: one job's trouble with a provider, or a brief outage,
+# must not drop the judge from every job at once.
 MAX_CONSECUTIVE_FAILURES = 5
+
+# A write that finds the disk full is retried after this long, doubling up to the maximum.
+FULL_DISK_FIRST_RETRY_S = 0.05
+FULL_DISK_MAX_RETRY_S = 2.0
 
 _REASONS = {
     StopReason.SETTLED: rank_pb2.COMPLETION_REASON_SETTLED,
@@ -69,10 +82,10 @@ class _Wake(enum.Enum):
 
 @dataclass(frozen=True)
 class _Answer:
+    """A stored answer, waiting to be applied in plan order."""
+
     call: JudgeCall
-    reply: JudgeReply
-    cached: bool
-    cache_key: str | None
+    verdict: rank_pb2.VerdictReceived
 
 
 @dataclass
@@ -81,8 +94,6 @@ class _Step:
 
     events: list[rank_pb2.JobEvent] = field(default_factory=list)
     journal: list[JournalRow] = field(default_factory=list)
-    cache: list[CacheEntry] = field(default_factory=list)
-    audit: list[VerdictAudit] = field(default_factory=list)
     to_start: list[JudgeCall] = field(default_factory=list)
 
 
@@ -123,6 +134,8 @@ class JobRunner:
         self._storage = storage
         self._hub = hub
         self._sequence = last_sequence
+        # The last sequence known to be stored: a failure event follows it, never a gap.
+        self._stored_sequence = last_sequence
         self._create_time = create_time
         self._pool = {p.id: p for p in pool.passages}
         self._deadline = create_time + spec.deadline_seconds if spec.deadline_seconds else None
@@ -140,6 +153,12 @@ class JobRunner:
         self._cancel_requested = True
         self._nudge()
 
+    async def discard(self) -> None:
+        """Release a runner that will never run (its job was not stored)."""
+        self.finished.set()
+        for judge in self._judges:
+            await judge.aclose()
+
     def request_drain(self) -> None:
         """Stop planning; return once the calls in flight are recorded. The job stays open."""
         self._draining = True
@@ -154,12 +173,19 @@ class JobRunner:
     # -- the job ------------------------------------------------------------------------
 
     async def run(self) -> None:
+        """Run the job to its end; never raises, whatever happens to this job (a storage or
+        programming error fails this job only, and the server goes on)."""
         metrics.ACTIVE_JOBS.inc()
         try:
             await self._run()
-        except Exception as error:  # storage or programming error: fail this job only
+        except Exception as error:
             self._log.exception("job failed")
-            await self._fail(f"{type(error).__name__}: {error}")
+            try:
+                await self._fail(f"{type(error).__name__}: {error}")
+            except Exception:
+                # Storage cannot even take the failure: the job stays unfinished, and the next
+                # start resumes it (or fails it with a clear error).
+                self._log.exception("could not record the job's failure")
         finally:
             metrics.ACTIVE_JOBS.dec()
             self.finished.set()
@@ -167,21 +193,22 @@ class JobRunner:
                 await judge.aclose()
 
     async def _run(self) -> None:
-        tournament, stats, groups = await self._restore()
+        tournament, stats, groups, arrived = await self._restore()
         self._tiers = tournament.tiers()
-        await self._storage.commit(self.job_id, JobUpdate(state=rank_pb2.JOB_STATE_RUNNING))
-        self._log.info("job running", resumed_calls=sum(len(g) for g in groups))
+        await self._store(JobUpdate(state=rank_pb2.JOB_STATE_RUNNING))
+        unanswered = [c for g in groups for c in g if c.call_id not in arrived]
+        self._log.info("job running", resumed_calls=len(unanswered), stored_answers=len(arrived))
         send, receive = anyio.create_memory_object_stream[_Answer | _Wake](math.inf)
         self._wake = send
         reason: StopReason | None = None
         order = deque(groups)  # plans whose answers are not all recorded yet
-        arrived: dict[str, _Answer] = {}
         # The stream closes only after the task group has exited (its calls done or cancelled),
         # so no call ever answers into a closed stream.
         async with receive:
             async with anyio.create_task_group() as calls:
-                for call in (call for group in groups for call in group):
-                    calls.start_soon(self._ask, call, send)
+                if not self._cancel_requested:
+                    for call in unanswered:
+                        calls.start_soon(self._ask, call, send)
                 while not self._cancel_requested:
                     step = _Step()
                     reason = self._advance(tournament, stats, order, arrived, step)
@@ -193,7 +220,9 @@ class JobRunner:
                     if not tournament.in_flight:
                         if self._draining:
                             return
-                        reason = StopReason.EXHAUSTED
+                        # Asked again now that planning has estimated the calls: a budget too
+                        # small for even one call is BUDGET_EXHAUSTED, not EXHAUSTED.
+                        reason = tournament.stop_reason() or StopReason.EXHAUSTED
                         break
                     with anyio.move_on_after(self._time_left()):
                         for item in await _drain(receive):
@@ -201,12 +230,12 @@ class JobRunner:
                                 arrived[item.call.call_id] = item
                 # Cancelled, past the deadline or out of judges: the calls in flight are abandoned.
                 calls.cancel_scope.cancel()
+            if reason is None and tournament.stop_reason() == StopReason.SETTLED:
+                reason = StopReason.SETTLED  # it settled before the cancel reached it
             await self._keep_answers(tournament, stats, order, arrived, receive)
-        if self._cancel_requested:
-            await self._finish(tournament, stats, rank_pb2.COMPLETION_REASON_CANCELLED)
-        else:
-            assert reason is not None
-            await self._finish(tournament, stats, _REASONS[reason])
+        # The loop ends with no reason only on a cancel.
+        final = rank_pb2.COMPLETION_REASON_CANCELLED if reason is None else _REASONS[reason]
+        await self._finish(tournament, stats, final)
 
     def _deadline_reason(self) -> StopReason | None:
         if self._deadline is not None and time.time() >= self._deadline:
@@ -218,8 +247,11 @@ class JobRunner:
 
     # -- replay -------------------------------------------------------------------------
 
-    async def _restore(self) -> tuple[Tournament, StatsBook, list[list[JudgeCall]]]:
-        """Replay the journal; returns the plans whose calls still await answers."""
+    async def _restore(
+        self,
+    ) -> tuple[Tournament, StatsBook, list[list[JudgeCall]], dict[str, _Answer]]:
+        """Replay the journal; returns the plans not yet wholly applied, and the answers to
+        their calls that were stored but not applied before the restart."""
         tournament = Tournament(
             [c.id for c in self._spec.candidates], tournament_config(self._spec)
         )
@@ -244,8 +276,14 @@ class JobRunner:
                 tournament.disable_judge(judge)
                 stats.disable(judge)
         self._journal_index = len(rows)
-        unanswered = [[planned[i] for i in group if i in planned] for group in groups]
-        return tournament, stats, [group for group in unanswered if group]
+        unapplied = [[planned[i] for i in group if i in planned] for group in groups]
+        arrived = {}
+        for call in planned.values():
+            stored = await self._storage.read_audit(self.job_id, call.call_id)
+            if stored is not None:
+                verdict = rank_pb2.VerdictReceived.FromString(stored.verdict)
+                arrived[call.call_id] = _Answer(call, verdict)
+        return tournament, stats, [group for group in unapplied if group], arrived
 
     # -- judge calls --------------------------------------------------------------------
 
@@ -299,6 +337,7 @@ class JobRunner:
         judge = self._judges[call.judge]
         request = self._request(call)
         key = None
+        await judge.prepare()  # what a self-hosted server says it serves is in the cache key
         if judge.cacheable:
             key = cache_key(
                 self._tenant,
@@ -310,15 +349,36 @@ class JobRunner:
             stored = await self._storage.cache_get(key)
             if stored is not None:
                 ordering = decode_ordering(stored, request.passages)
-                send.send_nowait(_Answer(call, JudgeReply(ordering), cached=True, cache_key=key))
+                await self._keep(call, JudgeReply(ordering), send, cached=True)
                 return
         try:
             reply = await judge.judge(request)
         except Exception as error:  # a judge bug must not take the job down
             self._log.exception("judge raised", judge=judge.name, call_id=call.call_id)
             reply = JudgeReply((), failure=JudgeFailure(FailureKind.SERVER_ERROR, repr(error)))
-        # No checkpoint between the reply and its delivery: a cancellation cannot drop it.
-        send.send_nowait(_Answer(call, _checked(reply, call), cached=False, cache_key=key))
+        await self._keep(call, _checked(reply, call), send, cached=False, cache_as=key)
+
+    async def _keep(
+        self,
+        call: JudgeCall,
+        reply: JudgeReply,
+        send: MemoryObjectSendStream[_Answer | _Wake],
+        cached: bool,
+        cache_as: str | None = None,
+    ) -> None:
+        """Store an answer as it arrives (and in the verdict cache under `cache_as`), then hand
+        it over to be applied in plan order. Stored first, so that a crash before the answer's
+        plan is whole never makes the job pay for it twice."""
+        verdict = self._verdict_event(call, reply, cached)
+        cache = []
+        if cache_as and not reply.failed:
+            ordering = encode_ordering(reply.ordering, self._passages(call))
+            cache.append(CacheEntry(cache_as, ordering))
+        audit = VerdictAudit(
+            call.call_id, verdict.SerializeToString(), reply.prompt, reply.raw_text
+        )
+        await self._store(JobUpdate(cache=cache, audit=[audit]))
+        send.send_nowait(_Answer(call, verdict))
 
     # -- recording ----------------------------------------------------------------------
 
@@ -372,25 +432,16 @@ class JobRunner:
     def _record(
         self, tournament: Tournament, stats: StatsBook, answer: _Answer, step: _Step
     ) -> None:
-        call, reply = answer.call, answer.reply
-        verdict = self._verdict_event(answer)
+        call, verdict = answer.call, answer.verdict
         tournament.record(verdict_of(verdict))
-        verdict_bytes = verdict.SerializeToString()
-        step.journal.append(self._journal("verdict", verdict_bytes))
+        step.journal.append(self._journal("verdict", verdict.SerializeToString()))
         failures_in_a_row = stats.add(call.judge, verdict)
-        unavailable = reply.failure is not None and reply.failure.kind == FailureKind.UNAVAILABLE
-        if not stats.disabled(call.judge) and (
-            unavailable or failures_in_a_row >= MAX_CONSECUTIVE_FAILURES
-        ):
+        if not stats.disabled(call.judge) and failures_in_a_row >= MAX_CONSECUTIVE_FAILURES:
             tournament.disable_judge(call.judge)
             stats.disable(call.judge)
             step.journal.append(self._journal("disable", str(call.judge).encode()))
             self._log.warning("judge dropped", judge=verdict.judge, reason=verdict.failure_reason)
         step.events.append(self._event(verdict=verdict))
-        if answer.cache_key and not answer.cached and not reply.failed:
-            ordering = encode_ordering(reply.ordering, self._passages(call))
-            step.cache.append(CacheEntry(answer.cache_key, ordering))
-        step.audit.append(VerdictAudit(call.call_id, verdict_bytes, reply.prompt, reply.raw_text))
 
     async def _commit_step(self, tournament: Tournament, stats: StatsBook, step: _Step) -> None:
         """Store a step in one transaction, before its calls start or its events stream."""
@@ -402,15 +453,16 @@ class JobRunner:
             step.events.append(
                 self._event(tiers_updated=self._tiers_event(tournament, stats, tiers))
             )
-        await self._commit(step.events, journal=step.journal, cache=step.cache, audit=step.audit)
+        await self._commit(step.events, journal=step.journal)
 
-    def _verdict_event(self, answer: _Answer) -> rank_pb2.VerdictReceived:
-        call, reply = answer.call, answer.reply
-        usage = JudgeUsage() if answer.cached else reply.usage
+    def _verdict_event(
+        self, call: JudgeCall, reply: JudgeReply, cached: bool
+    ) -> rank_pb2.VerdictReceived:
+        usage = JudgeUsage() if cached else reply.usage
         provider = self._judges[call.judge].config.provider
-        outcome = "cached" if answer.cached else str(reply.failure.kind if reply.failure else "ok")
+        outcome = "cached" if cached else str(reply.failure.kind if reply.failure else "ok")
         metrics.VERDICTS.labels(provider, outcome).inc()
-        if not answer.cached:
+        if not cached:
             metrics.JUDGE_LATENCY.labels(provider).observe(usage.latency_s)
         return rank_pb2.VerdictReceived(
             call_id=call.call_id,
@@ -425,9 +477,9 @@ class JobRunner:
                 cost_usd=usage.cost_usd,
                 latency_seconds=usage.latency_s,
             ),
-            cached=answer.cached,
+            cached=cached,
             failed=reply.failed,
-            failure_reason=str(reply.failure) if reply.failure else "",
+            failure_reason=clip(str(reply.failure), MAX_ERROR_TEXT_BYTES) if reply.failure else "",
         )
 
     def _tiers_event(
@@ -461,8 +513,33 @@ class JobRunner:
             )
             for e in events
         ]
-        await self._storage.commit(self.job_id, JobUpdate(events=rows, **update))  # type: ignore[arg-type]
+        await self._store(JobUpdate(events=rows, **update))  # type: ignore[arg-type]
+        if events:
+            self._stored_sequence = events[-1].sequence
         await self._hub.publish(self.job_id, events)
+
+    async def _store(self, update: JobUpdate) -> None:
+        """Commit `update`, waiting out a full disk (the job pauses; nothing is lost).
+
+        Each attempt is shielded, so a cancellation never leaves it unknown whether a write
+        went in; between attempts the job can be cancelled (a shutdown), and resumes later.
+        """
+        delay = FULL_DISK_FIRST_RETRY_S
+        paused = False
+        while True:
+            try:
+                with anyio.CancelScope(shield=True):
+                    await self._storage.commit(self.job_id, update)
+            except StorageFull as error:
+                if not paused:
+                    self._log.error("job paused until disk space is freed", error=str(error))
+                    paused = True
+                await anyio.sleep(delay)
+                delay = min(2 * delay, FULL_DISK_MAX_RETRY_S)
+                continue
+            if paused:
+                self._log.info("job resumed: disk space was freed")
+            return
 
     async def _finish(
         self, tournament: Tournament, stats: StatsBook, reason: rank_pb2.CompletionReason
@@ -474,10 +551,9 @@ class JobRunner:
         )
         cancelled = reason == rank_pb2.COMPLETION_REASON_CANCELLED
         state = rank_pb2.JOB_STATE_CANCELLED if cancelled else rank_pb2.JOB_STATE_SUCCEEDED
-        with anyio.CancelScope(shield=True):
-            await self._commit(
-                [self._event(completed=completed)], state=state, completion_reason=reason
-            )
+        await self._commit(
+            [self._event(completed=completed)], state=state, completion_reason=reason
+        )
         metrics.JOBS_FINISHED.labels(rank_pb2.CompletionReason.Name(reason)).inc()
         self._log.info(
             "job finished",
@@ -487,14 +563,16 @@ class JobRunner:
         )
 
     async def _fail(self, message: str) -> None:
+        # Events numbered but never stored (their commit failed) are numbered again.
+        self._sequence = self._stored_sequence
+        message = clip(message, MAX_ERROR_TEXT_BYTES)
         error = rank_pb2.JobError(code=code_pb2.INTERNAL, message=message)
-        with anyio.CancelScope(shield=True):
-            await self._commit(
-                [self._event(failed=rank_pb2.JobFailed(error=error))],
-                state=rank_pb2.JOB_STATE_FAILED,
-                error_code=error.code,
-                error_message=message,
-            )
+        await self._commit(
+            [self._event(failed=rank_pb2.JobFailed(error=error))],
+            state=rank_pb2.JOB_STATE_FAILED,
+            error_code=error.code,
+            error_message=message,
+        )
 
 
 async def _drain(receive: MemoryObjectReceiveStream[_Answer | _Wake]) -> list[_Answer | _Wake]:

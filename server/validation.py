@@ -6,7 +6,7 @@ import math
 from collections.abc import Callable
 
 from tierank.server.convert import judge_config
-from tierank.server.errors import FieldViolation, shown
+from tierank.server.errors import MAX_ERROR_TEXT_BYTES, FieldViolation, shown
 from tierank.v1 import rank_pb2
 
 MAX_CANDIDATES = 10_000
@@ -31,7 +31,7 @@ MAX_OPTION_VALUE_BYTES = 256
 # What the server adds to a job's spec over its life: its name, times, state, an error message,
 # and per judge one stats entry (with the judge's last error, which the runner keeps short).
 _JOB_OVERHEAD_BYTES = 4 * 1024
-_JUDGE_STATS_BYTES = MAX_JUDGE_NAME_BYTES + 1024 + 256
+_JUDGE_STATS_BYTES = MAX_JUDGE_NAME_BYTES + MAX_ERROR_TEXT_BYTES + 256
 # Per candidate in the tiers: the id's tag and length, and at worst a tier of its own.
 _TIER_OVERHEAD_BYTES = 16
 

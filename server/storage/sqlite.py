@@ -4,11 +4,15 @@ Why a dedicated writer: SQLite allows one writer at a time, and a commit's fsync
 expensive part. Queuing writes to one thread lets every commit carry all the writes that
 arrived meanwhile (group commit), while each caller still resumes only after its own write is
 durable. Each write runs in its own savepoint, so one failing write never undoes another.
+
+Every SQLite error leaves this module as a StorageError in plain words: StorageFull when the
+disk is full (writes fail, reads go on), StorageDamaged when stored data cannot be read back.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import os
 import queue
@@ -18,6 +22,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+import structlog
+
 from tierank.server.storage.base import (
     CacheEntry,
     DuplicateRequest,
@@ -26,6 +32,9 @@ from tierank.server.storage.base import (
     JobUpdate,
     JournalRow,
     Storage,
+    StorageDamaged,
+    StorageError,
+    StorageFull,
     VerdictAudit,
 )
 
@@ -87,6 +96,28 @@ class DatabaseLocked(RuntimeError):
     """Another server process holds this database."""
 
 
+_DAMAGED_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
+# Driver messages can quote a damaged row's bytes; a client is told the gist only.
+_MAX_DETAIL = 200
+# How many lines of `PRAGMA quick_check` findings the start-up log shows.
+_DAMAGE_REPORT_LINES = 10
+
+
+def _plain(error: Exception) -> Exception:
+    """A driver error as a StorageError in plain words (never the driver's class name); any
+    other error as it is."""
+    if not isinstance(error, sqlite3.Error):
+        return error
+    code = getattr(error, "sqlite_errorcode", None)
+    detail = str(error)[:_MAX_DETAIL]
+    if code == sqlite3.SQLITE_FULL:
+        return StorageFull(f"the disk holding the database is full ({detail})")
+    # A damaged TEXT column is reported by the driver, not by SQLite, and carries no code.
+    if code in _DAMAGED_CODES or "decode" in detail:
+        return StorageDamaged(f"the database is damaged: {detail}")
+    return StorageError(f"the database failed: {detail}")
+
+
 def _connect(path: str, synchronous: str) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA journal_mode=WAL")
@@ -141,12 +172,13 @@ class _Worker:
             try:
                 outcomes.append((True, fn(self._conn)))
             except Exception as error:  # delivered to the awaiting caller
-                outcomes.append((False, error))
+                outcomes.append((False, _plain(error)))
         return outcomes
 
     def _run_group(self, group: list[Any]) -> list[tuple[bool, Any]]:
         conn = self._conn
         outcomes: list[tuple[bool, Any]] = []
+        item_error: Exception | None = None
         try:
             conn.execute("BEGIN IMMEDIATE")
             for fn, _, _ in group:
@@ -155,14 +187,20 @@ class _Worker:
                     outcomes.append((True, fn(conn)))
                     conn.execute("RELEASE item")
                 except Exception as error:
+                    item_error = error
                     conn.execute("ROLLBACK TO item")
                     conn.execute("RELEASE item")
-                    outcomes.append((False, error))
+                    item_error = None
+                    outcomes.append((False, _plain(error)))
             conn.execute("COMMIT")
         except Exception as error:
+            # A full disk fails the COMMIT, or an item, after which SQLite may have rolled the
+            # whole transaction back already (so the item's rollback fails too): the group is
+            # undone, each caller learns the first cause, and this thread lives on.
             if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            return [(False, error)] * len(group)
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+            return [(False, _plain(item_error or error))] * len(group)
         return outcomes
 
 
@@ -187,20 +225,18 @@ _JOB_COLUMNS = (
 
 class SqliteStorage(Storage):
     def __init__(self, path: str | os.PathLike[str], synchronous: str = "FULL") -> None:
+        """Open (or create) the database; raises DatabaseLocked when another server holds it,
+        StorageDamaged when the file is not a tierank database or cannot be read."""
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock_file = open(f"{self.path}.lock", "a+")  # noqa: SIM115 - held for our lifetime
+        self._lock_fd = _lock(self.path)
         try:
-            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self._lock_file.close()
-            raise DatabaseLocked(f"another tierank server is using {self.path}") from None
-        writer_conn = _connect(str(self.path), synchronous)
-        writer_conn.executescript(_SCHEMA)
+            writer_conn, reader_conn = _open(self.path, synchronous)
+        except BaseException:
+            os.close(self._lock_fd)
+            raise
         self._writer = _Worker(writer_conn, "tierank-sqlite-writer", transactional=True)
-        self._reader = _Worker(
-            _connect(str(self.path), synchronous), "tierank-sqlite-reader", transactional=False
-        )
+        self._reader = _Worker(reader_conn, "tierank-sqlite-reader", transactional=False)
 
     async def create_job(self, job: JobRecord, first_event: EventRow) -> JobRecord:
         def write(conn: sqlite3.Connection) -> JobRecord | None:
@@ -363,8 +399,59 @@ class SqliteStorage(Storage):
     async def close(self) -> None:
         await asyncio.to_thread(self._writer.stop)
         await asyncio.to_thread(self._reader.stop)
-        fcntl.flock(self._lock_file, fcntl.LOCK_UN)
-        self._lock_file.close()
+        # Only now: closing any descriptor of the file drops SQLite's own POSIX locks on it.
+        os.close(self._lock_fd)
+
+
+def _lock(path: Path) -> int:
+    """Lock the database file itself, so that no second name for it (a symlink, a hard link,
+    a relative path) lets a second server in; returns the descriptor that holds the lock."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise DatabaseLocked(f"another tierank server is using {path}") from None
+    return fd
+
+
+def _open(path: Path, synchronous: str) -> tuple[sqlite3.Connection, sqlite3.Connection]:
+    """The writer's and the reader's connections, after checking the file is sound."""
+    opened: list[sqlite3.Connection] = []
+    try:
+        opened.append(_connect(str(path), synchronous))
+        opened[0].executescript(_SCHEMA)
+        _check_integrity(opened[0], path)
+        opened.append(_connect(str(path), synchronous))
+        return opened[0], opened[1]
+    except sqlite3.Error as error:
+        for conn in opened:
+            conn.close()
+        plain = _plain(error)
+        if isinstance(plain, StorageDamaged):
+            raise StorageDamaged(
+                f"{path} is not a tierank database or is damaged: {error}"
+            ) from None
+        raise type(plain)(f"{path}: {plain}") from None
+
+
+def _check_integrity(conn: sqlite3.Connection, path: Path) -> None:
+    """Log what `PRAGMA quick_check` finds damaged: a server that starts on a damaged file
+    says so, instead of silently serving what is left."""
+    try:
+        findings = [row[0] for row in conn.execute("PRAGMA quick_check")]
+    except sqlite3.DatabaseError as error:
+        # Damage the check cannot get past; what can still be read is served.
+        if not isinstance(_plain(error), StorageDamaged):
+            raise
+        findings = [str(error)]
+    if findings != ["ok"]:
+        structlog.get_logger().error(
+            "database is damaged; damaged rows may be missing or unreadable",
+            db=str(path),
+            problems=len(findings),
+            first=findings[:_DAMAGE_REPORT_LINES],
+        )
 
 
 def _put_cache(conn: sqlite3.Connection, entries: Sequence[CacheEntry]) -> None:

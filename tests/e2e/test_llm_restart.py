@@ -8,6 +8,7 @@ from collections import Counter
 
 import grpc
 from e2e_jobs import completed, flatten, graded_spec, judge_stats, run_job, verdicts
+from fakes import Hang
 from graded_fakes import answer_by_grade, best_first, graded_pool, presented_ids
 
 from tierank.v1 import rank_pb2, rank_pb2_grpc
@@ -28,6 +29,62 @@ def _watch(address: str, name: str, stop_after_verdicts: int | None = None):
             if stop_after_verdicts is not None and len(verdicts(events)) >= stop_after_verdicts:
                 break
         return events
+
+
+def _wait_for_verdicts(address: str, names: list[str], within_s: float = 10.0) -> list[str]:
+    """The verdicts (by resource name) that GetVerdict can read back within `within_s`."""
+    give_up_at = time.monotonic() + within_s
+    found: list[str] = []
+    with grpc.insecure_channel(address) as channel:
+        stub = rank_pb2_grpc.RankServiceStub(channel)
+        for name in names:
+            while time.monotonic() < give_up_at:
+                try:
+                    stub.GetVerdict(rank_pb2.GetVerdictRequest(name=name))
+                except grpc.RpcError as error:
+                    assert error.code() == grpc.StatusCode.NOT_FOUND
+                    time.sleep(0.05)
+                    continue
+                found.append(name)
+                break
+    return found
+
+
+def test_an_answer_is_stored_as_it_arrives_and_never_bought_again_after_kill_9(
+    fake_llm, write_judges_config, server_process
+):
+    """One judge answers at once, the other hangs: no plan is ever whole when the server is
+    killed, yet the answers that came in were paid for and must not be asked for again."""
+    answer_by_grade(fake_llm, ("openai", "gemini"))
+    first_wave = 4
+    fake_llm.script("gemini", *[Hang(30.0)] * first_wave)
+    server_process.extra_env = {"TIERANK_JUDGES_CONFIG": str(write_judges_config())}
+    pool = graded_pool(20, seed=3, words=10)
+    spec = graded_spec(
+        pool,
+        ("openai", "gemini"),
+        top_k=0,
+        batch_size=5,
+        max_in_flight=2 * first_wave,
+        ensemble="all",
+    )
+
+    address = server_process.start()
+    name = _create(address, spec)
+    answered = [f"{name}/verdicts/b{batch}.j0" for batch in range(first_wave)]
+    stored = _wait_for_verdicts(address, answered)
+    server_process.kill9()
+    assert stored == answered, "answers are durable before their plan is whole"
+    assert len(fake_llm.requests("openai")) == first_wave
+
+    address = server_process.start()
+    history = _watch(address, name)
+    assert server_process.terminate() == 0
+    assert completed(history).reason == rank_pb2.COMPLETION_REASON_SETTLED
+    assert flatten(completed(history).tiers) == best_first(pool)
+    asked = Counter(presented_ids(r.prompt) for r in fake_llm.requests("openai"))
+    assert set(asked.values()) == {1}, "an answer received before the kill was bought again"
+    assert len(verdicts(history)) == len({v.call_id for v in verdicts(history)})
 
 
 def test_kill_9_mid_job_never_repeats_a_provider_call_with_a_stored_verdict(

@@ -6,9 +6,18 @@ from __future__ import annotations
 import math
 
 from conftest import StartServer
-from fakes import FLAVORS, Answer, FakeLLMServer, Recorded, rank_by_score, settings_for
+from fakes import (
+    FLAVORS,
+    Answer,
+    FakeLLMServer,
+    HttpError,
+    Recorded,
+    rank_by_score,
+    settings_for,
+)
 from job_helpers import completed, llm_judge, run_job, verdicts
 
+from tierank.server.errors import MAX_ERROR_TEXT_BYTES
 from tierank.server.judges.base import BatchRequest, FailureKind, JudgeConfig, Passage, PoolContext
 from tierank.server.judges.llm import MAX_ANSWER_CHARS
 from tierank.server.judges.registry import JudgeFactory
@@ -87,3 +96,24 @@ async def test_the_input_token_budget_holds_for_emoji_passages(
     # Each call reports ~7,300 tokens (3 per emoji): a few calls fit, never one too many.
     assert spent <= budget, (spent, budget)
     assert done.reason == rank_pb2.COMPLETION_REASON_BUDGET_EXHAUSTED
+
+
+async def test_a_huge_provider_error_is_kept_short_in_verdicts_and_stats(
+    fake_llm: FakeLLMServer, judged_server: StartServer
+) -> None:
+    # What a job keeps of an error is bounded, so a job's responses stay within their limit.
+    fake_llm.respond_with("openai", lambda request: HttpError(400, message="e" * 200_000))
+    stub = await judged_server()
+    spec = rank_pb2.JobSpec(
+        query="q",
+        candidates=[rank_pb2.Candidate(id=f"c{i}", text=f"passage {i}") for i in range(4)],
+        judges=[llm_judge("openai")],
+        batch_size=4,
+    )
+    events = await run_job(stub, spec)
+
+    failed = [v for v in verdicts(events) if v.failed]
+    assert failed and all("eeee" in v.failure_reason for v in failed)
+    assert max(len(v.failure_reason.encode()) for v in failed) <= MAX_ERROR_TEXT_BYTES
+    (stats,) = completed(events).stats.judges
+    assert 0 < len(stats.last_error.encode()) <= MAX_ERROR_TEXT_BYTES

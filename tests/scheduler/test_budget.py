@@ -96,3 +96,20 @@ def test_a_cached_verdict_costs_nothing_and_frees_its_reservation():
     tournament.record(answered(call, cost=Cost()))
     assert tournament.spent == Cost() and tournament.reserved == Cost()
     assert len(tournament.plan()) == 1
+
+
+def test_reported_usage_replaces_the_reservation_when_the_answer_lands():
+    config = TournamentConfig(
+        batch_size=10, top_k=0, max_in_flight=1, budget=Budget(max_input_tokens=1000)
+    )
+    tournament = Tournament(IDS, config)
+
+    def estimate(_: JudgeCall) -> Cost:
+        return Cost(1, 300)
+
+    (call,) = tournament.plan(estimate)
+    assert tournament.reserved == Cost(1, 300) and tournament.spent == Cost()
+    tournament.record(answered(call, cost=Cost(1, 900)))  # the provider counted more
+    assert tournament.reserved == Cost() and tournament.spent == Cost(1, 900)
+    assert tournament.plan(estimate) == [], "900 spent + 300 reserved would exceed 1000"
+    assert tournament.stop_reason() is StopReason.BUDGET_EXHAUSTED
