@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import abc
 import json
-import math
 import random
 from dataclasses import dataclass, field
 
@@ -137,10 +136,7 @@ class OracleGrader(Grader):
         try:
             score = float(raw)  # type: ignore[arg-type]
         except (TypeError, ValueError):
-            score = math.nan
-        if not math.isfinite(score):
-            key = self._score_key
-            message = f"passage {request.passage.id!r} has no finite numeric metadata[{key!r}]"
+            message = f"passage {request.passage.id!r} has no numeric metadata[{self._score_key!r}]"
             return GradeReply(None, usage, JudgeFailure(FailureKind.CLIENT_ERROR, message))
         noisy = score + random.Random(request.seed).gauss(0.0, self._noise)
         return GradeReply(min(MAX_GRADE, max(MIN_GRADE, round(noisy))), usage)
