@@ -1,22 +1,22 @@
-"""Builds LLM judges, sharing one SDK client, one breaker and the limiters per provider."""
+"""Builds LLM judges, sharing one SDK client, one breaker and the limiters per provider.
+
+Each provider's module (and so its SDK) is imported when its first judge is built: the three
+SDKs take seconds to import, which every server start, `--help` and embedded CLI server paid
+although most servers use one provider or none.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tierank.server.judges.anthropic_judge import AnthropicJudge, make_anthropic_client
 from tierank.server.judges.base import Judge, JudgeConfig, JudgeConfigError, PoolContext
-from tierank.server.judges.gemini_judge import GeminiClient, GeminiJudge
 from tierank.server.judges.limits import ProviderLimits
 from tierank.server.judges.llm import ProviderShared
-from tierank.server.judges.openai_judges import (
-    OpenAICompatibleJudge,
-    OpenAIJudge,
-    ResponseFormats,
-    make_openai_client,
-)
 from tierank.server.judges.settings import JudgeSettings, ProviderSettings
+
+if TYPE_CHECKING:
+    from tierank.server.judges.openai_judges import ResponseFormats
 
 # Local servers usually ignore the key, but the SDK refuses an empty one.
 PLACEHOLDER_API_KEY = "not-needed"
@@ -35,7 +35,7 @@ class LLMProviders:
         self._clients: dict[str, Any] = {}
         self._closers: list[Callable[[], Awaitable[None]]] = []
         # What the one openai-compatible endpoint accepts as response_format, once learned.
-        self._compatible_formats = ResponseFormats()
+        self._compatible_formats: ResponseFormats | None = None
 
     def builders(self) -> dict[str, Callable[[JudgeConfig, PoolContext], Judge]]:
         return {
@@ -77,6 +77,8 @@ class LLMProviders:
         return key
 
     def _build_openai(self, config: JudgeConfig, pool: PoolContext) -> Judge:
+        from tierank.server.judges.openai_judges import OpenAIJudge, make_openai_client
+
         client = self._client(
             "openai",
             lambda s: make_openai_client(self._api_key("openai"), s.base_url),
@@ -85,6 +87,12 @@ class LLMProviders:
         return OpenAIJudge(config, self.shared("openai"), client)
 
     def _build_openai_compatible(self, config: JudgeConfig, pool: PoolContext) -> Judge:
+        from tierank.server.judges.openai_judges import (
+            OpenAICompatibleJudge,
+            ResponseFormats,
+            make_openai_client,
+        )
+
         def make(settings: ProviderSettings) -> Any:
             if not settings.base_url:
                 raise JudgeConfigError(
@@ -95,11 +103,15 @@ class LLMProviders:
             return make_openai_client(settings.api_key or PLACEHOLDER_API_KEY, settings.base_url)
 
         client = self._client("openai-compatible", make, lambda c: c.close())
+        if self._compatible_formats is None:
+            self._compatible_formats = ResponseFormats()
         return OpenAICompatibleJudge(
             config, self.shared("openai-compatible"), client, self._compatible_formats
         )
 
     def _build_anthropic(self, config: JudgeConfig, pool: PoolContext) -> Judge:
+        from tierank.server.judges.anthropic_judge import AnthropicJudge, make_anthropic_client
+
         client = self._client(
             "anthropic",
             lambda s: make_anthropic_client(self._api_key("anthropic"), s.base_url),
@@ -108,6 +120,8 @@ class LLMProviders:
         return AnthropicJudge(config, self.shared("anthropic"), client)
 
     def _build_gemini(self, config: JudgeConfig, pool: PoolContext) -> Judge:
+        from tierank.server.judges.gemini_judge import GeminiClient, GeminiJudge
+
         client = self._client(
             "gemini",
             lambda s: GeminiClient(self._api_key("gemini"), s.base_url),
