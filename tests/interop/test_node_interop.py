@@ -39,4 +39,4 @@ def test_node_client_interoperates(server_address: str) -> None:
         env={**os.environ, "TIERANK_ADDRESS": server_address},
     )
     assert result.returncode == 0, f"node interop test failed:\n{result.stdout}\n{result.stderr}"
-    assert "# pass 2" in result.stdout
+    assert "# pass 4" in result.stdout

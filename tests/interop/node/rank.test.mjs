@@ -1,6 +1,7 @@
 // A Node.js client, built from proto/tierank/v1/rank.proto at run time, drives a tierank server
 // at $TIERANK_ADDRESS: it creates a job with the offline lexical judge, follows WatchJob to the
-// end and checks what any client in any language relies on.
+// end and checks what any client in any language relies on, with grpc-js's default limits
+// (4 MiB received, 8 KiB of response headers), which the Python tests can only imitate.
 //
 //   TIERANK_ADDRESS=127.0.0.1:50051 node --test tests/interop/node/
 import assert from "node:assert/strict";
@@ -59,6 +60,22 @@ function watch(client, name) {
   });
 }
 
+// The job's first tiers_updated event: each one lists all 10,000 candidates.
+function firstTiersUpdate(client, name) {
+  return new Promise((resolve, reject) => {
+    const call = client.WatchJob({ name, after_sequence: 0 }, { deadline: Date.now() + 60_000 });
+    call.on("data", (event) => {
+      if (event.kind === "tiers_updated") {
+        resolve(event);
+        call.cancel();
+      }
+    });
+    call.on("error", (error) => {
+      if (error.code !== grpc.status.CANCELLED) reject(error);
+    });
+  });
+}
+
 test("a Node client ranks a pool end to end", async () => {
   assert.ok(address, "set TIERANK_ADDRESS to a running tierank server (host:port)");
   const RankService = loadRankService();
@@ -112,6 +129,63 @@ test("errors carry the gRPC status code", async () => {
     await assert.rejects(
       unary(client, "CreateJob", { spec: { query: "", candidates: [], judges: [] } }),
       { code: grpc.status.INVALID_ARGUMENT },
+    );
+  } finally {
+    client.close();
+  }
+});
+
+test("every answer about a 10,000-candidate job fits Node's default 4 MiB receive limit", async () => {
+  assert.ok(address, "set TIERANK_ADDRESS");
+  const RankService = loadRankService();
+  // grpc-js's own defaults: 4 MiB received, unlimited sent.
+  const client = new RankService(address, grpc.credentials.createInsecure());
+  try {
+    const filler = "honeybees dance to share where the flowers are, ".repeat(11);
+    const candidates = Array.from({ length: 10_000 }, (_, i) => ({
+      id: `doc-${String(i).padStart(5, "0")}`,
+      text: `${i} ${filler}`,
+      metadata: {},
+    }));
+    const job = await unary(client, "CreateJob", {
+      spec: {
+        query: "how do honeybees tell each other where food is",
+        candidates,
+        judges: [{ provider: "lexical" }],
+        top_k: 10,
+      },
+    });
+    assert.equal(job.candidate_count, 10_000);
+    assert.equal(job.spec.candidates.length, 10_000, "ids kept in the basic view");
+    assert.equal(job.spec.candidates[0].text, "", "texts left out of the basic view");
+
+    const listed = await unary(client, "ListJobs", {});
+    assert.ok(listed.jobs.some((listedJob) => listedJob.name === job.name));
+    const tiers = await firstTiersUpdate(client, job.name);
+    assert.equal(tiers.tiers_updated.total_count, 10_000);
+    const cancelled = await unary(client, "CancelJob", { name: job.name });
+    assert.match(cancelled.state, /JOB_STATE_(CANCELLED|SUCCEEDED)/);
+    const final = await unary(client, "GetJob", { name: job.name });
+    assert.equal(final.tiers.flatMap((tier) => tier.candidate_ids).length, 10_000);
+  } finally {
+    client.close();
+  }
+});
+
+test("an error naming hundreds of broken fields fits Node's default header limit", async () => {
+  assert.ok(address, "set TIERANK_ADDRESS");
+  const RankService = loadRankService();
+  const client = new RankService(address, grpc.credentials.createInsecure());
+  try {
+    const candidates = Array.from({ length: 300 }, (_, i) => ({ id: `c${i}`, text: " " }));
+    const judges = [{ provider: "x".repeat(6000) }];
+    await assert.rejects(
+      unary(client, "CreateJob", { spec: { query: "q", candidates, judges } }),
+      (error) => {
+        assert.equal(error.code, grpc.status.INVALID_ARGUMENT, error.details);
+        assert.match(error.details, /and \d+ more/);
+        return true;
+      },
     );
   } finally {
     client.close();
