@@ -5,16 +5,17 @@ Storage is the source of truth; the hub serves watchers who are caught up from m
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Iterator
 
 from tierank.server.hub import EventHub
-from tierank.server.storage.base import Storage
+from tierank.server.storage.base import EventRow, Storage
 from tierank.server.views import TERMINAL_STATES, is_terminal
 from tierank.v1 import rank_pb2
 
-# A watcher reading the past holds one page of events in memory. Pages are cut by size, not only
-# by count: a tiers event of a 10,000-candidate job is over 1 MB, and 200 watchers each holding
-# 500 of them would hold the server's memory hostage.
+# A watcher reading the past holds at most one page of events, and a watcher that stops reading
+# stalls holding it: pages are cut to _PAGE_BYTES (or one event, when one alone is larger). A
+# tiers event of a 10,000-candidate job is over 1 MB, and 200 stalled watchers each holding a
+# 500-event page of them would hold the server's memory hostage.
 _MAX_PAGE_EVENTS = 500
 _PAGE_BYTES = 256 * 1024
 
@@ -27,19 +28,17 @@ async def follow_events(
         last = after
         caught_up = False
         checked_finished = False
-        # Grows after the first read to as many events as fit in _PAGE_BYTES.
         page = 1
+        largest = 1  # the largest event read so far: a bound on what the next page may hold
         while True:
             recent = channel.events_after(last) if caught_up else None
             if recent is None:
-                rows = await storage.read_events(job_id, last, page)
-                caught_up = len(rows) < page
-                largest = max((len(r.payload) for r in rows), default=1)
-                page = max(1, min(_MAX_PAGE_EVENTS, _PAGE_BYTES // largest))
-                # Decoded one at a time: a stalled watcher holds one decoded event, not a page.
-                events: Iterable[rank_pb2.JobEvent] = (
-                    rank_pb2.JobEvent.FromString(r.payload) for r in rows
-                )
+                rows, caught_up = await _read_page(storage, job_id, last, page)
+                largest = max([largest, *(len(r.payload) for r in rows)])
+                # Later events may be bigger than any read so far (a job's first events are
+                # small, its tiers updates large): ask for at most twice what this page held.
+                page = max(1, min(_MAX_PAGE_EVENTS, 2 * len(rows), _PAGE_BYTES // largest))
+                events: Iterable[rank_pb2.JobEvent] = _decoded(rows)
             else:
                 events = recent
             moved = False
@@ -59,3 +58,25 @@ async def follow_events(
                 if record is not None and record.state in TERMINAL_STATES:
                     return
             await channel.wait_beyond(last)
+
+
+async def _read_page(
+    storage: Storage, job_id: str, after: int, limit: int
+) -> tuple[list[EventRow], bool]:
+    """Up to `limit` events after `after`, cut to _PAGE_BYTES (yet always one), and whether
+    they are the last ones stored."""
+    rows = await storage.read_events(job_id, after, limit)
+    total = 0
+    for count, row in enumerate(rows):
+        total += len(row.payload)
+        if total > _PAGE_BYTES and count > 0:
+            return rows[:count], False
+    return rows, len(rows) < limit
+
+
+def _decoded(rows: list[EventRow]) -> Iterator[rank_pb2.JobEvent]:
+    """The rows' events, decoded one at a time, each row let go once decoded: a stalled
+    watcher holds one event (decoded, and serialized in gRPC's send), not its stored bytes too."""
+    rows.reverse()
+    while rows:
+        yield rank_pb2.JobEvent.FromString(rows.pop().payload)

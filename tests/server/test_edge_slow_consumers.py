@@ -1,6 +1,6 @@
-"""Slow consumers: 200 watchers whose client stops reading (a frozen process: SIGSTOP) do not
-grow the server's memory while their job goes on making big events, and another job keeps
-its pace meanwhile."""
+"""Slow consumers: watchers whose client stops reading (a frozen process: SIGSTOP) do not grow
+the server's memory, whether they were caught up while their job goes on making big events or
+start from a backlog of big events, and another job keeps its pace meanwhile."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import grpc
@@ -22,6 +24,18 @@ STALLED = 200
 # While the watchers are stopped the job makes 100 more events of ~220 KB: a server that kept
 # them for each watcher would grow by 200 x 22 MB.
 ALLOWED_GROWTH_MB = 150
+# The backlog case is kept small here; TIERANK_SLOW_* scale it (bench/README.md §7 records
+# 200 watchers of 10,000-candidate jobs).
+BACKLOG_WATCHERS = int(os.environ.get("TIERANK_SLOW_WATCHERS", "50"))
+BACKLOG_CANDIDATES = int(os.environ.get("TIERANK_SLOW_CANDIDATES", "2000"))
+BACKLOG_EVENTS = int(os.environ.get("TIERANK_SLOW_EVENTS", "200"))
+# Stored before anyone watches: one tiers update of ~107 bytes a candidate every 5 events (by
+# default ~40 of ~214 KB, 8.6 MB in all). A server that read a watcher's backlog ahead of what
+# the client takes grows by that much a watcher (it did: 50 watchers, +554 MB). A bounded one
+# holds a page of 256 KiB and about one event (decoded, and serialized in gRPC's send) a stream:
+# measured 0.7 MB a stream with 214 KB events, 1.7 MB with 1.07 MB events.
+_TIERS_EVENT_MB = BACKLOG_CANDIDATES * 107 / 1e6
+BACKLOG_ALLOWED_GROWTH_MB = 30 + BACKLOG_WATCHERS * (0.5 + 2 * _TIERS_EVENT_MB)
 
 # The watchers run in a process of their own, which the test freezes: its sockets then stop
 # being read, exactly as for a client that hangs or a network that stalls.
@@ -93,6 +107,23 @@ async def _progressed(
         await asyncio.sleep(0.5)
 
 
+@asynccontextmanager
+async def _stopped_watchers(address: str, name: str, count: int) -> AsyncIterator[None]:
+    """`count` watchers of `name` from its first event, each having read one, then frozen."""
+    watchers = subprocess.Popen(
+        [sys.executable, "-c", _WATCHERS, address, name, str(count)], stdout=subprocess.PIPE
+    )
+    try:
+        assert watchers.stdout is not None
+        ready = await asyncio.wait_for(asyncio.to_thread(watchers.stdout.readline), 60)
+        assert ready.strip() == b"watching"
+        os.kill(watchers.pid, signal.SIGSTOP)
+        yield
+    finally:
+        watchers.kill()
+        watchers.wait()
+
+
 async def test_stopped_watchers_keep_server_memory_bounded(tmp_path: Path) -> None:
     assert STALLED <= MAX_WATCHERS_PER_JOB
     with LocalServer(db=tmp_path / "slow.db", extra_args=("--log-level", "warning")) as server:
@@ -106,15 +137,7 @@ async def test_stopped_watchers_keep_server_memory_bounded(tmp_path: Path) -> No
             busy = await stub.CreateJob(
                 rank_pb2.CreateJobRequest(spec=_spec(n=2000, calls=1000, id_bytes=100))
             )
-            watchers = subprocess.Popen(
-                [sys.executable, "-c", _WATCHERS, server.address, busy.name, str(STALLED)],
-                stdout=subprocess.PIPE,
-            )
-            try:
-                assert watchers.stdout is not None
-                ready = await asyncio.wait_for(asyncio.to_thread(watchers.stdout.readline), 60)
-                assert ready.strip() == b"watching"
-                os.kill(watchers.pid, signal.SIGSTOP)
+            async with _stopped_watchers(server.address, busy.name, STALLED):
                 stopped_at = (
                     await stub.GetJob(rank_pb2.GetJobRequest(name=busy.name))
                 ).last_sequence
@@ -127,7 +150,46 @@ async def test_stopped_watchers_keep_server_memory_bounded(tmp_path: Path) -> No
                 print(f"RSS grew {grown_mb:.0f} MB; paced job {baseline_s:.1f}s -> {paced_s:.1f}s")
                 assert grown_mb < ALLOWED_GROWTH_MB
                 assert paced_s < 3 * baseline_s + 3, (baseline_s, paced_s)
-            finally:
-                watchers.kill()
-                watchers.wait()
             await stub.CancelJob(rank_pb2.CancelJobRequest(name=busy.name))
+
+
+async def test_stopped_watchers_of_a_backlog_keep_server_memory_bounded(tmp_path: Path) -> None:
+    assert BACKLOG_WATCHERS <= MAX_WATCHERS_PER_JOB
+    with LocalServer(db=tmp_path / "slow.db", extra_args=("--log-level", "warning")) as server:
+        assert server.pid is not None
+        async with grpc.aio.insecure_channel(server.address) as channel:
+            stub = rank_pb2_grpc.RankServiceStub(channel)
+            paced = _spec(n=60, calls=40)
+            baseline_s = await _run_to_end(stub, paced)
+
+            busy = await stub.CreateJob(
+                rank_pb2.CreateJobRequest(
+                    spec=_spec(n=BACKLOG_CANDIDATES, calls=1000, id_bytes=100)
+                )
+            )
+            await _progressed(stub, busy.name, events=BACKLOG_EVENTS, within_s=90)
+            # Ended, so that all the server holds for it from now on is what its watchers hold.
+            await stub.CancelJob(rank_pb2.CancelJobRequest(name=busy.name))
+            backlog = await stub.GetJob(rank_pb2.GetJobRequest(name=busy.name))
+            # Pages cut by size (small verdicts between big tiers updates) still miss nothing.
+            # Read first: the stopped watchers may fill the job's quota of streams until the
+            # server notices that their process is gone.
+            sequences = [
+                event.sequence
+                async for event in stub.WatchJob(rank_pb2.WatchJobRequest(name=busy.name))
+            ]
+            assert sequences == list(range(1, backlog.last_sequence + 1))
+            await asyncio.sleep(0.5)
+            before_mb = _rss_mb(server.pid)
+
+            async with _stopped_watchers(server.address, busy.name, BACKLOG_WATCHERS):
+                paced_s = await _run_to_end(stub, paced)
+                await asyncio.sleep(1)  # what was in flight when they stopped lands
+                grown_mb = _rss_mb(server.pid) - before_mb
+                print(
+                    f"{BACKLOG_WATCHERS} watchers of {backlog.last_sequence} stored events: "
+                    f"RSS grew {grown_mb:.0f} MB (bound {BACKLOG_ALLOWED_GROWTH_MB:.0f}); "
+                    f"paced job {baseline_s:.1f}s -> {paced_s:.1f}s"
+                )
+                assert grown_mb < BACKLOG_ALLOWED_GROWTH_MB
+                assert paced_s < 3 * baseline_s + 3, (baseline_s, paced_s)
