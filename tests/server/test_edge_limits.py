@@ -10,9 +10,8 @@ import math
 
 import grpc
 import pytest
-from google.rpc import error_details_pb2
-from grpc_status import rpc_status
 
+from tierank.client._errors import error_from_rpc
 from tierank.server.hub import MAX_WATCHERS_PER_JOB
 from tierank.server.validation import MAX_JUDGES, MAX_QUERY_BYTES
 from tierank.v1 import rank_pb2, rank_pb2_grpc
@@ -22,15 +21,7 @@ CLIENT_HEADER_LIMIT = 8 * 1024
 
 
 def _violations(error: grpc.aio.AioRpcError) -> dict[str, str]:
-    status = rpc_status.from_call(error)
-    assert status is not None
-    found: dict[str, str] = {}
-    for detail in status.details:
-        if detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
-            bad = error_details_pb2.BadRequest()
-            detail.Unpack(bad)
-            found.update({v.field: v.description for v in bad.field_violations})
-    return found
+    return {v.field: v.description for v in error_from_rpc(error).field_violations}
 
 
 async def _rejected(call, code=grpc.StatusCode.INVALID_ARGUMENT) -> grpc.aio.AioRpcError:

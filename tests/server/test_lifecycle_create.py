@@ -9,9 +9,8 @@ from pathlib import Path
 import anyio
 import grpc
 import pytest
-from google.rpc import error_details_pb2
-from grpc_status import rpc_status
 
+from tierank.client._errors import error_from_rpc
 from tierank.server.app import serve
 from tierank.server.settings import ServerSettings
 from tierank.v1 import rank_pb2, rank_pb2_grpc
@@ -24,15 +23,7 @@ TERMINAL = (
 
 
 def _field_violations(error: grpc.aio.AioRpcError) -> dict[str, str]:
-    status = rpc_status.from_call(error)
-    assert status is not None, "the error carries a google.rpc.Status"
-    found = {}
-    for detail in status.details:
-        if detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
-            bad_request = error_details_pb2.BadRequest()
-            detail.Unpack(bad_request)
-            found.update({v.field: v.description for v in bad_request.field_violations})
-    return found
+    return {v.field: v.description for v in error_from_rpc(error).field_violations}
 
 
 async def _last_event(stub, name: str, timeout: float = 20.0) -> rank_pb2.JobEvent:
