@@ -9,6 +9,7 @@ from typing import Any
 import anthropic
 
 from tierank.server.judges.base import FailureKind, JudgeConfig
+from tierank.server.judges.bounded_http import ResponseTooLarge, bounded_event_hooks
 from tierank.server.judges.llm import (
     AnswerSchema,
     Completion,
@@ -25,7 +26,12 @@ DEFAULT_THINKING_BUDGET = 2048
 
 
 def make_anthropic_client(api_key: str, base_url: str | None) -> anthropic.AsyncAnthropic:
-    return anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=0)
+    return anthropic.AsyncAnthropic(
+        api_key=api_key,
+        base_url=base_url,
+        max_retries=0,
+        http_client=anthropic.DefaultAsyncHttpxClient(event_hooks=bounded_event_hooks()),
+    )
 
 
 class AnthropicJudge(LLMJudge):
@@ -72,6 +78,9 @@ class AnthropicJudge(LLMJudge):
         except anthropic.APITimeoutError:
             raise CallError(FailureKind.TIMEOUT, "the SDK timed out") from None
         except anthropic.APIConnectionError as error:
+            if isinstance(error.__cause__, ResponseTooLarge):
+                # Unwrapped, as the other SDKs let it through: LLMJudge classifies it.
+                raise error.__cause__ from None
             raise CallError(FailureKind.CONNECTION_ERROR, f"connection failed: {error}") from None
         text = "".join(block.text for block in response.content if block.type == "text")
         return Completion(

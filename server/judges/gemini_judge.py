@@ -10,6 +10,7 @@ from google import genai
 from google.genai import errors, types
 
 from tierank.server.judges.base import FailureKind, JudgeConfig
+from tierank.server.judges.bounded_http import bounded_event_hooks
 from tierank.server.judges.llm import (
     AnswerSchema,
     Completion,
@@ -31,7 +32,7 @@ class GeminiClient:
     change with whether aiohttp happens to be installed, and it can be closed."""
 
     def __init__(self, api_key: str, base_url: str | None) -> None:
-        self.http = httpx2.AsyncClient()
+        self.http = httpx2.AsyncClient(event_hooks=bounded_event_hooks())
         options = types.HttpOptions(
             base_url=base_url,
             # One attempt: our retry loop is the only one.

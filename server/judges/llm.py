@@ -7,7 +7,8 @@ One judge call is at most two conversations' worth of requests: the prompt, and,
 answer cannot be read, one corrective follow-up in the same conversation. A truncated answer
 gets no follow-up (the same limit would cut it again): what is certainly complete is kept, or
 the call fails as truncated. An answer longer than MAX_ANSWER_CHARS (a ranking is small) is cut
-there before it is read or stored, and is treated as truncated.
+there before it is read or stored, and is treated as truncated; an HTTP answer over
+bounded_http.MAX_RESPONSE_BYTES is not read at all and fails as truncated.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from tierank.server.judges.base import (
     JudgeReply,
     JudgeUsage,
 )
+from tierank.server.judges.bounded_http import ResponseTooLarge
 from tierank.server.judges.breaker import CircuitBreaker
 from tierank.server.judges.limits import ProviderLimits
 from tierank.server.judges.options import refuse_unknown_options
@@ -336,8 +338,17 @@ class LLMJudge(Judge):
         # Providers count a request's max output against the token rate limit up front.
         tokens = sum(estimate_tokens(m.text) for m in messages) + max_output
         provider_timeout_s = shared.provider_settings.timeout_s
+
+        async def send() -> Completion:
+            try:
+                return await self._complete(messages, max_output, seed, schema)
+            except ResponseTooLarge as error:
+                # The adapters let it through (anthropic's SDK wraps it; its adapter unwraps
+                # it), so it is classified here, once, for every provider.
+                raise error.failure() from None
+
         return await call_with_retries(
-            lambda: self._complete(messages, max_output, seed, schema),
+            send,
             slot=lambda: shared.limits.slot(self.provider, self.config.model, tokens),
             policy=shared.provider_settings.retry,
             timeout_s=self.config.timeout_s or provider_timeout_s,

@@ -12,6 +12,7 @@ import openai
 import structlog
 
 from tierank.server.judges.base import BatchRequest, FailureKind, JudgeConfig, JudgeReply
+from tierank.server.judges.bounded_http import bounded_event_hooks
 from tierank.server.judges.llm import (
     AnswerSchema,
     Completion,
@@ -39,7 +40,12 @@ _VOLATILE_MODEL_FIELDS = frozenset({"permission", "permissions", "object"})
 
 def make_openai_client(api_key: str, base_url: str | None) -> openai.AsyncOpenAI:
     # Our retry loop is the only one: the SDK's would hide 429s and double the waits.
-    return openai.AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=0)
+    return openai.AsyncOpenAI(
+        api_key=api_key,
+        base_url=base_url,
+        max_retries=0,
+        http_client=openai.DefaultAsyncHttpxClient(event_hooks=bounded_event_hooks()),
+    )
 
 
 class OpenAIJudge(LLMJudge):

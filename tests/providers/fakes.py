@@ -29,7 +29,7 @@ import re
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aiohttp import web
@@ -56,6 +56,9 @@ class Answer:
     cached_input_tokens: int = 0
     # Anthropic only: prompt tokens written to the cache.
     cache_write_tokens: int = 0
+    # Sent in pieces as it is rendered, without Content-Length (as a server streaming a
+    # runaway answer), so the fake never holds the whole body either.
+    streamed: bool = False
 
 
 @dataclass(frozen=True)
@@ -223,17 +226,19 @@ class FakeLLMServer:
             )
             self._requests[flavor].append(recorded)
             if flavor == "openai-compatible" and self.local is not None:
-                return await self._serve_locally(self.local, recorded)
+                return await self._serve_locally(self.local, recorded, request)
             step = self._next_step(flavor, recorded)
             if isinstance(step, Drop):
                 assert request.transport is not None
                 request.transport.close()
                 return web.Response()
-            return await self._play(flavor, step, recorded)
+            return await self._play(flavor, step, recorded, request)
 
         return handle
 
-    async def _serve_locally(self, local: LocalServer, recorded: Recorded) -> web.StreamResponse:
+    async def _serve_locally(
+        self, local: LocalServer, recorded: Recorded, request: web.Request
+    ) -> web.StreamResponse:
         response_format = (recorded.body.get("response_format") or {}).get("type")
         if response_format in local.refused_formats:
             # llama-cpp-python's answer to a response_format it does not know.
@@ -242,13 +247,12 @@ class FakeLLMServer:
                 {"error": {"message": message, "type": "internal_server_error"}}, status=500
             )
         if not local.one_at_a_time:
-            return await self._play(
-                "openai-compatible", self._next_step("openai-compatible", recorded), recorded
-            )
+            step = self._next_step("openai-compatible", recorded)
+            return await self._play("openai-compatible", step, recorded, request)
         async with self._one_at_a_time:
             started = time.monotonic()
             step = self._next_step("openai-compatible", recorded)
-            response = await self._play("openai-compatible", step, recorded)
+            response = await self._play("openai-compatible", step, recorded, request)
             local.served.append((started, time.monotonic()))
             return response
 
@@ -266,17 +270,46 @@ class FakeLLMServer:
         responder = self._responders.get(flavor)
         return responder(recorded) if responder else HttpError(500, message="nothing scripted")
 
-    async def _play(self, flavor: str, step: Step, recorded: Recorded) -> web.StreamResponse:
+    async def _play(
+        self, flavor: str, step: Step, recorded: Recorded, request: web.Request
+    ) -> web.StreamResponse:
         if isinstance(step, Hang):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), step.seconds)
-            return await self._play(flavor, step.then or HttpError(504), recorded)
+            return await self._play(flavor, step.then or HttpError(504), recorded, request)
         if isinstance(step, HttpError):
             return web.json_response(
                 ERROR_BODIES[flavor](step), status=step.status, headers=dict(step.headers)
             )
         model = recorded.body.get("model") or recorded.path.split("/")[-1].split(":")[0]
+        if step.streamed:
+            return await _stream_answer(request, ANSWER_BODIES[flavor], step, model)
         return web.json_response(ANSWER_BODIES[flavor](step, model))
+
+
+_TEXT_MARK = "@@answer-text@@"
+_STREAM_PIECE_CHARS = 64 * 1024
+
+
+async def _stream_answer(
+    request: web.Request,
+    render: Callable[[Answer, str], dict[str, Any]],
+    answer: Answer,
+    model: str,
+) -> web.StreamResponse:
+    head, tail = json.dumps(render(replace(answer, text=_TEXT_MARK), model)).split(_TEXT_MARK)
+    response = web.StreamResponse(headers={"Content-Type": "application/json"})
+    response.enable_chunked_encoding()
+    # The client hangs up once it has read enough: that ends the answer, not the test.
+    with contextlib.suppress(ConnectionError):
+        await response.prepare(request)
+        await response.write(head.encode())
+        for start in range(0, len(answer.text), _STREAM_PIECE_CHARS):
+            piece = answer.text[start : start + _STREAM_PIECE_CHARS]
+            await response.write(json.dumps(piece)[1:-1].encode())
+        await response.write(tail.encode())
+        await response.write_eof()
+    return response
 
 
 # -- wire formats ---------------------------------------------------------------------------------

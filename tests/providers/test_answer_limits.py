@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import tracemalloc
 
 from conftest import StartServer
 from fakes import (
@@ -19,8 +20,10 @@ from job_helpers import completed, llm_judge, run_job, verdicts
 
 from tierank.server.errors import MAX_ERROR_TEXT_BYTES
 from tierank.server.judges.base import BatchRequest, FailureKind, JudgeConfig, Passage, PoolContext
+from tierank.server.judges.bounded_http import MAX_RESPONSE_BYTES
 from tierank.server.judges.llm import MAX_ANSWER_CHARS
 from tierank.server.judges.registry import JudgeFactory
+from tierank.server.judges.settings import BreakerPolicy
 from tierank.v1 import rank_pb2
 
 MODELS = {
@@ -32,13 +35,15 @@ MODELS = {
 PASSAGES = tuple(Passage(f"d{n}", f"passage {n}") for n in range(1, 4))
 
 
-async def test_a_multi_mib_answer_is_cut_and_marked_not_stored_whole(
+async def test_an_answer_beyond_the_text_cap_is_cut_and_marked_not_stored_whole(
     fake_llm: FakeLLMServer,
 ) -> None:
     factory = JudgeFactory(settings_for(fake_llm))
     pool = PoolContext("q", "r", PASSAGES)
     request = BatchRequest(call_id="c", query="q", rubric="r", passages=PASSAGES)
-    huge = 4 * 1024 * 1024
+    # Past the text cap, within the byte cap on what is read from the wire.
+    huge = 4 * MAX_ANSWER_CHARS
+    assert huge + 1024 < MAX_RESPONSE_BYTES
     for flavor in FLAVORS:
         # A usable ranking at the start survives the cut; pure garbage fails as truncated.
         fake_llm.script(
@@ -57,6 +62,45 @@ async def test_a_multi_mib_answer_is_cut_and_marked_not_stored_whole(
         assert lost.usage.output_tokens == 9  # the cut answer was still paid for
         # No corrective follow-up: it would send the garbage back.
         assert len(fake_llm.requests(flavor)) == 2
+    await factory.aclose()
+
+
+async def test_an_answer_beyond_the_byte_cap_fails_as_truncated_without_being_read(
+    fake_llm: FakeLLMServer,
+) -> None:
+    # A breaker that opens at the first failure it hears of: this one must not count.
+    factory = JudgeFactory(
+        settings_for(fake_llm, breaker=BreakerPolicy(failure_threshold=1, cooldown_s=60.0))
+    )
+    pool = PoolContext("q", "r", PASSAGES)
+    request = BatchRequest(call_id="c", query="q", rubric="r", passages=PASSAGES)
+    huge = 8 * 1024 * 1024
+    text = "[3] > [1] > [2] " + "x" * huge
+    for flavor in FLAVORS:
+        fake_llm.script(
+            flavor, Answer(text, streamed=True), Answer(text), Answer("[2] > [3] > [1]")
+        )
+        judge = factory.build(JudgeConfig(flavor, MODELS[flavor], options={"format": "text"}), pool)
+        tracemalloc.start()
+        try:
+            streamed = await judge.judge(request)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        declared = await judge.judge(request)
+        usable = await judge.judge(request)
+
+        for reply in (streamed, declared):
+            assert reply.failure is not None and reply.failure.kind is FailureKind.TRUNCATED, flavor
+            assert f"cap of {MAX_RESPONSE_BYTES} bytes" in reply.failure.message, flavor
+            assert reply.ordering == () and reply.raw_text == ""
+        # Refused on its Content-Length, before a byte of the body.
+        assert "(Content-Length " in declared.failure.message, flavor
+        # Neither the judge nor the SDK held the 8 MiB answer (the fake streams it too).
+        assert peak < 4 * 1024 * 1024, (flavor, peak)
+        # Not retried (the same answer would come again), and the breaker stayed closed.
+        assert usable.failure is None and usable.ordering == ("d2", "d3", "d1"), flavor
+        assert len(fake_llm.requests(flavor)) == 3, flavor
     await factory.aclose()
 
 
