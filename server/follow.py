@@ -28,16 +28,13 @@ async def follow_events(
         last = after
         caught_up = False
         checked_finished = False
-        page = 1
-        largest = 1  # the largest event read so far: a bound on what the next page may hold
         while True:
             recent = channel.events_after(last) if caught_up else None
             if recent is None:
-                rows, caught_up = await _read_page(storage, job_id, last, page)
-                largest = max([largest, *(len(r.payload) for r in rows)])
-                # Later events may be bigger than any read so far (a job's first events are
-                # small, its tiers updates large): ask for at most twice what this page held.
-                page = max(1, min(_MAX_PAGE_EVENTS, 2 * len(rows), _PAGE_BYTES // largest))
+                rows = await storage.read_events(job_id, last, _MAX_PAGE_EVENTS, _PAGE_BYTES)
+                # Caught up once storage has nothing more: events published from then on are in
+                # the channel's window (it was subscribed before the first read).
+                caught_up = not rows
                 events: Iterable[rank_pb2.JobEvent] = _decoded(rows)
             else:
                 events = recent
@@ -58,20 +55,6 @@ async def follow_events(
                 if record is not None and record.state in TERMINAL_STATES:
                     return
             await channel.wait_beyond(last)
-
-
-async def _read_page(
-    storage: Storage, job_id: str, after: int, limit: int
-) -> tuple[list[EventRow], bool]:
-    """Up to `limit` events after `after`, cut to _PAGE_BYTES (yet always one), and whether
-    they are the last ones stored."""
-    rows = await storage.read_events(job_id, after, limit)
-    total = 0
-    for count, row in enumerate(rows):
-        total += len(row.payload)
-        if total > _PAGE_BYTES and count > 0:
-            return rows[:count], False
-    return rows, len(rows) < limit
 
 
 def _decoded(rows: list[EventRow]) -> Iterator[rank_pb2.JobEvent]:

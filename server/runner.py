@@ -82,10 +82,12 @@ class _Wake(enum.Enum):
 
 @dataclass(frozen=True)
 class _Answer:
-    """A stored answer, waiting to be applied in plan order."""
+    """A stored answer, waiting to be applied in plan order; `stored` is the verdict's bytes as
+    stored, which its journal row repeats."""
 
     call: JudgeCall
     verdict: rank_pb2.VerdictReceived
+    stored: bytes
 
 
 @dataclass
@@ -154,7 +156,8 @@ class JobRunner:
         self._nudge()
 
     async def discard(self) -> None:
-        """Release a runner that will never run (its job was not stored)."""
+        """Release the runner: at the end of its run, or instead of one (its job was not
+        stored)."""
         self.finished.set()
         for judge in self._judges:
             await judge.aclose()
@@ -188,9 +191,7 @@ class JobRunner:
                 self._log.exception("could not record the job's failure")
         finally:
             metrics.ACTIVE_JOBS.dec()
-            self.finished.set()
-            for judge in self._judges:
-                await judge.aclose()
+            await self.discard()
 
     async def _run(self) -> None:
         tournament, stats, groups, arrived = await self._restore()
@@ -277,12 +278,11 @@ class JobRunner:
                 stats.disable(judge)
         self._journal_index = len(rows)
         unapplied = [[planned[i] for i in group if i in planned] for group in groups]
-        arrived = {}
-        for call in planned.values():
-            stored = await self._storage.read_audit(self.job_id, call.call_id)
-            if stored is not None:
-                verdict = rank_pb2.VerdictReceived.FromString(stored.verdict)
-                arrived[call.call_id] = _Answer(call, verdict)
+        stored = await self._storage.read_verdicts(self.job_id, list(planned))
+        arrived = {
+            call_id: _Answer(planned[call_id], rank_pb2.VerdictReceived.FromString(data), data)
+            for call_id, data in stored.items()
+        }
         return tournament, stats, [group for group in unapplied if group], arrived
 
     # -- judge calls --------------------------------------------------------------------
@@ -374,11 +374,10 @@ class JobRunner:
         if cache_as and not reply.failed:
             ordering = encode_ordering(reply.ordering, self._passages(call))
             cache.append(CacheEntry(cache_as, ordering))
-        audit = VerdictAudit(
-            call.call_id, verdict.SerializeToString(), reply.prompt, reply.raw_text
-        )
+        stored = verdict.SerializeToString()
+        audit = VerdictAudit(call.call_id, stored, reply.prompt, reply.raw_text)
         await self._store(JobUpdate(cache=cache, audit=[audit]))
-        send.send_nowait(_Answer(call, verdict))
+        send.send_nowait(_Answer(call, verdict, stored))
 
     # -- recording ----------------------------------------------------------------------
 
@@ -434,7 +433,7 @@ class JobRunner:
     ) -> None:
         call, verdict = answer.call, answer.verdict
         tournament.record(verdict_of(verdict))
-        step.journal.append(self._journal("verdict", verdict.SerializeToString()))
+        step.journal.append(self._journal("verdict", answer.stored))
         failures_in_a_row = stats.add(call.judge, verdict)
         if not stats.disabled(call.judge) and failures_in_a_row >= MAX_CONSECUTIVE_FAILURES:
             tournament.disable_judge(call.judge)

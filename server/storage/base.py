@@ -118,7 +118,11 @@ class Storage(abc.ABC):
         """Append events and journal rows and change the job's state, in one transaction."""
 
     @abc.abstractmethod
-    async def read_events(self, job_id: str, after_sequence: int, limit: int) -> list[EventRow]: ...
+    async def read_events(
+        self, job_id: str, after_sequence: int, limit: int, max_bytes: int
+    ) -> list[EventRow]:
+        """Up to `limit` events after `after_sequence`, in order, stopping before the event whose
+        payload would take the page past `max_bytes` (the first one always comes)."""
 
     @abc.abstractmethod
     async def latest_event(self, job_id: str, kinds: Sequence[str]) -> EventRow | None: ...
@@ -135,6 +139,10 @@ class Storage(abc.ABC):
 
     @abc.abstractmethod
     async def read_audit(self, job_id: str, call_id: str) -> VerdictAudit | None: ...
+
+    @abc.abstractmethod
+    async def read_verdicts(self, job_id: str, call_ids: Sequence[str]) -> dict[str, bytes]:
+        """The stored verdicts of these calls (those that have one), by call id."""
 
     @abc.abstractmethod
     async def close(self) -> None: ...

@@ -342,14 +342,23 @@ class SqliteStorage(Storage):
 
         await self._writer.submit(write)
 
-    async def read_events(self, job_id: str, after_sequence: int, limit: int) -> list[EventRow]:
+    async def read_events(
+        self, job_id: str, after_sequence: int, limit: int, max_bytes: int
+    ) -> list[EventRow]:
         def read(conn: sqlite3.Connection) -> list[EventRow]:
             rows = conn.execute(
                 "SELECT sequence, kind, time, payload FROM events "
                 "WHERE job_id = ? AND sequence > ? ORDER BY sequence LIMIT ?",
                 (job_id, after_sequence, limit),
             )
-            return [EventRow(*r) for r in rows]
+            page: list[EventRow] = []
+            total = 0
+            for row in rows:
+                total += len(row[3])
+                if page and total > max_bytes:
+                    break
+                page.append(EventRow(*row))
+            return page
 
         return await self._reader.submit(read)
 
@@ -395,6 +404,18 @@ class SqliteStorage(Storage):
             return VerdictAudit(*row) if row else None
 
         return await self._reader.submit(read)
+
+    async def read_verdicts(self, job_id: str, call_ids: Sequence[str]) -> dict[str, bytes]:
+        def read(conn: sqlite3.Connection) -> dict[str, bytes]:
+            marks = ", ".join("?" * len(call_ids))
+            rows = conn.execute(
+                f"SELECT call_id, verdict FROM verdict_audit WHERE job_id = ? "
+                f"AND call_id IN ({marks})",
+                (job_id, *call_ids),
+            )
+            return dict(rows.fetchall())
+
+        return await self._reader.submit(read) if call_ids else {}
 
     async def close(self) -> None:
         await asyncio.to_thread(self._writer.stop)
