@@ -116,6 +116,10 @@ def parse_candidates(lines: Iterable[str], source: str = "<candidates>") -> list
             record = json.loads(line)
         except json.JSONDecodeError as error:
             raise FormatError(source, number, f"invalid JSON: {error.msg}") from None
+        except RecursionError:  # nested deeper than the parser's stack
+            raise FormatError(source, number, "a JSON value is nested too deeply") from None
+        except ValueError:  # Python refuses integers of more than 4,300 digits
+            raise FormatError(source, number, "a JSON number is too long to read") from None
         if not isinstance(record, dict):
             raise FormatError(source, number, "expected a JSON object")
         doc_id = _aliased_string(record, ("id", "docid"), source, number)

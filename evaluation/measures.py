@@ -144,8 +144,11 @@ def _parse_cutoff(text: str, raw: str | None, spec: _Spec) -> int | None:
         return None
     if spec.cutoff is _Cutoff.NONE:
         raise MeasureError(f"measure {text!r} takes no cutoff")
-    if not re.fullmatch(r"[+-]?\d+", raw):
-        raise MeasureError(f"cutoff in {text!r} must be an integer, got {raw!r}")
+    # At most 18 digits: any real cutoff, and far below the 4,300 digits int() refuses.
+    if not re.fullmatch(r"[+-]?\d{1,18}", raw):
+        raise MeasureError(
+            f"cutoff in {text!r} must be an integer of at most 18 digits, got {raw!r}"
+        )
     cutoff = int(raw)
     if cutoff <= 0:
         raise MeasureError(f"cutoff in {text!r} must be positive, got {cutoff}")

@@ -103,15 +103,11 @@ async def serve(
     hub = EventHub()
     health_servicer = health.aio.HealthServicer()
     try:
-        async with JobManager(storage, factory, hub) as manager:
+        async with JobManager(
+            storage, factory, hub, max_message_bytes=settings.max_message_bytes
+        ) as manager:
             rank_pb2_grpc.add_RankServiceServicer_to_server(
-                RankServicer(
-                    manager,
-                    storage,
-                    hub,
-                    max_message_bytes=settings.max_message_bytes,
-                    knows_provider=factory.knows,
-                ),
+                RankServicer(manager, storage, hub, max_message_bytes=settings.max_message_bytes),
                 server,
             )
             eval_pb2_grpc.add_EvalServiceServicer_to_server(EvalServicer(storage, factory), server)

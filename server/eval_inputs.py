@@ -21,7 +21,7 @@ from tierank.evaluation import (
     parse_qrels,
     parse_run,
 )
-from tierank.server.errors import FieldViolation, clip, invalid_argument, shown
+from tierank.server.errors import FieldViolation, invalid_argument
 from tierank.v1 import eval_pb2
 
 T = TypeVar("T")
@@ -50,10 +50,6 @@ def _parse(
         return parse(_lines(file), source), []
     except FormatError as error:
         return None, [FieldViolation(field, str(error))]
-    except RecursionError:  # JSON nested deeper than the parser's stack
-        return None, [FieldViolation(field, f"{clip(source, 80)}: a value is nested too deeply")]
-    except ValueError:  # Python refuses integers of more than 4,300 digits
-        return None, [FieldViolation(field, f"{clip(source, 80)}: a number is too long to read")]
 
 
 def read_qrels(field: str, file: eval_pb2.TextFile) -> Qrels:
@@ -123,8 +119,6 @@ def read_measures(field: str, names: Sequence[str]) -> list[Measure]:
             measures.append(parse_measure(name))
         except MeasureError as error:
             violations.append(FieldViolation(where, str(error)))
-        except ValueError:  # a cutoff of more digits than Python converts
-            violations.append(FieldViolation(where, f"{shown(name)}: the cutoff is too long"))
     if violations:
         raise invalid_argument(violations)
     return measures

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import grpc
@@ -83,15 +84,21 @@ class _Call:
         given = str(metadata.get(_REQUEST_ID_HEADER, ""))[:64]
         self.request_id = given or secrets.token_hex(8)
 
+    @asynccontextmanager
+    async def _guard(self, context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
+        """The call's log context, and every failure in it turned into a status."""
+        with structlog.contextvars.bound_contextvars(rpc=self._rpc, request_id=self.request_id):
+            try:
+                yield
+            except grpc.aio.AbortError:
+                raise  # aborted already, with its own status
+            except Exception as error:  # every failure becomes a status
+                await abort(context, self._api_error(error))
+
     def unary(self, behaviour: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
         async def handle(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
-            with structlog.contextvars.bound_contextvars(rpc=self._rpc, request_id=self.request_id):
-                try:
-                    return await behaviour(self._parse(raw), context)
-                except grpc.aio.AbortError:
-                    raise  # aborted already, with its own status
-                except Exception as error:  # every failure becomes a status
-                    await abort(context, self._api_error(error))
+            async with self._guard(context):
+                return await behaviour(self._parse(raw), context)
 
         return handle
 
@@ -99,14 +106,9 @@ class _Call:
         self, behaviour: Callable[..., AsyncIterator[Any]]
     ) -> Callable[..., AsyncIterator[Any]]:
         async def handle(raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            with structlog.contextvars.bound_contextvars(rpc=self._rpc, request_id=self.request_id):
-                try:
-                    async for response in behaviour(self._parse(raw), context):
-                        yield response
-                except grpc.aio.AbortError:
-                    raise  # aborted already, with its own status
-                except Exception as error:  # every failure becomes a status
-                    await abort(context, self._api_error(error))
+            async with self._guard(context):
+                async for response in behaviour(self._parse(raw), context):
+                    yield response
 
         return handle
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from types import TracebackType
 
@@ -27,7 +28,7 @@ from tierank.server.judges.base import Judge, JudgeConfigError, PoolContext
 from tierank.server.judges.registry import JudgeFactory
 from tierank.server.runner import JobRunner
 from tierank.server.storage.base import DuplicateRequest, EventRow, JobRecord, JobUpdate, Storage
-from tierank.server.validation import validate_spec
+from tierank.server.validation import MAX_REQUEST_ID_BYTES, validate_size, validate_spec
 from tierank.server.views import TERMINAL_STATES, job_summary
 from tierank.v1 import rank_pb2
 
@@ -61,10 +62,13 @@ class _Creation:
 
 
 class JobManager:
-    def __init__(self, storage: Storage, factory: JudgeFactory, hub: EventHub) -> None:
+    def __init__(
+        self, storage: Storage, factory: JudgeFactory, hub: EventHub, *, max_message_bytes: int
+    ) -> None:
         self._storage = storage
         self._factory = factory
         self._hub = hub
+        self._max_message_bytes = max_message_bytes
         self._runners: dict[str, JobRunner] = {}
         self._tasks: TaskGroup | None = None
         self._draining = False
@@ -116,7 +120,14 @@ class JobManager:
         """
         if self._draining:
             raise unavailable(SHUTTING_DOWN, SHUTTING_DOWN_RETRY_AFTER_S)
-        violations = validate_spec(spec, self._factory.knows)
+        # A job too big to answer about is never created: its size is a rule like the others.
+        violations = validate_spec(spec, self._factory.knows) + validate_size(
+            spec, self._max_message_bytes
+        )
+        if len(request_id.encode()) > MAX_REQUEST_ID_BYTES:
+            violations.append(
+                FieldViolation("request_id", f"must be at most {MAX_REQUEST_ID_BYTES} bytes")
+            )
         if violations:
             raise invalid_argument(violations)
         pool, judges = self._build_judges(spec)
@@ -144,13 +155,8 @@ class JobManager:
         # store. A client that gives up meanwhile (a deadline, a disconnect) cancels the RPC,
         # never the job: a stored job always runs, and a job that runs is always stored.
         runner = self._runner(record, spec, pool, judges)
-        # Known before it is stored, so a cancel that finds the job finds its runner too.
-        self._runners[record.job_id] = runner
         creation = _Creation()
-        assert self._tasks is not None
-        self._tasks.start_soon(
-            self._store_and_run, record, first_event, runner, creation, name=runner.name
-        )
+        self._start(runner, self._store_and_run, record, first_event, runner, creation)
         await creation.done.wait()
         if creation.error is not None:
             raise creation.error
@@ -176,12 +182,10 @@ class JobManager:
             creation.error = error
         finally:
             creation.done.set()
-        if creation.stored is None or creation.stored.job_id != record.job_id:
-            self._runners.pop(record.job_id, None)
-            await runner.discard()
-            return
-        metrics.JOBS_CREATED.inc()
-        await self._supervise(runner)
+        stored = creation.stored is not None and creation.stored.job_id == record.job_id
+        if stored:
+            metrics.JOBS_CREATED.inc()
+        await self._supervise(runner, run=stored)
 
     def _runner(
         self, record: JobRecord, spec: rank_pb2.JobSpec, pool: PoolContext, judges: list[Judge]
@@ -199,17 +203,21 @@ class JobManager:
         )
 
     def _start(
-        self, record: JobRecord, spec: rank_pb2.JobSpec, pool: PoolContext, judges: list[Judge]
-    ) -> JobRunner:
-        runner = self._runner(record, spec, pool, judges)
-        self._runners[record.job_id] = runner
+        self, runner: JobRunner, task: Callable[..., Awaitable[None]], *args: object
+    ) -> None:
+        """Run `task` in the manager's task group, with `runner` known from now on: a cancel
+        that finds the job (even one still being stored) finds its runner too."""
+        self._runners[runner.job_id] = runner
         assert self._tasks is not None
-        self._tasks.start_soon(self._supervise, runner, name=runner.name)
-        return runner
+        self._tasks.start_soon(task, *args, name=runner.name)
 
-    async def _supervise(self, runner: JobRunner) -> None:
+    async def _supervise(self, runner: JobRunner, run: bool = True) -> None:
+        """Run the runner (or only release it, for a job that was not stored), then forget it."""
         try:
-            await runner.run()
+            if run:
+                await runner.run()
+            else:
+                await runner.discard()
         finally:
             self._runners.pop(runner.job_id, None)
 
@@ -230,7 +238,9 @@ class JobManager:
         except Exception as error:
             self._fail_soon(record, f"cannot rebuild judges: {error}")
             return None
-        return self._start(record, spec, pool, judges)
+        runner = self._runner(record, spec, pool, judges)
+        self._start(runner, self._supervise, runner)
+        return runner
 
     def _fail_soon(self, record: JobRecord, message: str) -> None:
         self._log.error("job cannot resume", job_id=record.job_id, error=message)

@@ -7,7 +7,7 @@ methods here raise ApiError and never abort a call themselves.
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import grpc
 
@@ -17,8 +17,7 @@ from tierank.server.follow import follow_events
 from tierank.server.hub import EventHub
 from tierank.server.jobs import DEFAULT_TENANT, JobManager
 from tierank.server.storage.base import JobRecord, Storage
-from tierank.server.validation import MAX_REQUEST_ID_BYTES, validate_size, validate_spec
-from tierank.server.views import TIER_EVENT_KINDS, job_detail, job_spec, job_summary
+from tierank.server.views import TIER_EVENT_KINDS, fill_spec, job_detail, job_summary
 from tierank.v1 import rank_pb2, rank_pb2_grpc
 
 DEFAULT_PAGE_SIZE = 50
@@ -59,13 +58,11 @@ class RankServicer(rank_pb2_grpc.RankServiceServicer):
         hub: EventHub,
         *,
         max_message_bytes: int,
-        knows_provider: Callable[[str], bool],
     ) -> None:
         self._manager = manager
         self._storage = storage
         self._hub = hub
         self._max_message_bytes = max_message_bytes
-        self._knows_provider = knows_provider
 
     async def _record(self, name: str) -> JobRecord:
         record = await self._storage.get_job(_parse_name(name))
@@ -78,16 +75,6 @@ class RankServicer(rank_pb2_grpc.RankServiceServicer):
         return job_detail(record, latest, view)
 
     async def _create(self, spec: rank_pb2.JobSpec, request_id: str) -> JobRecord:
-        # Checked before the job manager stores anything: a job too big to answer about is
-        # never created.
-        violations = validate_size(spec, self._max_message_bytes)
-        if len(request_id.encode()) > MAX_REQUEST_ID_BYTES:
-            violations.append(
-                FieldViolation("request_id", f"must be at most {MAX_REQUEST_ID_BYTES} bytes")
-            )
-        if violations:
-            # The field rules too, so the client learns which field made the job too big.
-            raise invalid_argument(validate_spec(spec, self._knows_provider) + violations)
         record, _ = await self._manager.create(spec, request_id)
         return record
 
@@ -126,14 +113,14 @@ class RankServicer(rank_pb2_grpc.RankServiceServicer):
         for record in records[:page_size]:
             job = job_summary(record)
             if view == rank_pb2.JOB_VIEW_FULL:
-                job.spec.CopyFrom(job_spec(record, view))
+                fill_spec(job.spec, record, view)
             used += job.ByteSize() + 8
             if response.jobs and used > budget:
                 break
             response.jobs.append(job)
         if len(response.jobs) < len(records):
-            last = response.jobs[-1].name.removeprefix("jobs/")
-            response.next_page_token = page_tokens.encode(last, request.state)
+            last = records[len(response.jobs) - 1]  # the page is a prefix of the records
+            response.next_page_token = page_tokens.encode(last.job_id, request.state)
         return response
 
     async def CancelJob(

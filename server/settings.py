@@ -66,7 +66,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--db",
         type=Path,
-        default=Path(env("TIERANK_DB", str(default_db_path()))),
+        default=env("TIERANK_DB", str(default_db_path())),
         help="SQLite database file; one server per file (env TIERANK_DB)",
     )
     p.add_argument(
@@ -84,14 +84,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--max-message-mb",
         type=_message_mb,
-        default=int(env("TIERANK_MAX_MESSAGE_MB", "64")),
+        default=env("TIERANK_MAX_MESSAGE_MB", "64"),
         help="largest accepted request / sent response, in MiB, 1..1000 "
         "(env TIERANK_MAX_MESSAGE_MB)",
     )
     p.add_argument(
         "--shutdown-grace",
         type=float,
-        default=float(env("TIERANK_SHUTDOWN_GRACE", "10")),
+        default=env("TIERANK_SHUTDOWN_GRACE", "10"),
         help="seconds to let judge calls in flight land before stopping",
     )
     p.add_argument(

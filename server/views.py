@@ -36,15 +36,15 @@ def job_summary(record: JobRecord) -> rank_pb2.Job:
     return job
 
 
-def job_spec(record: JobRecord, view: rank_pb2.JobView) -> rank_pb2.JobSpec:
-    """The stored spec in a view: BASIC (the default) keeps candidate ids but drops their texts
-    and metadata, which make up nearly all of a big job and would not fit a 4 MiB response."""
-    spec = rank_pb2.JobSpec.FromString(record.spec)
+def fill_spec(target: rank_pb2.JobSpec, record: JobRecord, view: rank_pb2.JobView) -> None:
+    """Parse the stored spec into `target` (a job's empty spec field) in a view: BASIC (the
+    default) keeps candidate ids but drops their texts and metadata, which make up nearly all
+    of a big job and would not fit a 4 MiB response."""
+    target.ParseFromString(record.spec)
     if view != rank_pb2.JOB_VIEW_FULL:
-        for candidate in spec.candidates:
+        for candidate in target.candidates:
             candidate.ClearField("text")
             candidate.ClearField("metadata")
-    return spec
 
 
 def job_detail(
@@ -54,7 +54,7 @@ def job_detail(
 ) -> rank_pb2.Job:
     """The job with its spec (in `view`), current tiers and stats."""
     job = job_summary(record)
-    job.spec.CopyFrom(job_spec(record, view))
+    fill_spec(job.spec, record, view)
     if latest_tiers is not None:
         event = rank_pb2.JobEvent.FromString(latest_tiers.payload)
         source = event.completed if event.HasField("completed") else event.tiers_updated
