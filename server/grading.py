@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 import anyio
 
 from tierank.server.convert import judge_config
-from tierank.server.errors import ApiError, FieldViolation, invalid_argument
+from tierank.server.errors import FieldViolation, invalid_argument
 from tierank.server.judges.base import JudgeConfigError, JudgeUsage, Passage
-from tierank.server.judges.graders import Grader, GradeReply, GradeRequest
+from tierank.server.judges.graders import Grader, GradeReply, GradeRequest, UngradablePassage
 from tierank.server.judges.registry import JudgeFactory
 from tierank.server.runner import call_seed
 from tierank.server.storage.base import CacheEntry, Storage
@@ -110,11 +110,8 @@ class PairGrader:
         async with self._slots:
             try:
                 reply = await grader.grade(request)
-            except (ArithmeticError, ValueError) as error:
-                # The grader cannot compute with this passage's data (an oracle score of inf).
-                raise invalid_argument(
-                    [FieldViolation(pair.field, f"{pair.passage.id!r} cannot be graded: {error}")]
-                ) from None
+            except UngradablePassage as error:
+                raise invalid_argument([FieldViolation(pair.field, str(error))]) from None
         if key is not None and reply.grade is not None:
             payload = json.dumps({"grade": reply.grade}).encode()
             await self._storage.cache_put([CacheEntry(key, payload)])
@@ -129,10 +126,9 @@ class PairGrader:
         async def one(index: int) -> None:
             results[index] = await self.grade(pairs[index])
 
-        try:
-            async with anyio.create_task_group() as group:
-                for index in range(len(pairs)):
-                    group.start_soon(one, index)
-        except* ApiError as errors:
-            raise errors.exceptions[0] from None
+        # An ApiError of one pair reaches the client through the task group's exception group
+        # (the interceptor reports its first ApiError).
+        async with anyio.create_task_group() as group:
+            for index in range(len(pairs)):
+                group.start_soon(one, index)
         return [r for r in results if r is not None]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tierank.server.judges.base import FailureKind
+from tierank.server.judges.base import FailureKind, JudgeFailure
 from tierank.v1 import rank_pb2
 
 # How a failure_reason of a call refused by an open circuit breaker begins.
-_BREAKER_REFUSAL = f"{FailureKind.UNAVAILABLE}:"
+_BREAKER_REFUSAL = str(JudgeFailure(FailureKind.UNAVAILABLE, ""))
 
 
 @dataclass

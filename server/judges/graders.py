@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import json
+import math
 import random
 from dataclasses import dataclass, field
 
@@ -57,6 +58,11 @@ class GradeReply:
     raw_text: str = ""
 
 
+class UngradablePassage(ValueError):
+    """A passage whose own data a grader cannot compute with (an oracle score of inf):
+    the request's fault, not the provider's."""
+
+
 class Grader(ConfiguredJudge):
     """A pointwise judge: grades one (query, passage) pair on 0-3."""
 
@@ -82,7 +88,6 @@ class LLMGrader(Grader):
 
     async def grade(self, request: GradeRequest) -> GradeReply:
         judge = self._judge
-        await judge.prepare()
         answer_format = judge.answer_format
         exchange = await judge.exchange(
             render_grade_prompt(
@@ -138,5 +143,11 @@ class OracleGrader(Grader):
         except (TypeError, ValueError):
             message = f"passage {request.passage.id!r} has no numeric metadata[{self._score_key!r}]"
             return GradeReply(None, usage, JudgeFailure(FailureKind.CLIENT_ERROR, message))
+        if not math.isfinite(score):
+            raise UngradablePassage(
+                f"passage {request.passage.id!r} cannot be graded: its "
+                f"metadata[{self._score_key!r}] is {raw!r}, not a finite number"
+            )
         noisy = score + random.Random(request.seed).gauss(0.0, self._noise)
-        return GradeReply(min(MAX_GRADE, max(MIN_GRADE, round(noisy))), usage)
+        # Clamped before rounding: a huge `noise` can make `noisy` infinite.
+        return GradeReply(round(min(MAX_GRADE, max(MIN_GRADE, noisy))), usage)

@@ -19,6 +19,7 @@ import math
 import random
 import re
 from collections import Counter
+from collections.abc import Mapping
 
 from tierank.server.judges.base import (
     BatchRequest,
@@ -60,9 +61,19 @@ class _OfflineJudge(Judge):
         shown = sum(self._passage_tokens[p.id] for p in request.passages)
         return JudgeUsage(input_tokens=self._query_tokens + shown)
 
-    def _reply(self, request: BatchRequest, scores: dict[str, float]) -> JudgeReply:
-        # Stable: equal scores keep the presented order, so ties never depend on hashing.
-        ordering = sorted((p.id for p in request.passages), key=lambda pid: -scores[pid])
+    def _reply(
+        self,
+        request: BatchRequest,
+        scores: Mapping[str, float],
+        tie_rank: Mapping[str, int] | None = None,
+    ) -> JudgeReply:
+        """Best score first; equal scores go to the lower `tie_rank`, or without one keep the
+        presented order (the sort is stable), so ties never depend on hashing."""
+        ids = (p.id for p in request.passages)
+        if tie_rank is None:
+            ordering = sorted(ids, key=lambda pid: -scores[pid])
+        else:
+            ordering = sorted(ids, key=lambda pid: (-scores[pid], tie_rank[pid]))
         return JudgeReply(ordering=tuple(ordering), usage=self.estimate(request))
 
 
@@ -107,11 +118,7 @@ class LexicalJudge(_OfflineJudge):
         return f"lexical/bm25(k1={self.K1},b={self.B})/pool={self._pool_digest}"
 
     async def judge(self, request: BatchRequest) -> JudgeReply:
-        ordering = sorted(
-            (p.id for p in request.passages),
-            key=lambda pid: (-self._scores[pid], self._pool_rank[pid]),
-        )
-        return JudgeReply(ordering=tuple(ordering), usage=self.estimate(request))
+        return self._reply(request, self._scores, self._pool_rank)
 
 
 class OracleJudge(_OfflineJudge):

@@ -218,13 +218,16 @@ class OpenAICompatibleJudge(OpenAIJudge):
         }
 
     async def prepare(self) -> None:
+        if self._prepared:  # every call after the first: no lock to take
+            return
         async with self._listing:
             if not self._prepared:
                 self._listed = await self._list_served_model()
                 self._prepared = True
 
     async def judge(self, request: BatchRequest) -> JudgeReply:
-        # Also here, for callers that do not prepare: later calls of the job are then cacheable.
+        # Also here, for callers that do not prepare (free once prepared): later calls of the
+        # job are then cacheable.
         await self.prepare()
         return await super().judge(request)
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass
 
 from tierank.server.judges.prompt import example_ranking
@@ -136,14 +137,15 @@ def _text_chains(body: str) -> list[list[int]] | Unreadable:
 
 
 def _clean(items: list[object], k: int) -> Ranking | Unreadable:
-    if not all(isinstance(item, int) and not isinstance(item, bool) for item in items):
+    integers = [item for item in items if isinstance(item, int) and not isinstance(item, bool)]
+    if len(integers) < len(items):
         return Unreadable("the ranking holds items that are not integers")
     # An immediate repeat ([3] > [3]) places nothing differently; any other repeat does.
-    collapsed = [number for number, _ in itertools.groupby(items)]
-    repeated = sorted({n for n in collapsed if collapsed.count(n) > 1})  # type: ignore[arg-type]
-    if repeated:
-        return Unreadable(f"the ranking names {repeated[0]} twice, in different places")
-    numbers = [n for n in collapsed if isinstance(n, int) and 1 <= n <= k]
+    collapsed = [number for number, _ in itertools.groupby(integers)]
+    repeated = min((n for n, count in Counter(collapsed).items() if count > 1), default=None)
+    if repeated is not None:
+        return Unreadable(f"the ranking names {repeated} twice, in different places")
+    numbers = [n for n in collapsed if 1 <= n <= k]
     if len(numbers) < 2:
         return Unreadable(f"the ranking names fewer than two of the passages 1..{k}")
     return Ranking(tuple(numbers))

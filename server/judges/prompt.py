@@ -38,7 +38,7 @@ def estimate_tokens(text: str) -> int:
 
 def upper_bound_tokens(text: str) -> int:
     """At least what any provider's tokenizer counts for `text` sent as one message."""
-    ascii_chars = sum(1 for char in text if char.isascii())
+    ascii_chars = len(text.encode("ascii", "ignore"))
     other_bytes = len(text.encode("utf-8", "surrogatepass")) - ascii_chars
     return (
         math.ceil(ascii_chars / UPPER_BOUND_CHARS_PER_TOKEN) + other_bytes + MESSAGE_OVERHEAD_TOKENS

@@ -114,13 +114,12 @@ async def call_with_retries(
     deadline: float | None,
     breaker: CircuitBreaker,
     rng: random.Random,
-    in_flight: InFlightTime | None = None,
+    in_flight: InFlightTime,
 ) -> T:
     """`send` performs one HTTP attempt and raises CallError on failure; the last CallError
     propagates when no retry is left or allowed. `timeout_s` is this call's timeout per
     attempt, `provider_timeout_s` the provider's own: only a timeout at least that long is
     the provider's fault."""
-    in_flight = in_flight or InFlightTime()
     attempt = 0
     while True:
         attempt += 1
