@@ -88,11 +88,18 @@ def write_result(
     elif output_format == "trec":
         out.writelines(f"{line}\n" for line in trec_lines(shown_tiers(job), qid, run_tag))
     else:
-        console = Console(file=out, no_color=not color, highlight=False)
-        if not color and not os.environ.get("COLUMNS"):
-            console.width = PIPE_WIDTH
+        console = fit_console(
+            Console(file=out, no_color=not color, highlight=False), on_terminal=color
+        )
         console.print(tier_table(job, texts, console.width))
         console.print(summary_line(job))
+
+
+def fit_console(console: Console, *, on_terminal: bool) -> Console:
+    """Off a terminal, and unless $COLUMNS says otherwise, a wide fixed width (PIPE_WIDTH)."""
+    if not on_terminal and not os.environ.get("COLUMNS"):
+        console.width = PIPE_WIDTH
+    return console
 
 
 def job_summary(job: rank_pb2.Job) -> dict:

@@ -16,7 +16,7 @@ ENSEMBLE_MODES = {
 JUDGE_SYNTAX = "PROVIDER[:MODEL][?KEY=VALUE&...]"
 _BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 # How `parse_judge` reads each known key, and what it expects; any other key is an option.
-_JUDGE_KEYS: dict[str, tuple[Callable[[str], Any], str]] = {
+JUDGE_KEYS: dict[str, tuple[Callable[[str], Any], str]] = {
     "weight": (float, "a number"),
     "name": (str, "a name"),
     "temperature": (float, "a number"),
@@ -66,9 +66,9 @@ def parse_judge(text: str) -> rank_pb2.JudgeSpec:
     """A judge from one string, as `tierank rank --judge` takes it: PROVIDER[:MODEL] and, after
     a `?`, `&`-separated KEY=VALUE pairs, e.g. "openai-compatible:qwen?temperature=0&weight=2".
 
-    The keys weight, name, temperature, max_output_tokens, reasoning (true/false),
-    timeout_seconds and passage_token_budget set those fields; any other key is a provider
-    option (`parameters.options`). Raises ValueError naming the offending key.
+    The keys of `JUDGE_KEYS` (weight, name, the JudgeParameters fields) set those fields; any
+    other key is a provider option (`parameters.options`). Raises ValueError naming the
+    offending key.
     """
     spec, _, query = text.partition("?")
     if not spec.partition(":")[0]:
@@ -81,10 +81,10 @@ def parse_judge(text: str) -> rank_pb2.JudgeSpec:
             raise ValueError(f"judge {text!r}: expected KEY=VALUE after '?', got {pair!r}")
         if key in fields or key in options:
             raise ValueError(f"judge {text!r}: key {key!r} given twice")
-        if key not in _JUDGE_KEYS:
+        if key not in JUDGE_KEYS:
             options[key] = value
             continue
-        convert, expected = _JUDGE_KEYS[key]
+        convert, expected = JUDGE_KEYS[key]
         try:
             fields[key] = convert(value)
         except (ValueError, KeyError):

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Callable
 
 import grpc
 
-from tierank.client._errors import TierankError, error_from_rpc
+from tierank.client._errors import TierankError, cannot_reach, error_from_rpc
 from tierank.client._names import job_name, job_view, parse_state, verdict_name
 from tierank.client._resume import (
     DEFAULT_RECONNECT_POLICY,
@@ -65,8 +65,9 @@ class AsyncClient:
         try:
             await asyncio.wait_for(self._channel.channel_ready(), timeout)
         except TimeoutError:
-            raise TierankError(
-                grpc.StatusCode.UNAVAILABLE, f"no tierank server at {self.target}"
+            raise cannot_reach(
+                self.target,
+                TierankError(grpc.StatusCode.UNAVAILABLE, f"no server answered in {timeout:g}s"),
             ) from None
 
     async def create_job(

@@ -2,9 +2,8 @@
 
 Each subcommand is a module in `tierank.client.commands` with an `add_parser(subparsers)`
 function that registers its parser and sets `handler` (args -> exit code) as a default. Modules are
-discovered, so adding a subcommand is adding a module. Exit codes: 0 success, 1 a server or
-connection error, 2 a usage error (argparse's own, or `UsageError`), 3 and 4 a `rank` result
-that is not what was asked for (see `tierank rank --help`), 141 a reader that went away.
+discovered, so adding a subcommand is adding a module. Exit codes are the `EXIT_*` constants
+of `tierank.client.commands._shared`, listed for users in `tierank --help` (the epilog below).
 """
 
 from __future__ import annotations
@@ -22,6 +21,9 @@ from tierank.client import commands
 from tierank.client._errors import TierankError
 from tierank.client.commands._shared import (
     EXIT_BROKEN_PIPE,
+    EXIT_NO_VERDICTS,
+    EXIT_OK,
+    EXIT_PROVISIONAL,
     EXIT_SERVER_ERROR,
     EXIT_USAGE,
     UsageError,
@@ -33,8 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tierank",
         description="Rank documents with an ensemble of LLM judges, as a tournament over gRPC.",
-        epilog="Exit status: 0 success, 1 server or connection error, 2 usage error; `tierank"
-        " rank` also 3 (no judge answered) and 4 (provisional result); 141 the output was"
+        epilog=f"Exit status: {EXIT_OK} success, {EXIT_SERVER_ERROR} server or connection error,"
+        f" {EXIT_USAGE} usage error; `tierank rank` also {EXIT_NO_VERDICTS} (no judge answered)"
+        f" and {EXIT_PROVISIONAL} (provisional result); {EXIT_BROKEN_PIPE} the output was"
         " closed early.",
     )
     parser.add_argument("--version", action="version", version=f"tierank {__version__}")

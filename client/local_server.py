@@ -16,6 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
+# How the server is run (`tierank serve` execs it too): its command line, not its package.
+SERVER_COMMAND = (sys.executable, "-m", "tierank.server")
 _POLL_SECONDS = 0.02
 # Traceback decoration and exception-group frames, which carry no reason of their own.
 _FRAME_NOISE = " \t|+"
@@ -26,12 +28,8 @@ _FAILURE_LEVELS = frozenset({"error", "critical", "exception", "fatal"})
 class LocalServerError(RuntimeError):
     """The server process exited or stayed silent instead of becoming ready.
 
-    The message is one line with the server's own reason; `log` holds its whole output.
+    The message is one line with the server's own reason.
     """
-
-    def __init__(self, message: str, log: str = "") -> None:
-        super().__init__(message)
-        self.log = log
 
 
 class LocalServer:
@@ -81,7 +79,7 @@ class LocalServer:
         """Start the process and wait until it serves; returns its address."""
         self._workdir = tempfile.TemporaryDirectory(prefix="tierank-server-")
         ready_file = Path(self._workdir.name) / "ready"
-        command = [sys.executable, "-m", "tierank.server", "--listen", self.listen]
+        command = [*SERVER_COMMAND, "--listen", self.listen]
         command += ["--ready-file", str(ready_file), *self.extra_args]
         if self.db is not None:
             command += ["--db", str(self.db)]
@@ -134,8 +132,7 @@ class LocalServer:
                 log = self.log_tail()
                 raise LocalServerError(
                     f"tierank server exited with code {self._process.returncode} before it was"
-                    f" ready: {failure_reason(log)}",
-                    log,
+                    f" ready: {failure_reason(log)}"
                 )
             content = ready_file.read_text().strip() if ready_file.exists() else ""
             # Two equal reads in a row: the server has finished writing the file.
@@ -145,8 +142,7 @@ class LocalServer:
             time.sleep(_POLL_SECONDS)
         log = self.log_tail()
         raise LocalServerError(
-            f"tierank server not ready after {self.startup_timeout:.0f}s: {failure_reason(log)}",
-            log,
+            f"tierank server not ready after {self.startup_timeout:.0f}s: {failure_reason(log)}"
         )
 
 

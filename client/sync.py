@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 
 import grpc
 
-from tierank.client._errors import TierankError, error_from_rpc
+from tierank.client._errors import TierankError, cannot_reach, error_from_rpc
 from tierank.client._names import job_name, job_view, parse_state, verdict_name
 from tierank.client._resume import (
     DEFAULT_RECONNECT_POLICY,
@@ -58,8 +58,9 @@ class Client:
         try:
             grpc.channel_ready_future(self._channel).result(timeout=timeout)
         except grpc.FutureTimeoutError:
-            raise TierankError(
-                grpc.StatusCode.UNAVAILABLE, f"no tierank server at {self.target}"
+            raise cannot_reach(
+                self.target,
+                TierankError(grpc.StatusCode.UNAVAILABLE, f"no server answered in {timeout:g}s"),
             ) from None
 
     def create_job(

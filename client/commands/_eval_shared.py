@@ -11,8 +11,13 @@ from typing import TypeVar
 import grpc
 
 from tierank.client._errors import error_from_rpc
-from tierank.client._spec import JUDGE_SYNTAX, parse_judge
-from tierank.client.commands._shared import UsageError, add_server_options, server_target
+from tierank.client._spec import JUDGE_SYNTAX
+from tierank.client.commands._shared import (
+    UsageError,
+    add_server_options,
+    judge_argument,
+    server_target,
+)
 from tierank.v1 import eval_pb2, eval_pb2_grpc
 
 T = TypeVar("T")
@@ -58,6 +63,7 @@ def add_tier_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--anchor-judge",
+        type=judge_argument,
         metavar=JUDGE_SYNTAX,
         help="pointwise judge for --mapping pointwise, e.g. openai:gpt-4.1-mini or"
         " 'oracle?noise=0.5', read as `tierank rank --judge` reads it",
@@ -114,10 +120,7 @@ def tier_labels(args: argparse.Namespace) -> eval_pb2.TierLabels:
     else:
         if not args.anchor_judge:
             raise UsageError("--mapping pointwise needs --anchor-judge")
-        try:
-            anchor = parse_judge(args.anchor_judge)
-        except ValueError as error:
-            raise UsageError(f"--anchor-judge: {error}") from None
+        anchor = args.anchor_judge
         anchor.parameters.options.update(_pairs(args.anchor_options, "--anchor-option"))
         mapping.pointwise.CopyFrom(eval_pb2.PointwiseAnchoring(judge=anchor, seed=args.anchor_seed))
     return eval_pb2.TierLabels(jobs=jobs, mapping=mapping)

@@ -11,20 +11,23 @@ from dataclasses import dataclass
 
 from tierank.client._names import abandoned_note, reason_name
 from tierank.client.commands._shared import (
+    EXIT_BROKEN_PIPE,
     EXIT_NO_VERDICTS,
     EXIT_OK,
     EXIT_PROVISIONAL,
     EXIT_SERVER_ERROR,
+    EXIT_USAGE,
 )
 from tierank.v1 import rank_pb2
 
 EXIT_STATUS_HELP = (
     f"exit status: {EXIT_OK} the tiers asked for are settled; {EXIT_SERVER_ERROR} a server or"
-    f" connection error, or the job failed; 2 a usage error; {EXIT_NO_VERDICTS} no judge"
-    f" answered at all (the tiers are only the input order); {EXIT_PROVISIONAL} a provisional"
-    " result: the job was cancelled, ran out of budget or time, lost its judges, or had nothing"
-    " left to ask before it settled. 3 and 4 print a warning on stderr and still write the"
-    " result. 141: the output was closed early (e.g. piped into head)."
+    f" connection error, or the job failed; {EXIT_USAGE} a usage error; {EXIT_NO_VERDICTS} no"
+    f" judge answered at all (the tiers are only the input order); {EXIT_PROVISIONAL} a"
+    " provisional result: the job was cancelled, ran out of budget or time, lost its judges, or"
+    f" had nothing left to ask before it settled. {EXIT_NO_VERDICTS} and {EXIT_PROVISIONAL}"
+    f" print a warning on stderr and still write the result. {EXIT_BROKEN_PIPE}: the output was"
+    " closed early (e.g. piped into head)."
 )
 
 

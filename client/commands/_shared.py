@@ -8,12 +8,13 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-import grpc
 from rich.console import Console
 
-from tierank.client._errors import TierankError
-from tierank.client._render import PIPE_WIDTH
+from tierank.client._render import fit_console
+from tierank.client._spec import parse_judge
 from tierank.client.local_server import LocalServer
+from tierank.client.sync import Client
+from tierank.v1 import rank_pb2
 
 EXIT_OK = 0
 EXIT_SERVER_ERROR = 1
@@ -58,23 +59,13 @@ def add_server_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup
 def server_target(args: argparse.Namespace) -> Iterator[str]:
     """The --server address once it answers, or an embedded server's for the command."""
     if args.server:
-        _wait_until_reachable(args.server)
+        timeout = _connect_timeout()
+        with Client(args.server) as client:
+            client.wait_ready(timeout)
         yield args.server
         return
     with LocalServer(db=args.db) as server:
         yield server.address
-
-
-def _wait_until_reachable(target: str) -> None:
-    timeout = _connect_timeout()
-    with grpc.insecure_channel(target) as channel:
-        try:
-            grpc.channel_ready_future(channel).result(timeout=timeout)
-        except grpc.FutureTimeoutError:
-            raise TierankError(
-                grpc.StatusCode.UNAVAILABLE,
-                f"cannot reach {target} (no server answered in {timeout:g}s)",
-            ) from None
 
 
 def _connect_timeout() -> float:
@@ -97,9 +88,15 @@ def positive_int(text: str) -> int:
     return value
 
 
+def judge_argument(text: str) -> rank_pb2.JudgeSpec:
+    """argparse type for a judge string (`--judge`, `--anchor-judge`): see `parse_judge`."""
+    try:
+        return parse_judge(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def table_console() -> Console:
     """Standard output for tables: the terminal's width, or a wide fixed one in a pipe."""
     console = Console(highlight=False)
-    if not console.is_terminal and not os.environ.get("COLUMNS"):
-        console.width = PIPE_WIDTH
-    return console
+    return fit_console(console, on_terminal=console.is_terminal)

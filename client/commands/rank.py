@@ -14,12 +14,13 @@ from tierank.client._errors import TierankError
 from tierank.client._pool import PoolError, read_jsonl_pool, read_run_pool, read_topic
 from tierank.client._progress import LiveProgress, PlainProgress
 from tierank.client._render import FORMATS, write_result
-from tierank.client._spec import ENSEMBLE_MODES, JUDGE_SYNTAX, job_spec, parse_judge
+from tierank.client._spec import ENSEMBLE_MODES, JUDGE_KEYS, JUDGE_SYNTAX, job_spec
 from tierank.client.aio import AsyncClient
 from tierank.client.commands._outcome import EXIT_STATUS_HELP, outcome
 from tierank.client.commands._shared import (
     UsageError,
     add_server_options,
+    judge_argument,
     positive_int,
     server_target,
 )
@@ -63,12 +64,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--judge",
         dest="judges",
         action="append",
-        type=_judge,
+        type=judge_argument,
         metavar=JUDGE_SYNTAX,
         help="a judge, repeatable (default: lexical); e.g. oracle, openai:gpt-4.1-mini,"
-        " 'openai-compatible:qwen?temperature=0&weight=2'. Keys: weight, name, temperature,"
-        " max_output_tokens, reasoning, timeout_seconds, passage_token_budget; any other key"
-        " is a provider option (e.g. noise=0 for oracle)",
+        f" 'openai-compatible:qwen?temperature=0&weight=2'. Keys: {', '.join(JUDGE_KEYS)};"
+        " any other key is a provider option (e.g. noise=0 for oracle)",
     )
     judging.add_argument(
         "--k", type=positive_int, help="candidates per judge call (server default 10)"
@@ -207,13 +207,6 @@ async def _poll_stats(
         await asyncio.sleep(_STATS_POLL_SECONDS)
         with contextlib.suppress(TierankError):
             progress.on_stats((await client.get_job(name, timeout=_STATS_POLL_SECONDS * 4)).stats)
-
-
-def _judge(text: str) -> rank_pb2.JudgeSpec:
-    try:
-        return parse_judge(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _read_inputs(args: argparse.Namespace) -> tuple[list[rank_pb2.Candidate], str]:

@@ -10,7 +10,7 @@ import argparse
 import os
 import sys
 
-SERVER_COMMAND = (sys.executable, "-m", "tierank.server")
+from tierank.client.local_server import SERVER_COMMAND
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:

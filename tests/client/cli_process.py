@@ -31,6 +31,11 @@ def tierank(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
     )
 
 
+def job_name_in(progress: str) -> str:
+    """The job's name from `tierank rank`'s progress output (its first line names the job)."""
+    return progress.split()[2].rstrip(":")
+
+
 def unused_address() -> str:
     """A loopback address nothing listens on (the port was free a moment ago)."""
     with socket.socket() as probe:

@@ -19,9 +19,7 @@ from tierank.client import JobSpec, LocalServer, job_spec
 # Tests run with --import-mode=importlib, so the helper module is put on the path explicitly.
 sys.path.insert(0, str(Path(__file__).parent))
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE_POOL = REPO_ROOT / "examples" / "pool.jsonl"
-EXAMPLE_QUERY = "how do honeybees tell each other where food is"
+from cli_process import POOL, QUERY
 
 
 @pytest.fixture(scope="session")
@@ -49,14 +47,14 @@ def start_server(tmp_path: Path) -> Iterator[Callable[..., LocalServer]]:
 
 @pytest.fixture(scope="session")
 def example_pool() -> list[dict]:
-    return [json.loads(line) for line in EXAMPLE_POOL.read_text().splitlines() if line.strip()]
+    return [json.loads(line) for line in Path(POOL).read_text().splitlines() if line.strip()]
 
 
 @pytest.fixture
 def example_spec(example_pool: list[dict]) -> JobSpec:
     """The example pool with the offline lexical judge: settles in well under a second. (A full
     order can end EXHAUSTED: BM25 ties the passages that share no query term.)"""
-    return job_spec(EXAMPLE_QUERY, example_pool, judges=["lexical"], top_k=10, seed=7)
+    return job_spec(QUERY, example_pool, judges=["lexical"], top_k=10, seed=7)
 
 
 @pytest.fixture

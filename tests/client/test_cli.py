@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from cli_process import POOL, QUERY, REPO_ROOT, tierank
+from cli_process import POOL, QUERY, REPO_ROOT, job_name_in, tierank
 
 from tierank.client import Client, JobSpec, LocalServer, job_spec, judge
 
@@ -78,7 +78,7 @@ def test_rank_table_then_jobs_watch_list_it(tierank_server: str) -> None:
     assert ranked.returncode == 0, ranked.stderr
     assert "bee-26" in ranked.stdout
     assert "succeeded (settled): 30/30 settled" in ranked.stdout
-    name = ranked.stderr.split()[2].rstrip(":")
+    name = job_name_in(ranked.stderr)
     assert name.startswith("jobs/")
 
     listed = tierank("jobs", "--state", "succeeded", env={"TIERANK_SERVER": tierank_server})

@@ -13,6 +13,7 @@ from cli_process import (
     REPO_ROOT,
     TIERANK,
     cli_environment,
+    job_name_in,
     tierank,
     unused_address,
 )
@@ -41,7 +42,7 @@ def run_into_closed_pipe(*args: str) -> tuple[int, str]:
 def finished_job(server: str) -> str:
     result = tierank("rank", POOL, "--query", QUERY, "--server", server, "--format", "json")
     assert result.returncode == 0, result.stderr
-    return result.stderr.split()[2].rstrip(":")
+    return job_name_in(result.stderr)
 
 
 def test_watch_into_a_closed_pipe_exits_quietly(tierank_server: str) -> None:
@@ -157,7 +158,7 @@ def test_jobs_watch_cancel_use_the_embedded_server_on_the_default_database(
     data = {"XDG_DATA_HOME": str(tmp_path)}
     ranked = tierank("rank", POOL, "--query", QUERY, "--top-k", "3", env=data)
     assert ranked.returncode == 0, ranked.stderr
-    name = ranked.stderr.split()[2].rstrip(":")
+    name = job_name_in(ranked.stderr)
     assert (tmp_path / "tierank" / "tierank.db").exists()
 
     listed = tierank("jobs", env=data)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cli_process import POOL, QUERY, tierank
+from cli_process import POOL, QUERY, job_name_in, tierank
 
 QRELS_A = "1 0 d1 2\n1 0 d2 1\n1 0 d3 0\n"
 QRELS_B = "1 0 d1 1\n1 0 d2 2\n1 0 d3 0\n"
@@ -51,7 +51,7 @@ def test_agree_says_one_query(tierank_server: str, tmp_path: Path) -> None:
 def test_anchor_judge_takes_options_like_rank(tierank_server: str) -> None:
     ranked = tierank("rank", POOL, "--query", QUERY, "--server", tierank_server, "--top-k", "3")
     assert ranked.returncode == 0, ranked.stderr
-    name = ranked.stderr.split()[2].rstrip(":")
+    name = job_name_in(ranked.stderr)
     result = tierank(
         "qrels", "--job", f"1={name}", "--mapping", "pointwise",
         "--anchor-judge", "oracle?noise=0", "--anchor-option", "score_key=score",

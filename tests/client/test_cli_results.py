@@ -7,7 +7,15 @@ import subprocess
 import sys
 
 import pytest
-from cli_process import POOL, QUERY, REPO_ROOT, TIERANK, cli_environment, tierank
+from cli_process import (
+    POOL,
+    QUERY,
+    REPO_ROOT,
+    TIERANK,
+    cli_environment,
+    job_name_in,
+    tierank,
+)
 
 from tierank.evaluation.rubric import DEFAULT_RUBRIC
 
@@ -51,7 +59,7 @@ def test_a_cancelled_job_exits_4_with_one_warning(tierank_server: str) -> None:
     )  # fmt: skip
     assert ranking.stderr is not None
     accepted = ranking.stderr.readline()
-    name = accepted.split()[2].rstrip(":")
+    name = job_name_in(accepted)
     next(line for line in ranking.stderr if "verdict" in line)
     assert tierank("cancel", name, "--server", tierank_server).returncode == 0
     stdout, stderr = ranking.communicate(timeout=60)

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from cli_process import REPO_ROOT, cli_environment
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
 RUN_LANGUAGES = {"python": "python", "sh": "shell", "bash": "shell"}
 DEFAULT_ADDRESS = "127.0.0.1:50051"
@@ -95,7 +95,7 @@ def test_code_block_runs(block: CodeBlock, tierank_server: str, tmp_path: Path) 
         command = [sys.executable, "-c", code]
     else:
         command = ["bash", "-c", "set -eo pipefail\n" + code]
-    environment = {k: v for k, v in os.environ.items() if k != "TIERANK_SERVER"}
+    environment = cli_environment()
     environment["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{environment['PATH']}"
     environment["XDG_DATA_HOME"] = str(tmp_path / "data")
     # A block's `tierank serve &` can take a while to start on a busy machine.
