@@ -2,6 +2,7 @@
 
     python -m tierank.bench.service_bench                 # 100 jobs of N=100, top-10, k=10
     python -m tierank.bench.service_bench --full-order 1000   # one job, N=1000, full ordering
+    python -m tierank.bench.service_bench --compare-auth      # --auth none vs keys, one run
 
 The server runs in its own process (as in production); this process is the client. Every job
 uses the `oracle` judge with zero latency and has one watcher. Figures printed:
@@ -10,13 +11,20 @@ uses the `oracle` judge with zero latency and has one watcher. Figures printed:
   receipt, same host clock), p50 and p99;
 - the server's resident memory: idle, peak, and the peak growth per active job minus the job's
   candidate texts.
+
+With --compare-auth the same workload runs against a server with --auth none and one with
+--auth keys (a member key on every call), alternating ROUNDS times, and the ratios keys/none of
+verdicts per second, tiers latency p99 and unary GetJob latency p50/p99 are printed.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -85,11 +93,14 @@ class Tally:
     latencies_ms: list[float] = field(default_factory=list)
 
 
+Metadata = tuple[tuple[str, str], ...]
+
+
 async def run_job(
-    stub: rank_pb2_grpc.RankServiceStub, spec: rank_pb2.JobSpec, tally: Tally
+    stub: rank_pb2_grpc.RankServiceStub, spec: rank_pb2.JobSpec, tally: Tally, md: Metadata = ()
 ) -> None:
-    job = await stub.CreateJob(rank_pb2.CreateJobRequest(spec=spec))
-    async for event in stub.WatchJob(rank_pb2.WatchJobRequest(name=job.name)):
+    job = await stub.CreateJob(rank_pb2.CreateJobRequest(spec=spec), metadata=md)
+    async for event in stub.WatchJob(rank_pb2.WatchJobRequest(name=job.name), metadata=md):
         kind = event.WhichOneof("kind")
         if kind == "verdict":
             tally.verdicts += 1
@@ -146,6 +157,94 @@ async def measure(address: str, pid: int, jobs: int, n: int, top_k: int, text_wo
     print(f"growth per job less texts {(per_job - text_bytes) / 2**20:8.3f} MiB")
 
 
+@dataclass
+class AuthRound:
+    verdicts_per_s: float
+    tiers_p99_ms: float
+    get_job_ms: list[float]
+
+
+async def auth_round(
+    address: str, md: Metadata, jobs: int, n: int, top_k: int, text_words: int, probes: int
+) -> AuthRound:
+    """The job workload, then `probes` sequential GetJob calls (auth is paid per call)."""
+    specs = [make_spec(n, top_k, seed, text_words) for seed in range(jobs)]
+    tally = Tally()
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = rank_pb2_grpc.RankServiceStub(channel)
+        started = time.perf_counter()
+        await asyncio.gather(*(run_job(stub, spec, tally, md) for spec in specs))
+        wall = time.perf_counter() - started
+        listed = await stub.ListJobs(rank_pb2.ListJobsRequest(page_size=1), metadata=md)
+        request = rank_pb2.GetJobRequest(name=listed.jobs[0].name)
+        get_job_ms = []
+        for _ in range(probes):
+            sent = time.perf_counter()
+            await stub.GetJob(request, metadata=md)
+            get_job_ms.append((time.perf_counter() - sent) * 1000)
+    return AuthRound(tally.verdicts / wall, percentile(tally.latencies_ms, 0.99), get_job_ms)
+
+
+def _member_key(db: Path) -> str:
+    """A member key made on the database as an operator makes the first one."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tierank.server.admin_tool", "CreateApiKey", "--db", str(db)],
+        input=json.dumps({"tenant": "bench", "role": "ROLE_MEMBER"}),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(done.stdout)["secret"]
+
+
+def compare_auth(args: argparse.Namespace, extra: tuple[str, ...]) -> None:
+    results: dict[str, list[AuthRound]] = {"none": [], "keys": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for round_index in range(args.rounds):
+            for mode in ("none", "keys"):
+                db = Path(tmp) / f"{mode}-{round_index}.db"
+                md: Metadata = ()
+                if mode == "keys":
+                    md = (("authorization", f"Bearer {_member_key(db)}"),)
+                with LocalServer(db=db, extra_args=(*extra, "--auth", mode)) as server:
+                    results[mode].append(
+                        asyncio.run(
+                            auth_round(
+                                server.address,
+                                md,
+                                args.jobs,
+                                args.n,
+                                args.top_k,
+                                args.text_words,
+                                args.probes,
+                            )
+                        )
+                    )
+    print(
+        f"--auth none vs keys: {args.rounds} alternating rounds of {args.jobs} jobs x "
+        f"N={args.n}, then {args.probes} sequential GetJob calls"
+    )
+    summary = {}
+    for mode, rounds in results.items():
+        calls = [ms for r in rounds for ms in r.get_job_ms]
+        summary[mode] = (
+            statistics.median(r.verdicts_per_s for r in rounds),
+            statistics.median(r.tiers_p99_ms for r in rounds),
+            percentile(calls, 0.50),
+            percentile(calls, 0.99),
+        )
+        v, t99, g50, g99 = summary[mode]
+        print(
+            f"{mode:5s} verdicts/s {v:8.0f}   tiers p99 {t99:7.1f} ms   "
+            f"GetJob p50 {g50:6.2f} ms  p99 {g99:6.2f} ms"
+        )
+    (v0, t0, g0, h0), (v1, t1, g1, h1) = summary["none"], summary["keys"]
+    print(
+        f"keys/none verdicts/s {v1 / v0:.3f}   tiers p99 {t1 / t0:.3f}   "
+        f"GetJob p50 {g1 / g0:.3f}  p99 {h1 / h0:.3f}"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
@@ -160,9 +259,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--synchronous", choices=["FULL", "NORMAL"], default="FULL", help="SQLite synchronous"
     )
+    parser.add_argument(
+        "--compare-auth",
+        action="store_true",
+        help="instead: the workload with --auth none and with --auth keys, as ratios",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="--compare-auth: alternating rounds (default 3)"
+    )
+    parser.add_argument(
+        "--probes", type=int, default=2000, help="--compare-auth: GetJob calls per round"
+    )
     args = parser.parse_args(argv)
     jobs, n, top_k = (1, args.full_order, 0) if args.full_order else (args.jobs, args.n, args.top_k)
     extra = ("--sqlite-synchronous", args.synchronous, "--log-level", "warning")
+    if args.compare_auth:
+        compare_auth(args, extra)
+        return 0
     with (
         tempfile.TemporaryDirectory() as tmp,
         LocalServer(

@@ -7,11 +7,13 @@ import sys
 
 import anyio
 
-from tierank.server.app import ListenError, serve
+from tierank.server.app import ListenError, UnsafeSettings, serve
 from tierank.server.logs import configure
+from tierank.server.rpc.tls import TlsSettingsError
 from tierank.server.settings import ServerSettings, from_args
 from tierank.server.storage.base import StorageError
 from tierank.server.storage.sqlite import DatabaseLocked
+from tierank.server.tenancy.sealing import SealingError
 
 
 async def _main(settings: ServerSettings) -> None:
@@ -36,9 +38,16 @@ def main(argv: list[str] | None = None) -> int:
     exit_code = 0
     try:
         anyio.run(_main, settings)
-    except* (DatabaseLocked, ListenError, StorageError) as group:
-        # Reasons in plain words (address taken, database locked or damaged): one line, no
-        # traceback.
+    except* (
+        DatabaseLocked,
+        ListenError,
+        StorageError,
+        UnsafeSettings,
+        TlsSettingsError,
+        SealingError,
+    ) as group:
+        # Reasons in plain words (address taken, database locked or damaged, unsafe or broken
+        # settings): one line, no traceback.
         print(f"tierank: {group.exceptions[0]}", file=sys.stderr)
         exit_code = 1
     return exit_code

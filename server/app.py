@@ -1,9 +1,11 @@
-"""Assembles and runs the gRPC server: RankService, health checking and reflection."""
+"""Assembles and runs the gRPC server: RankService, EvalService, AdminService, health checking
+and (optionally) reflection, behind one interceptor that authenticates every call."""
 
 from __future__ import annotations
 
 import asyncio
 import errno
+import ipaddress
 import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -14,20 +16,26 @@ import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from tierank.server import metrics
-from tierank.server.eval_service import EVAL_SERVICE, EvalServicer
-from tierank.server.hub import EventHub
-from tierank.server.interceptor import EdgeInterceptor
-from tierank.server.jobs import JobManager
+from tierank.server.jobs.hub import EventHub
+from tierank.server.jobs.manager import JobManager
 from tierank.server.judges.registry import JudgeFactory
 from tierank.server.judges.settings import JudgeSettings
-from tierank.server.reflection import enable_reflection
-from tierank.server.servicer import RankServicer
+from tierank.server.rpc.admin_service import ADMIN_SERVICE, AdminServicer
+from tierank.server.rpc.auth import AUTH_NONE, Authenticator
+from tierank.server.rpc.eval_service import EVAL_SERVICE, EvalServicer
+from tierank.server.rpc.interceptor import EdgeInterceptor
+from tierank.server.rpc.rank_service import RankServicer
+from tierank.server.rpc.reflection import enable_reflection
+from tierank.server.rpc.tls import server_credentials
 from tierank.server.settings import ServerSettings
+from tierank.server.storage.base import Storage
 from tierank.server.storage.sqlite import SqliteStorage
-from tierank.v1 import eval_pb2_grpc, rank_pb2, rank_pb2_grpc
+from tierank.server.tenancy.provider_accounts import ProviderAccounts
+from tierank.server.tenancy.sealing import Sealer
+from tierank.v1 import admin_pb2_grpc, eval_pb2_grpc, rank_pb2, rank_pb2_grpc
 
 RANK_SERVICE = rank_pb2.DESCRIPTOR.services_by_name["RankService"].full_name
-SERVICES = (RANK_SERVICE, EVAL_SERVICE)
+SERVICES = (RANK_SERVICE, EVAL_SERVICE, ADMIN_SERVICE)
 # Watch streams are resumable, so on shutdown they get only a moment to finish.
 _STREAM_GRACE_S = 1.0
 
@@ -36,9 +44,37 @@ class ListenError(Exception):
     """The server cannot listen on the address it was given (taken, or not this host's)."""
 
 
-def _grpc_server(settings: ServerSettings) -> grpc.aio.Server:
+class UnsafeSettings(Exception):
+    """Settings that would expose the server; the message says what to change."""
+
+
+def is_loopback(address: str) -> bool:
+    host = address.rpartition(":")[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name other than localhost, or empty (every interface)
+        return False
+
+
+def check_exposure(settings: ServerSettings) -> None:
+    """Refuse to serve without authentication on an address others can reach, unless told."""
+    if settings.auth != AUTH_NONE or settings.allow_unauthenticated:
+        return
+    if not is_loopback(settings.listen):
+        raise UnsafeSettings(
+            f"refusing to serve {settings.listen} without authentication: anyone who reaches it "
+            "could read every job and spend the provider keys. Serve with --auth keys (make "
+            "the first admin key with `tierank keys create --db FILE --tenant NAME --role "
+            "admin`), listen on 127.0.0.1, or pass --allow-unauthenticated"
+        )
+
+
+def _grpc_server(settings: ServerSettings, storage: Storage) -> grpc.aio.Server:
+    authenticator = Authenticator(storage, settings.auth)
     return grpc.aio.server(
-        interceptors=[EdgeInterceptor(settings.max_message_bytes, SERVICES)],
+        interceptors=[EdgeInterceptor(settings.max_message_bytes, SERVICES, authenticator)],
         options=[
             # Above the API's limit, so that the interceptor can answer requests between the two
             # with a status naming the limit and the flag (see settings.transport_limit_bytes).
@@ -51,10 +87,14 @@ def _grpc_server(settings: ServerSettings) -> grpc.aio.Server:
     )
 
 
-def _listen(server: grpc.aio.Server, address: str) -> int:
+def _listen(
+    server: grpc.aio.Server, address: str, credentials: grpc.ServerCredentials | None
+) -> int:
     _check_free(address)
     try:
-        return server.add_insecure_port(address)
+        if credentials is None:
+            return server.add_insecure_port(address)
+        return server.add_secure_port(address, credentials)
     except RuntimeError:
         raise ListenError(f"cannot listen on {address}: gRPC could not bind it") from None
 
@@ -94,25 +134,35 @@ async def serve(
     `on_ready` is called with the bound host:port once the server accepts calls.
     """
     log = structlog.get_logger()
-    server = _grpc_server(settings)
-    # Bound before the database is opened: a server that cannot serve must not touch its
-    # database, let alone resume jobs.
-    port = _listen(server, settings.listen)
+    check_exposure(settings)
+    credentials = server_credentials(settings.tls_cert, settings.tls_key, settings.tls_client_ca)
+    sealer = Sealer.from_environment()
+    # A taken address is found before the database is opened, and jobs resume only once the
+    # server is bound: a server that cannot serve never runs a job.
+    _check_free(settings.listen)
     storage = SqliteStorage(settings.db, settings.sqlite_synchronous)
-    factory = JudgeFactory(JudgeSettings.load(config_path=settings.judges_config))
-    hub = EventHub()
-    health_servicer = health.aio.HealthServicer()
+    factory: JudgeFactory | None = None
     try:
-        async with JobManager(
-            storage, factory, hub, max_message_bytes=settings.max_message_bytes
-        ) as manager:
+        server = _grpc_server(settings, storage)
+        port = _listen(server, settings.listen, credentials)
+        factory = JudgeFactory(JudgeSettings.load(config_path=settings.judges_config))
+        hub = EventHub()
+        health_servicer = health.aio.HealthServicer()
+        accounts = ProviderAccounts(storage, sealer)
+        async with JobManager(storage, factory, hub, accounts) as manager:
             rank_pb2_grpc.add_RankServiceServicer_to_server(
                 RankServicer(manager, storage, hub, max_message_bytes=settings.max_message_bytes),
                 server,
             )
-            eval_pb2_grpc.add_EvalServiceServicer_to_server(EvalServicer(storage, factory), server)
+            eval_pb2_grpc.add_EvalServiceServicer_to_server(
+                EvalServicer(storage, factory, accounts), server
+            )
+            admin_pb2_grpc.add_AdminServiceServicer_to_server(
+                AdminServicer(storage, sealer), server
+            )
             health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-            enable_reflection([*SERVICES, health.SERVICE_NAME], server)
+            if settings.serves_reflection:
+                enable_reflection([*SERVICES, health.SERVICE_NAME], server)
             await server.start()
             for service in ("", *SERVICES):
                 await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
@@ -123,7 +173,14 @@ async def serve(
                 settings.ready_file.write_text(address)
             if on_ready is not None:
                 on_ready(address)
-            log.info("serving", address=address, db=str(settings.db))
+            log.info(
+                "serving",
+                address=address,
+                db=str(settings.db),
+                auth=settings.auth,
+                tls="mutual" if settings.tls_client_ca else ("on" if credentials else "off"),
+                reflection=settings.serves_reflection,
+            )
             await stop.wait()
             log.info("shutting down", active_jobs=manager.active_jobs)
             for service in ("", *SERVICES):
@@ -131,7 +188,8 @@ async def serve(
             await manager.drain(settings.shutdown_grace_s)
             await server.stop(_STREAM_GRACE_S)
     finally:
-        await factory.aclose()
+        if factory is not None:
+            await factory.aclose()
         await storage.close()
         log.info("stopped")
 

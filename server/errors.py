@@ -117,27 +117,61 @@ def _bad_request(code: int, headline: str, violations: Sequence[FieldViolation])
     )
 
 
-def not_found(resource: str) -> ApiError:
+def not_found(resource: str, resource_type: str = "tierank.v1.Job") -> ApiError:
     resource = clip(resource, _FIELD_BYTES)
     return ApiError(
         _status(
             code_pb2.NOT_FOUND,
             f"{resource} not found",
             _info("NOT_FOUND", resource=resource),
-            error_details_pb2.ResourceInfo(resource_type="tierank.v1.Job", resource_name=resource),
+            error_details_pb2.ResourceInfo(resource_type=resource_type, resource_name=resource),
         )
     )
 
 
-def unavailable(message: str, retry_after_s: float) -> ApiError:
+def _retry_info(retry_after_s: float) -> error_details_pb2.RetryInfo:
     seconds = int(retry_after_s)
     delay = duration_pb2.Duration(seconds=seconds, nanos=int((retry_after_s - seconds) * 1e9))
+    return error_details_pb2.RetryInfo(retry_delay=delay)
+
+
+def unavailable(message: str, retry_after_s: float) -> ApiError:
+    return ApiError(
+        _status(code_pb2.UNAVAILABLE, message, _info("UNAVAILABLE"), _retry_info(retry_after_s))
+    )
+
+
+def unauthenticated(message: str, reason: str) -> ApiError:
+    return ApiError(_status(code_pb2.UNAUTHENTICATED, message, _info(reason)))
+
+
+def permission_denied(message: str, reason: str) -> ApiError:
+    return ApiError(_status(code_pb2.PERMISSION_DENIED, message, _info(reason)))
+
+
+def failed_precondition(message: str, reason: str) -> ApiError:
+    return ApiError(_status(code_pb2.FAILED_PRECONDITION, message, _info(reason)))
+
+
+def quota_exceeded(
+    tenant: str, limit: str, value: float, message: str, retry_after_s: float | None = None
+) -> ApiError:
+    """RESOURCE_EXHAUSTED naming the tenant's limit and its value (QuotaFailure), with when to
+    retry (RetryInfo) for a rate."""
+    violation = error_details_pb2.QuotaFailure.Violation(
+        subject=f"tenants/{tenant}", description=f"{limit}={value:g}: {message}"
+    )
+    details: list[object] = [
+        _info("QUOTA_EXCEEDED", limit=limit, value=f"{value:g}"),
+        error_details_pb2.QuotaFailure(violations=[violation]),
+    ]
+    if retry_after_s is not None:
+        details.append(_retry_info(retry_after_s))
     return ApiError(
         _status(
-            code_pb2.UNAVAILABLE,
-            message,
-            _info("UNAVAILABLE"),
-            error_details_pb2.RetryInfo(retry_delay=delay),
+            code_pb2.RESOURCE_EXHAUSTED,
+            f"tenant {tenant} is over its {limit} quota ({value:g}): {message}",
+            *details,
         )
     )
 

@@ -12,6 +12,13 @@
 | --ready-file | TIERANK_READY_FILE | (none) | once serving, write the bound host:port here |
 | --log-level | TIERANK_LOG_LEVEL | info | debug, info, warning or error |
 | --log-format | TIERANK_LOG_FORMAT | json | json or console |
+| --auth | TIERANK_AUTH | none | none (loopback only) or keys: every call needs an API key |
+| --allow-unauthenticated | TIERANK_ALLOW_UNAUTHENTICATED | off | serve --auth none off loopback |
+| --reflection | TIERANK_REFLECTION | on without auth, off with | server reflection on or off |
+| --tls-cert | TIERANK_TLS_CERT | (none) | PEM certificate chain; with --tls-key serves TLS |
+| --tls-key | TIERANK_TLS_KEY | (none) | PEM private key of --tls-cert |
+| --tls-client-ca | TIERANK_TLS_CLIENT_CA | (none) | PEM CA; clients need a certificate it signed |
+| (none) | TIERANK_SECRET_KEY | (none) | Fernet key that encrypts tenants' provider keys at rest |
 """
 
 from __future__ import annotations
@@ -39,6 +46,17 @@ class ServerSettings:
     ready_file: Path | None = None
     log_level: str = "info"
     log_format: str = "json"
+    auth: str = "none"
+    allow_unauthenticated: bool = False
+    # None: on without authentication, off with it (what reflection shows helps an attacker).
+    reflection: bool | None = None
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_client_ca: Path | None = None
+
+    @property
+    def serves_reflection(self) -> bool:
+        return self.reflection if self.reflection is not None else self.auth == "none"
 
     @property
     def max_message_bytes(self) -> int:
@@ -66,7 +84,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--db",
         type=Path,
-        default=env("TIERANK_DB", str(default_db_path())),
+        default=env("TIERANK_DB") or str(default_db_path()),
         help="SQLite database file; one server per file (env TIERANK_DB)",
     )
     p.add_argument(
@@ -77,7 +95,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--judges-config",
-        type=Path,
+        type=_optional_path,
         default=env("TIERANK_JUDGES_CONFIG"),
         help="provider settings file (rate limits, prices, base URLs)",
     )
@@ -101,7 +119,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--ready-file",
-        type=Path,
+        type=_optional_path,
         default=env("TIERANK_READY_FILE"),
         help="write the bound host:port to this file once serving",
     )
@@ -117,7 +135,56 @@ def parser() -> argparse.ArgumentParser:
         default=env("TIERANK_LOG_FORMAT", "json"),
         help="log line format",
     )
+    p.add_argument(
+        "--auth",
+        choices=["none", "keys"],
+        default=env("TIERANK_AUTH", "none"),
+        help="keys: every call needs an API key (authorization: Bearer); none: every caller is "
+        "the admin of tenant 'default', allowed only on loopback (env TIERANK_AUTH)",
+    )
+    p.add_argument(
+        "--allow-unauthenticated",
+        action="store_true",
+        default=_flag(env("TIERANK_ALLOW_UNAUTHENTICATED", "")),
+        help="allow --auth none on an address other than loopback: anyone who reaches the port "
+        "can read every job and spend the provider keys (env TIERANK_ALLOW_UNAUTHENTICATED=1)",
+    )
+    p.add_argument(
+        "--reflection",
+        choices=["on", "off"],
+        default=env("TIERANK_REFLECTION"),
+        help="gRPC server reflection; default on with --auth none, off with --auth keys "
+        "(env TIERANK_REFLECTION)",
+    )
+    p.add_argument(
+        "--tls-cert",
+        type=_optional_path,
+        default=env("TIERANK_TLS_CERT"),
+        help="PEM certificate chain to serve TLS with; needs --tls-key (env TIERANK_TLS_CERT)",
+    )
+    p.add_argument(
+        "--tls-key",
+        type=_optional_path,
+        default=env("TIERANK_TLS_KEY"),
+        help="PEM private key for --tls-cert (env TIERANK_TLS_KEY)",
+    )
+    p.add_argument(
+        "--tls-client-ca",
+        type=_optional_path,
+        default=env("TIERANK_TLS_CLIENT_CA"),
+        help="PEM CA bundle: require clients to present a certificate it signed (mutual TLS) "
+        "(env TIERANK_TLS_CLIENT_CA)",
+    )
     return p
+
+
+def _optional_path(text: str) -> Path | None:
+    """An empty value (an environment variable set to nothing) is no path, not "."."""
+    return Path(text) if text.strip() else None
+
+
+def _flag(text: str) -> bool:
+    return text.strip().lower() in {"1", "true", "yes", "on"}
 
 
 def _message_mb(text: str) -> int:
@@ -141,4 +208,10 @@ def from_args(argv: list[str] | None = None) -> ServerSettings:
         ready_file=args.ready_file,
         log_level=args.log_level,
         log_format=args.log_format,
+        auth=args.auth,
+        allow_unauthenticated=args.allow_unauthenticated,
+        reflection=None if args.reflection is None else args.reflection == "on",
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        tls_client_ca=args.tls_client_ca,
     )

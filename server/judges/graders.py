@@ -67,6 +67,10 @@ class Grader(ConfiguredJudge):
     """A pointwise judge: grades one (query, passage) pair on 0-3."""
 
     @abc.abstractmethod
+    def estimate(self, request: GradeRequest) -> JudgeUsage:
+        """An upper estimate of a call's usage, reserved against the tenant's budget first."""
+
+    @abc.abstractmethod
     async def grade(self, request: GradeRequest) -> GradeReply:
         """Grade one pair. Returns a failed reply instead of raising on provider errors."""
 
@@ -86,17 +90,29 @@ class LLMGrader(Grader):
     async def prepare(self) -> None:
         await self._judge.prepare()
 
+    def _prompt(self, request: GradeRequest) -> str:
+        judge = self._judge
+        return render_grade_prompt(
+            request.query,
+            request.rubric,
+            request.passage.text,
+            judge.answer_format,
+            judge.passage_token_budget,
+        )
+
+    def estimate(self, request: GradeRequest) -> JudgeUsage:
+        judge = self._judge
+        return judge.worst_case(
+            self._prompt(request),
+            judge.output_allowance(ANSWER_TOKENS),
+            corrective_grade_message("x" * 200, judge.answer_format),
+        )
+
     async def grade(self, request: GradeRequest) -> GradeReply:
         judge = self._judge
         answer_format = judge.answer_format
         exchange = await judge.exchange(
-            render_grade_prompt(
-                request.query,
-                request.rubric,
-                request.passage.text,
-                answer_format,
-                judge.passage_token_budget,
-            ),
+            self._prompt(request),
             read=parse_grade,
             corrective=lambda reason: corrective_grade_message(reason, answer_format),
             max_output_tokens=judge.output_allowance(ANSWER_TOKENS),
@@ -133,10 +149,13 @@ class OracleGrader(Grader):
             sort_keys=True,
         )
 
-    async def grade(self, request: GradeRequest) -> GradeReply:
-        usage = JudgeUsage(
+    def estimate(self, request: GradeRequest) -> JudgeUsage:
+        return JudgeUsage(
             input_tokens=estimate_tokens(request.query) + estimate_tokens(request.passage.text)
         )
+
+    async def grade(self, request: GradeRequest) -> GradeReply:
+        usage = self.estimate(request)
         raw = request.passage.metadata.get(self._score_key)
         try:
             score = float(raw)  # type: ignore[arg-type]

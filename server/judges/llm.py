@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Generic, TypeVar
 
+from tierank.server.judges.accounts import REDACTED
 from tierank.server.judges.base import (
     BatchRequest,
     FailureKind,
@@ -125,16 +126,42 @@ def cap_answer(text: str) -> tuple[str, str | None]:
 
 
 class ProviderShared:
-    """State every judge of one provider shares for the server's lifetime."""
+    """State every judge of one provider shares for the server's lifetime: those on the
+    server's key (`tenant` None), or those on one tenant's own key."""
 
-    def __init__(self, provider: str, settings: JudgeSettings, limits: ProviderLimits) -> None:
+    def __init__(
+        self,
+        provider: str,
+        settings: JudgeSettings,
+        limits: ProviderLimits,
+        tenant: str | None = None,
+    ) -> None:
         self.provider = provider
+        self.tenant = tenant
         self.settings = settings
         self.provider_settings = settings.provider(provider)
         self.limits = limits
         self._breakers: dict[str, CircuitBreaker] = {}
-        # Jitter only; seeded per provider so a run is reproducible when timings are.
-        self.rng = random.Random(provider)
+        # Every key of the tenant's that judges on this state have used (one, unless an admin
+        # replaced it while jobs ran): providers may echo a key in an error body.
+        self._secrets: set[str] = set()
+        # Jitter only; seeded per provider (and tenant) so a run is reproducible when timings are.
+        self.rng = random.Random(provider if tenant is None else f"{provider}/{tenant}")
+
+    def hide(self, secret: str) -> None:
+        """Keep `secret` out of every failure message of this state's judges."""
+        self._secrets.add(secret)
+
+    def scrub(self, error: CallError) -> CallError:
+        """`error`, or a copy of it whose message no longer holds a hidden secret."""
+        message = error.message
+        for secret in self._secrets:
+            message = message.replace(secret, REDACTED)
+        if message == error.message:
+            return error
+        return CallError(
+            error.kind, message, error.retry_after_s, provider_fault=error.provider_fault
+        )
 
     def breaker(self, model: str) -> CircuitBreaker:
         """One breaker per model: a model a job names that keeps failing (one that the endpoint
@@ -216,12 +243,17 @@ class LLMJudge(Judge):
         return json.dumps(identity, sort_keys=True, separators=(",", ":"))
 
     def estimate(self, request: BatchRequest) -> JudgeUsage:
-        """Upper bound: the prompt and a corrective follow-up that repeats it with a full-length
-        first answer, each answered with the maximum output."""
         k = len(request.passages)
-        prompt = self._render(request)
-        max_output = self._max_output_tokens(k)
-        follow_up = upper_bound_tokens(corrective_message("x" * 200, self.answer_format, k))
+        return self.worst_case(
+            self._render(request),
+            self._max_output_tokens(k),
+            corrective_message("x" * 200, self.answer_format, k),
+        )
+
+    def worst_case(self, prompt: str, max_output: int, corrective: str) -> JudgeUsage:
+        """Upper bound of an exchange: the prompt and a corrective follow-up that repeats it
+        with a full-length first answer, each answered with the maximum output."""
+        follow_up = upper_bound_tokens(corrective)
         first_input = upper_bound_tokens(prompt)
         tokens = TokenCounts(
             input=first_input + (first_input + max_output + follow_up),
@@ -346,6 +378,9 @@ class LLMJudge(Judge):
                 # The adapters let it through (anthropic's SDK wraps it; its adapter unwraps
                 # it), so it is classified here, once, for every provider.
                 raise error.failure() from None
+            except CallError as error:
+                # Scrubbed here, before the breaker keeps it as the last failure it shows.
+                raise shared.scrub(error) from None
 
         return await call_with_retries(
             send,

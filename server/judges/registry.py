@@ -2,59 +2,58 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
+from tierank.server.judges.accounts import ProviderAccount
 from tierank.server.judges.base import Judge, JudgeConfig, PoolContext
 from tierank.server.judges.graders import Grader, LLMGrader, OracleGrader
-from tierank.server.judges.llm import LLMJudge
 from tierank.server.judges.llm_providers import LLMProviders
 from tierank.server.judges.offline import LexicalJudge, OracleJudge
-from tierank.server.judges.settings import JudgeSettings
+from tierank.server.judges.settings import PROVIDERS, JudgeSettings
 
-JudgeBuilder = Callable[[JudgeConfig, PoolContext], Judge]
-# LLM judges read nothing from the pool; a pointwise grader has none.
-_NO_POOL = PoolContext(query="", rubric="", passages=())
+# Judges that call no provider, and so spend on no one's key.
+_OFFLINE: Mapping[str, Callable[[JudgeConfig, PoolContext], Judge]] = {
+    "lexical": LexicalJudge,
+    "oracle": OracleJudge,
+}
 
 
 class JudgeFactory:
     """Lives as long as the server; shared provider state (limiters, breakers, clients)
-    hangs here."""
+    hangs here, for the server's keys and for each tenant account's."""
 
     def __init__(self, settings: JudgeSettings | None = None) -> None:
         """`settings` defaults to JudgeSettings.load(): the environment and its config file."""
         self._llm = LLMProviders(settings or JudgeSettings.load())
-        self._builders: dict[str, JudgeBuilder] = {
-            "lexical": LexicalJudge,
-            "oracle": OracleJudge,
-            **self._llm.builders(),
-        }
 
     @property
     def providers(self) -> tuple[str, ...]:
-        return tuple(sorted(self._builders))
+        return tuple(sorted((*_OFFLINE, *PROVIDERS)))
 
     def knows(self, provider: str) -> bool:
-        return provider in self._builders
+        return provider in _OFFLINE or provider in PROVIDERS
 
-    def build(self, config: JudgeConfig, pool: PoolContext) -> Judge:
-        try:
-            builder = self._builders[config.provider]
-        except KeyError:
-            raise ValueError(f"unknown judge provider {config.provider!r}") from None
-        return builder(config, pool)
+    def build(
+        self, config: JudgeConfig, pool: PoolContext, account: ProviderAccount | None = None
+    ) -> Judge:
+        """A judge for `config`. With `account`, an LLM judge spends on that tenant's own key,
+        with a client, breakers and limiters of its own; offline judges ignore it."""
+        offline = _OFFLINE.get(config.provider)
+        if offline is not None:
+            return offline(config, pool)
+        if config.provider not in PROVIDERS:
+            raise ValueError(f"unknown judge provider {config.provider!r}")
+        return self._llm.build(config, account)
 
-    def build_grader(self, config: JudgeConfig) -> Grader:
+    def build_grader(self, config: JudgeConfig, account: ProviderAccount | None = None) -> Grader:
         """A pointwise grader on the same provider clients, limits and breakers as the
-        listwise judges."""
+        listwise judges of the same account (or of the server's key)."""
         if config.provider == "oracle":
             return OracleGrader(config)
-        builder = self._llm.builders().get(config.provider)
-        if builder is None:
+        if config.provider not in PROVIDERS:
             raise ValueError(f"provider {config.provider!r} cannot grade pairs pointwise")
-        judge = builder(config, _NO_POOL)
-        assert isinstance(judge, LLMJudge)
-        return LLMGrader(judge)
+        return LLMGrader(self._llm.build(config, account))
 
     async def aclose(self) -> None:
-        """Close provider clients held for the server's lifetime."""
+        """Close provider clients held for the server's lifetime, tenants' included."""
         await self._llm.aclose()

@@ -56,7 +56,8 @@ class BreakerPolicy:
 
 @dataclass(frozen=True)
 class ProviderSettings:
-    api_key: str | None = None
+    # Kept out of repr(): no log line or traceback that shows the settings shows the key.
+    api_key: str | None = field(default=None, repr=False)
     base_url: str | None = None
     max_concurrency: int = 16
     timeout_s: float = 60.0

@@ -88,6 +88,84 @@ class StorageDamaged(StorageError):
     """Stored data cannot be read back (a damaged page, an undecodable row)."""
 
 
+@dataclass(frozen=True)
+class Limits:
+    """A tenant's quotas; None is no limit. Field names are the API's (Quota) and the CLI's."""
+
+    max_concurrent_jobs: int | None = None
+    max_candidates: int | None = None
+    max_watchers: int | None = None
+    jobs_per_minute: int | None = None
+    daily_judge_calls: int | None = None
+    daily_input_tokens: int | None = None
+    daily_cost_usd: float | None = None
+
+
+LIMIT_NAMES = tuple(Limits.__dataclass_fields__)
+
+
+@dataclass(frozen=True)
+class TenantRecord:
+    tenant: str
+    limits: Limits
+    allow_server_provider_keys: bool
+    create_time: float
+    update_time: float
+    # Providers the tenant has its own (encrypted) credentials for.
+    provider_keys: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class KeyRecord:
+    """An API key as stored: its id and the hash of its secret, never the secret."""
+
+    key_id: str
+    tenant: str
+    role: str  # "member" or "admin"
+    display_name: str
+    secret_hash: bytes
+    create_time: float
+    revoke_time: float | None = None
+    certificate_subject: str = ""
+
+
+@dataclass(frozen=True)
+class Spend:
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """A judge call's worst-case spend, held against its tenant's daily limits until settled."""
+
+    reservation_id: str
+    tenant: str
+    day: str  # UTC, YYYY-MM-DD
+    judge: str
+    spend: Spend
+
+
+@dataclass(frozen=True)
+class UsageReport:
+    today: dict[str, Spend]  # by judge
+    total: dict[str, Spend]  # by judge, every day
+    reserved: Spend  # today's reservations not yet settled
+    unfinished_jobs: int
+
+
+class QuotaExceeded(Exception):
+    """Storing this would take a tenant past one of its limits; nothing was stored."""
+
+    def __init__(self, limit: str, value: float, retry_after_s: float | None = None) -> None:
+        super().__init__(f"{limit} ({value})")
+        self.limit = limit
+        self.value = value
+        self.retry_after_s = retry_after_s
+
+
 class DuplicateRequest(Exception):
     """A job with this (tenant, request_id) exists already."""
 
@@ -98,11 +176,18 @@ class DuplicateRequest(Exception):
 
 class Storage(abc.ABC):
     @abc.abstractmethod
-    async def create_job(self, job: JobRecord, first_event: EventRow) -> JobRecord:
-        """Insert a job and its first event. Raises DuplicateRequest for a reused request_id."""
+    async def create_job(
+        self, job: JobRecord, first_event: EventRow, limits: Limits = Limits()
+    ) -> JobRecord:
+        """Insert a job and its first event. Raises DuplicateRequest for a reused request_id
+        (checked first), then QuotaExceeded when the job's tenant already has
+        `max_concurrent_jobs` unfinished jobs or created `jobs_per_minute` jobs in the last 60
+        seconds (retry_after_s: when the oldest of those leaves the window). The checks and the
+        insert are one transaction, so concurrent creates never overshoot."""
 
     @abc.abstractmethod
-    async def get_job(self, job_id: str) -> JobRecord | None: ...
+    async def get_job(self, tenant: str, job_id: str) -> JobRecord | None:
+        """The job, if it exists and belongs to `tenant`."""
 
     @abc.abstractmethod
     async def list_jobs(
@@ -119,13 +204,15 @@ class Storage(abc.ABC):
 
     @abc.abstractmethod
     async def read_events(
-        self, job_id: str, after_sequence: int, limit: int, max_bytes: int
+        self, tenant: str, job_id: str, after_sequence: int, limit: int, max_bytes: int
     ) -> list[EventRow]:
         """Up to `limit` events after `after_sequence`, in order, stopping before the event whose
         payload would take the page past `max_bytes` (the first one always comes)."""
 
     @abc.abstractmethod
-    async def latest_event(self, job_id: str, kinds: Sequence[str]) -> EventRow | None: ...
+    async def latest_event(
+        self, tenant: str, job_id: str, kinds: Sequence[str]
+    ) -> EventRow | None: ...
 
     @abc.abstractmethod
     async def read_journal(self, job_id: str) -> list[JournalRow]: ...
@@ -138,11 +225,82 @@ class Storage(abc.ABC):
         """Store verdicts that belong to no job (pointwise grades), in one transaction."""
 
     @abc.abstractmethod
-    async def read_audit(self, job_id: str, call_id: str) -> VerdictAudit | None: ...
+    async def read_audit(self, tenant: str, job_id: str, call_id: str) -> VerdictAudit | None: ...
 
     @abc.abstractmethod
     async def read_verdicts(self, job_id: str, call_ids: Sequence[str]) -> dict[str, bytes]:
         """The stored verdicts of these calls (those that have one), by call id."""
+
+    # -- tenants, keys, spend ---------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def put_tenant(
+        self,
+        tenant: str,
+        set_limits: Limits,
+        clear_limits: Sequence[str],
+        allow_server_provider_keys: bool | None,
+        now: float,
+    ) -> TenantRecord:
+        """Create the tenant (no limits, server keys allowed) if new; then set the limits that
+        are not None in `set_limits`, remove those named in `clear_limits`, and set
+        allow_server_provider_keys unless it is None."""
+
+    @abc.abstractmethod
+    async def get_tenant(self, tenant: str) -> TenantRecord | None: ...
+
+    @abc.abstractmethod
+    async def list_tenants(self) -> list[TenantRecord]: ...
+
+    @abc.abstractmethod
+    async def create_key(self, key: KeyRecord) -> None:
+        """Store a key, creating its tenant (no limits) if new."""
+
+    @abc.abstractmethod
+    async def get_key(self, key_id: str) -> KeyRecord | None: ...
+
+    @abc.abstractmethod
+    async def key_for_subject(self, certificate_subject: str) -> KeyRecord | None:
+        """The unrevoked key mapped to this client-certificate subject, if any."""
+
+    @abc.abstractmethod
+    async def list_keys(self, tenant: str | None, include_revoked: bool) -> list[KeyRecord]:
+        """Oldest first; every tenant's when `tenant` is None."""
+
+    @abc.abstractmethod
+    async def revoke_key(self, key_id: str, now: float) -> KeyRecord | None:
+        """Mark the key revoked (once; a second revoke keeps the first time)."""
+
+    @abc.abstractmethod
+    async def set_provider_key(
+        self, tenant: str, provider: str, sealed: bytes | None
+    ) -> TenantRecord | None:
+        """Store (or, with None, remove) a tenant's encrypted provider credentials; None when
+        the tenant does not exist."""
+
+    @abc.abstractmethod
+    async def provider_key(self, tenant: str, provider: str) -> bytes | None:
+        """The tenant's encrypted credentials for a provider."""
+
+    @abc.abstractmethod
+    async def reserve_spend(self, reservation: Reservation) -> None:
+        """Hold a call's worst-case spend. Raises QuotaExceeded, holding nothing, when today's
+        settled spend plus today's open reservations plus this one would pass one of the
+        tenant's daily limits (daily_judge_calls, daily_input_tokens, daily_cost_usd); check
+        and hold are one transaction, so concurrent calls never overshoot."""
+
+    @abc.abstractmethod
+    async def settle_spend(self, reservation_id: str, actual: Spend) -> None:
+        """Release a reservation and add what the call really spent to the reservation's
+        (tenant, day, judge) usage, in one transaction. Unknown ids are ignored."""
+
+    @abc.abstractmethod
+    async def release_reservations(self) -> int:
+        """Settle every open reservation at its reserved (worst-case) spend: their calls may
+        have been paid for before the server stopped. Run at start-up; returns how many."""
+
+    @abc.abstractmethod
+    async def usage(self, tenant: str, day: str) -> UsageReport: ...
 
     @abc.abstractmethod
     async def close(self) -> None: ...

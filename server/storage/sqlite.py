@@ -13,36 +13,56 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import fcntl
 import os
 import queue
 import sqlite3
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import structlog
 
+from tierank.server.job_states import TERMINAL_STATES
 from tierank.server.storage.base import (
+    LIMIT_NAMES,
     CacheEntry,
     DuplicateRequest,
     EventRow,
     JobRecord,
     JobUpdate,
     JournalRow,
+    KeyRecord,
+    Limits,
+    QuotaExceeded,
+    Reservation,
+    Spend,
     Storage,
     StorageDamaged,
     StorageError,
     StorageFull,
+    TenantRecord,
+    UsageReport,
     VerdictAudit,
 )
 
 T = TypeVar("T")
 _MAX_GROUP = 512
-_TERMINAL_STATES = "3, 4, 5"  # JobState SUCCEEDED, FAILED, CANCELLED
+_TERMINAL_STATES = ", ".join(str(state) for state in sorted(TERMINAL_STATES))
+# Counting a tenant's unfinished jobs must match the partial index jobs_unfinished word for
+# word, or SQLite cannot use it and scans every job the tenant ever had.
+_UNFINISHED = f"state NOT IN ({_TERMINAL_STATES})"
+_NO_LIMITS = Limits()
+_RATE_WINDOW_S = 60.0
+# A retry hint of zero would invite a client to spin on a window that has not moved yet.
+_MIN_RETRY_AFTER_S = 0.01
+# Costs are summed in floating point; without this slack ten reservations of $0.10 could fail
+# a $1.00 limit by a rounding error.
+_COST_SLACK_USD = 1e-9
 
-_SCHEMA = """
+_SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS jobs (
     job_id TEXT PRIMARY KEY,
     tenant TEXT NOT NULL,
@@ -89,6 +109,61 @@ CREATE TABLE IF NOT EXISTS verdict_audit (
     raw_answer TEXT NOT NULL,
     PRIMARY KEY (job_id, call_id)
 ) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS jobs_created ON jobs (tenant, create_time);
+CREATE INDEX IF NOT EXISTS jobs_unfinished ON jobs (tenant) WHERE {_UNFINISHED};
+CREATE TABLE IF NOT EXISTS tenants (
+    tenant TEXT PRIMARY KEY,
+    max_concurrent_jobs INTEGER,
+    max_candidates INTEGER,
+    max_watchers INTEGER,
+    jobs_per_minute INTEGER,
+    daily_judge_calls INTEGER,
+    daily_input_tokens INTEGER,
+    daily_cost_usd REAL,
+    allow_server_provider_keys INTEGER NOT NULL DEFAULT 1,
+    create_time REAL NOT NULL,
+    update_time REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS api_keys (
+    key_id TEXT PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    role TEXT NOT NULL,
+    display_name TEXT NOT NULL,
+    secret_hash BLOB NOT NULL,
+    create_time REAL NOT NULL,
+    revoke_time REAL,
+    certificate_subject TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS api_keys_tenant ON api_keys (tenant, create_time);
+CREATE INDEX IF NOT EXISTS api_keys_subject ON api_keys (certificate_subject, create_time)
+    WHERE certificate_subject != '';
+CREATE TABLE IF NOT EXISTS provider_keys (
+    tenant TEXT NOT NULL,
+    provider TEXT NOT NULL,
+    sealed BLOB NOT NULL,
+    PRIMARY KEY (tenant, provider)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS usage (
+    tenant TEXT NOT NULL,
+    day TEXT NOT NULL,
+    judge TEXT NOT NULL,
+    calls INTEGER NOT NULL,
+    input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    cost_usd REAL NOT NULL,
+    PRIMARY KEY (tenant, day, judge)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS reservations (
+    reservation_id TEXT PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    day TEXT NOT NULL,
+    judge TEXT NOT NULL,
+    calls INTEGER NOT NULL,
+    input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    cost_usd REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS reservations_day ON reservations (tenant, day);
 """
 
 
@@ -217,6 +292,10 @@ def _job_from_row(row: sqlite3.Row | tuple[Any, ...]) -> JobRecord:
     return JobRecord(*row)
 
 
+# Another tenant's job must look like no job at all: rows of a job are read only while the job
+# belongs to the caller's tenant (one primary-key lookup, evaluated once per statement).
+_OWNED = "EXISTS (SELECT 1 FROM jobs WHERE jobs.job_id = ? AND jobs.tenant = ?)"
+
 _JOB_COLUMNS = (
     "job_id, tenant, request_id, state, spec, query, candidate_count, create_time, "
     "update_time, last_sequence, completion_reason, error_code, error_message"
@@ -238,7 +317,9 @@ class SqliteStorage(Storage):
         self._writer = _Worker(writer_conn, "tierank-sqlite-writer", transactional=True)
         self._reader = _Worker(reader_conn, "tierank-sqlite-reader", transactional=False)
 
-    async def create_job(self, job: JobRecord, first_event: EventRow) -> JobRecord:
+    async def create_job(
+        self, job: JobRecord, first_event: EventRow, limits: Limits = _NO_LIMITS
+    ) -> JobRecord:
         def write(conn: sqlite3.Connection) -> JobRecord | None:
             if job.request_id:
                 row = conn.execute(
@@ -247,6 +328,7 @@ class SqliteStorage(Storage):
                 ).fetchone()
                 if row:
                     return _job_from_row(row)
+            _check_job_quotas(conn, job, limits)
             conn.execute(
                 f"INSERT INTO jobs ({_JOB_COLUMNS}) VALUES ({', '.join('?' * 13)})",
                 (
@@ -273,10 +355,11 @@ class SqliteStorage(Storage):
             raise DuplicateRequest(existing)
         return JobRecord(**{**job.__dict__, "last_sequence": first_event.sequence})
 
-    async def get_job(self, job_id: str) -> JobRecord | None:
+    async def get_job(self, tenant: str, job_id: str) -> JobRecord | None:
         def read(conn: sqlite3.Connection) -> JobRecord | None:
             row = conn.execute(
-                f"SELECT {_JOB_COLUMNS} FROM jobs WHERE job_id = ?", (job_id,)
+                f"SELECT {_JOB_COLUMNS} FROM jobs WHERE job_id = ? AND tenant = ?",
+                (job_id, tenant),
             ).fetchone()
             return _job_from_row(row) if row else None
 
@@ -343,13 +426,13 @@ class SqliteStorage(Storage):
         await self._writer.submit(write)
 
     async def read_events(
-        self, job_id: str, after_sequence: int, limit: int, max_bytes: int
+        self, tenant: str, job_id: str, after_sequence: int, limit: int, max_bytes: int
     ) -> list[EventRow]:
         def read(conn: sqlite3.Connection) -> list[EventRow]:
             rows = conn.execute(
                 "SELECT sequence, kind, time, payload FROM events "
-                "WHERE job_id = ? AND sequence > ? ORDER BY sequence LIMIT ?",
-                (job_id, after_sequence, limit),
+                f"WHERE job_id = ? AND sequence > ? AND {_OWNED} ORDER BY sequence LIMIT ?",
+                (job_id, after_sequence, job_id, tenant, limit),
             )
             page: list[EventRow] = []
             total = 0
@@ -362,14 +445,15 @@ class SqliteStorage(Storage):
 
         return await self._reader.submit(read)
 
-    async def latest_event(self, job_id: str, kinds: Sequence[str]) -> EventRow | None:
+    async def latest_event(self, tenant: str, job_id: str, kinds: Sequence[str]) -> EventRow | None:
         marks = ", ".join("?" * len(kinds))
 
         def read(conn: sqlite3.Connection) -> EventRow | None:
             row = conn.execute(
                 "SELECT sequence, kind, time, payload FROM events "
-                f"WHERE job_id = ? AND kind IN ({marks}) ORDER BY sequence DESC LIMIT 1",
-                (job_id, *kinds),
+                f"WHERE job_id = ? AND kind IN ({marks}) AND {_OWNED} "
+                "ORDER BY sequence DESC LIMIT 1",
+                (job_id, *kinds, job_id, tenant),
             ).fetchone()
             return EventRow(*row) if row else None
 
@@ -394,12 +478,12 @@ class SqliteStorage(Storage):
     async def cache_put(self, entries: Sequence[CacheEntry]) -> None:
         await self._writer.submit(lambda conn: _put_cache(conn, entries))
 
-    async def read_audit(self, job_id: str, call_id: str) -> VerdictAudit | None:
+    async def read_audit(self, tenant: str, job_id: str, call_id: str) -> VerdictAudit | None:
         def read(conn: sqlite3.Connection) -> VerdictAudit | None:
             row = conn.execute(
                 "SELECT call_id, verdict, prompt, raw_answer FROM verdict_audit "
-                "WHERE job_id = ? AND call_id = ?",
-                (job_id, call_id),
+                f"WHERE job_id = ? AND call_id = ? AND {_OWNED}",
+                (job_id, call_id, job_id, tenant),
             ).fetchone()
             return VerdictAudit(*row) if row else None
 
@@ -416,6 +500,252 @@ class SqliteStorage(Storage):
             return dict(rows.fetchall())
 
         return await self._reader.submit(read) if call_ids else {}
+
+    # -- tenants, keys, spend ---------------------------------------------------------------
+
+    async def put_tenant(
+        self,
+        tenant: str,
+        set_limits: Limits,
+        clear_limits: Sequence[str],
+        allow_server_provider_keys: bool | None,
+        now: float,
+    ) -> TenantRecord:
+        # Limit names become column names below: only the known ones may get that far.
+        unknown = sorted(set(clear_limits) - set(LIMIT_NAMES))
+        if unknown:
+            raise ValueError(f"unknown limits: {', '.join(unknown)}")
+        changes: dict[str, Any] = {
+            name: getattr(set_limits, name)
+            for name in LIMIT_NAMES
+            if getattr(set_limits, name) is not None
+        }
+        changes.update(dict.fromkeys(clear_limits))
+        if allow_server_provider_keys is not None:
+            changes["allow_server_provider_keys"] = int(allow_server_provider_keys)
+        changes["update_time"] = now
+        assignments = ", ".join(f"{column} = ?" for column in changes)
+
+        def write(conn: sqlite3.Connection) -> TenantRecord:
+            _ensure_tenant(conn, tenant, now)
+            conn.execute(
+                f"UPDATE tenants SET {assignments} WHERE tenant = ?", (*changes.values(), tenant)
+            )
+            record = _read_tenant(conn, tenant)
+            assert record is not None  # ensured above, in this transaction
+            return record
+
+        return await self._writer.submit(write)
+
+    async def get_tenant(self, tenant: str) -> TenantRecord | None:
+        def read(conn: sqlite3.Connection) -> TenantRecord | None:
+            with _snapshot(conn):
+                return _read_tenant(conn, tenant)
+
+        return await self._reader.submit(read)
+
+    async def list_tenants(self) -> list[TenantRecord]:
+        def read(conn: sqlite3.Connection) -> list[TenantRecord]:
+            with _snapshot(conn):
+                providers: dict[str, list[str]] = {}
+                for tenant, provider in conn.execute(
+                    "SELECT tenant, provider FROM provider_keys ORDER BY tenant, provider"
+                ):
+                    providers.setdefault(tenant, []).append(provider)
+                rows = conn.execute(f"SELECT {_TENANT_COLUMNS} FROM tenants ORDER BY tenant")
+                return [_tenant_from_row(row, providers.get(row[0], ())) for row in rows]
+
+        return await self._reader.submit(read)
+
+    async def create_key(self, key: KeyRecord) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            _ensure_tenant(conn, key.tenant, key.create_time)
+            conn.execute(
+                f"INSERT INTO api_keys ({_KEY_COLUMNS}) VALUES ({', '.join('?' * 8)})",
+                dataclasses.astuple(key),
+            )
+
+        await self._writer.submit(write)
+
+    async def get_key(self, key_id: str) -> KeyRecord | None:
+        def read(conn: sqlite3.Connection) -> KeyRecord | None:
+            row = conn.execute(
+                f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE key_id = ?", (key_id,)
+            ).fetchone()
+            return KeyRecord(*row) if row else None
+
+        return await self._reader.submit(read)
+
+    async def key_for_subject(self, certificate_subject: str) -> KeyRecord | None:
+        if not certificate_subject:
+            return None
+
+        def read(conn: sqlite3.Connection) -> KeyRecord | None:
+            # Should two live keys name one subject, the newest wins: mapping a certificate to
+            # a new key takes effect at once. The `!= ''` term lets SQLite use the partial
+            # index api_keys_subject.
+            row = conn.execute(
+                f"SELECT {_KEY_COLUMNS} FROM api_keys "
+                "WHERE certificate_subject = ? AND certificate_subject != '' "
+                "AND revoke_time IS NULL ORDER BY create_time DESC, key_id DESC LIMIT 1",
+                (certificate_subject,),
+            ).fetchone()
+            return KeyRecord(*row) if row else None
+
+        return await self._reader.submit(read)
+
+    async def list_keys(self, tenant: str | None, include_revoked: bool) -> list[KeyRecord]:
+        clauses, params = ["1"], []
+        if tenant is not None:
+            clauses.append("tenant = ?")
+            params.append(tenant)
+        if not include_revoked:
+            clauses.append("revoke_time IS NULL")
+        sql = (
+            f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE {' AND '.join(clauses)} "
+            "ORDER BY create_time, key_id"
+        )
+
+        def read(conn: sqlite3.Connection) -> list[KeyRecord]:
+            return [KeyRecord(*row) for row in conn.execute(sql, params)]
+
+        return await self._reader.submit(read)
+
+    async def revoke_key(self, key_id: str, now: float) -> KeyRecord | None:
+        def write(conn: sqlite3.Connection) -> KeyRecord | None:
+            conn.execute(
+                "UPDATE api_keys SET revoke_time = COALESCE(revoke_time, ?) WHERE key_id = ?",
+                (now, key_id),
+            )
+            row = conn.execute(
+                f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE key_id = ?", (key_id,)
+            ).fetchone()
+            return KeyRecord(*row) if row else None
+
+        return await self._writer.submit(write)
+
+    async def set_provider_key(
+        self, tenant: str, provider: str, sealed: bytes | None
+    ) -> TenantRecord | None:
+        def write(conn: sqlite3.Connection) -> TenantRecord | None:
+            if conn.execute("SELECT 1 FROM tenants WHERE tenant = ?", (tenant,)).fetchone() is None:
+                return None
+            if sealed is None:
+                conn.execute(
+                    "DELETE FROM provider_keys WHERE tenant = ? AND provider = ?",
+                    (tenant, provider),
+                )
+            else:
+                conn.execute(
+                    "INSERT OR REPLACE INTO provider_keys (tenant, provider, sealed) "
+                    "VALUES (?, ?, ?)",
+                    (tenant, provider, sealed),
+                )
+            return _read_tenant(conn, tenant)
+
+        return await self._writer.submit(write)
+
+    async def provider_key(self, tenant: str, provider: str) -> bytes | None:
+        def read(conn: sqlite3.Connection) -> bytes | None:
+            row = conn.execute(
+                "SELECT sealed FROM provider_keys WHERE tenant = ? AND provider = ?",
+                (tenant, provider),
+            ).fetchone()
+            return row[0] if row else None
+
+        return await self._reader.submit(read)
+
+    async def reserve_spend(self, reservation: Reservation) -> None:
+        r = reservation
+
+        def write(conn: sqlite3.Connection) -> None:
+            row = conn.execute(
+                "SELECT daily_judge_calls, daily_input_tokens, daily_cost_usd FROM tenants "
+                "WHERE tenant = ?",
+                (r.tenant,),
+            ).fetchone()
+            if row is not None and any(limit is not None for limit in row):
+                settled = _spend(
+                    conn.execute(
+                        f"SELECT {_SPEND_SUMS} FROM usage WHERE tenant = ? AND day = ?",
+                        (r.tenant, r.day),
+                    ).fetchone()
+                )
+                held = _spend(
+                    conn.execute(
+                        f"SELECT {_SPEND_SUMS} FROM reservations WHERE tenant = ? AND day = ?",
+                        (r.tenant, r.day),
+                    ).fetchone()
+                )
+                _check_daily_limits(row, _plus(_plus(settled, held), r.spend))
+            conn.execute(
+                "INSERT INTO reservations (reservation_id, tenant, day, judge, calls, "
+                "input_tokens, output_tokens, cost_usd) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (r.reservation_id, r.tenant, r.day, r.judge, *dataclasses.astuple(r.spend)),
+            )
+
+        await self._writer.submit(write)
+
+    async def settle_spend(self, reservation_id: str, actual: Spend) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            row = conn.execute(
+                "SELECT tenant, day, judge FROM reservations WHERE reservation_id = ?",
+                (reservation_id,),
+            ).fetchone()
+            if row is None:
+                return
+            conn.execute("DELETE FROM reservations WHERE reservation_id = ?", (reservation_id,))
+            _add_usage(conn, [(*row, *dataclasses.astuple(actual))])
+
+        await self._writer.submit(write)
+
+    async def release_reservations(self) -> int:
+        def write(conn: sqlite3.Connection) -> int:
+            rows = conn.execute(
+                "SELECT tenant, day, judge, calls, input_tokens, output_tokens, cost_usd "
+                "FROM reservations"
+            ).fetchall()
+            # Nothing open is the usual start, and it must work on a full disk: no write then.
+            if rows:
+                _add_usage(conn, rows)
+                conn.execute("DELETE FROM reservations")
+            return len(rows)
+
+        return await self._writer.submit(write)
+
+    async def usage(self, tenant: str, day: str) -> UsageReport:
+        def read(conn: sqlite3.Connection) -> UsageReport:
+            # One snapshot: a settle moving spend from `reserved` to `today` between two of
+            # these reads would otherwise be counted twice or not at all.
+            with _snapshot(conn):
+                today = {
+                    row[0]: _spend(row[1:])
+                    for row in conn.execute(
+                        "SELECT judge, calls, input_tokens, output_tokens, cost_usd FROM usage "
+                        "WHERE tenant = ? AND day = ? ORDER BY judge",
+                        (tenant, day),
+                    )
+                }
+                total = {
+                    row[0]: _spend(row[1:])
+                    for row in conn.execute(
+                        f"SELECT judge, {_SPEND_SUMS} FROM usage WHERE tenant = ? "
+                        "GROUP BY judge ORDER BY judge",
+                        (tenant,),
+                    )
+                }
+                reserved = _spend(
+                    conn.execute(
+                        f"SELECT {_SPEND_SUMS} FROM reservations WHERE tenant = ? AND day = ?",
+                        (tenant, day),
+                    ).fetchone()
+                )
+                (unfinished,) = conn.execute(
+                    f"SELECT COUNT(*) FROM jobs WHERE tenant = ? AND {_UNFINISHED}", (tenant,)
+                ).fetchone()
+            return UsageReport(today, total, reserved, unfinished)
+
+        return await self._reader.submit(read)
 
     async def close(self) -> None:
         await asyncio.to_thread(self._writer.stop)
@@ -486,4 +816,126 @@ def _insert_events(conn: sqlite3.Connection, job_id: str, events: Sequence[Event
     conn.executemany(
         "INSERT INTO events (job_id, sequence, kind, time, payload) VALUES (?, ?, ?, ?, ?)",
         [(job_id, e.sequence, e.kind, e.time, e.payload) for e in events],
+    )
+
+
+def _check_job_quotas(conn: sqlite3.Connection, job: JobRecord, limits: Limits) -> None:
+    if limits.max_concurrent_jobs is not None:
+        (unfinished,) = conn.execute(
+            f"SELECT COUNT(*) FROM jobs WHERE tenant = ? AND {_UNFINISHED}", (job.tenant,)
+        ).fetchone()
+        if unfinished >= limits.max_concurrent_jobs:
+            raise QuotaExceeded("max_concurrent_jobs", limits.max_concurrent_jobs)
+    if limits.jobs_per_minute is not None:
+        window_start = job.create_time - _RATE_WINDOW_S
+        (recent,) = conn.execute(
+            "SELECT COUNT(*) FROM jobs WHERE tenant = ? AND create_time > ?",
+            (job.tenant, window_start),
+        ).fetchone()
+        if recent >= limits.jobs_per_minute:
+            # One more fits once all but `jobs_per_minute - 1` of the window's jobs have left
+            # it: usually that is the oldest, unless the limit was lowered meanwhile.
+            leaving = conn.execute(
+                "SELECT create_time FROM jobs WHERE tenant = ? AND create_time > ? "
+                "ORDER BY create_time LIMIT 1 OFFSET ?",
+                (job.tenant, window_start, recent - limits.jobs_per_minute),
+            ).fetchone()
+            retry_after = (
+                max(leaving[0] + _RATE_WINDOW_S - job.create_time, _MIN_RETRY_AFTER_S)
+                if leaving
+                else None  # a limit of zero: waiting never helps
+            )
+            raise QuotaExceeded("jobs_per_minute", limits.jobs_per_minute, retry_after)
+
+
+@contextlib.contextmanager
+def _snapshot(conn: sqlite3.Connection) -> Iterator[None]:
+    """Several reads that see one state of the database (the reader runs in autocommit)."""
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+
+
+_TENANT_COLUMNS = (
+    f"tenant, {', '.join(LIMIT_NAMES)}, allow_server_provider_keys, create_time, update_time"
+)
+_KEY_COLUMNS = (
+    "key_id, tenant, role, display_name, secret_hash, create_time, revoke_time, certificate_subject"
+)
+_SPEND_SUMS = (
+    "COALESCE(SUM(calls), 0), COALESCE(SUM(input_tokens), 0), "
+    "COALESCE(SUM(output_tokens), 0), TOTAL(cost_usd)"
+)
+
+
+def _tenant_from_row(row: Sequence[Any], provider_keys: Sequence[str]) -> TenantRecord:
+    count = len(LIMIT_NAMES)
+    allow, create_time, update_time = row[1 + count :]
+    return TenantRecord(
+        tenant=row[0],
+        limits=Limits(*row[1 : 1 + count]),
+        allow_server_provider_keys=bool(allow),
+        create_time=create_time,
+        update_time=update_time,
+        provider_keys=tuple(provider_keys),
+    )
+
+
+def _read_tenant(conn: sqlite3.Connection, tenant: str) -> TenantRecord | None:
+    row = conn.execute(
+        f"SELECT {_TENANT_COLUMNS} FROM tenants WHERE tenant = ?", (tenant,)
+    ).fetchone()
+    if row is None:
+        return None
+    providers = conn.execute(
+        "SELECT provider FROM provider_keys WHERE tenant = ? ORDER BY provider", (tenant,)
+    )
+    return _tenant_from_row(row, [provider for (provider,) in providers])
+
+
+def _ensure_tenant(conn: sqlite3.Connection, tenant: str, now: float) -> None:
+    conn.execute(
+        "INSERT OR IGNORE INTO tenants (tenant, allow_server_provider_keys, create_time, "
+        "update_time) VALUES (?, 1, ?, ?)",
+        (tenant, now, now),
+    )
+
+
+def _spend(row: Sequence[Any]) -> Spend:
+    calls, input_tokens, output_tokens, cost_usd = row
+    return Spend(calls, input_tokens, output_tokens, float(cost_usd))
+
+
+def _plus(a: Spend, b: Spend) -> Spend:
+    return Spend(
+        a.calls + b.calls,
+        a.input_tokens + b.input_tokens,
+        a.output_tokens + b.output_tokens,
+        a.cost_usd + b.cost_usd,
+    )
+
+
+def _check_daily_limits(limits: Sequence[Any], spend: Spend) -> None:
+    """`limits` is (daily_judge_calls, daily_input_tokens, daily_cost_usd), None for none."""
+    calls, input_tokens, cost_usd = limits
+    if calls is not None and spend.calls > calls:
+        raise QuotaExceeded("daily_judge_calls", calls)
+    if input_tokens is not None and spend.input_tokens > input_tokens:
+        raise QuotaExceeded("daily_input_tokens", input_tokens)
+    if cost_usd is not None and spend.cost_usd > cost_usd + _COST_SLACK_USD:
+        raise QuotaExceeded("daily_cost_usd", cost_usd)
+
+
+def _add_usage(conn: sqlite3.Connection, rows: Sequence[Sequence[Any]]) -> None:
+    """Add (tenant, day, judge, calls, input_tokens, output_tokens, cost_usd) rows to usage."""
+    conn.executemany(
+        "INSERT INTO usage (tenant, day, judge, calls, input_tokens, output_tokens, cost_usd) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, day, judge) DO UPDATE SET "
+        "calls = calls + excluded.calls, input_tokens = input_tokens + excluded.input_tokens, "
+        "output_tokens = output_tokens + excluded.output_tokens, "
+        "cost_usd = cost_usd + excluded.cost_usd",
+        rows,
     )

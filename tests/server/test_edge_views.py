@@ -11,7 +11,7 @@ import pytest
 
 from tierank.server.app import background_server
 from tierank.server.settings import ServerSettings
-from tierank.server.validation import (
+from tierank.server.rpc.validation import (
     MAX_CANDIDATES,
     MAX_ID_BYTES,
     MAX_JUDGE_NAME_BYTES,

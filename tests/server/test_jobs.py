@@ -9,7 +9,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from tierank.server.runner import MAX_CONSECUTIVE_FAILURES
+from tierank.server.jobs.runner import MAX_CONSECUTIVE_FAILURES
 from tierank.v1 import rank_pb2
 
 

@@ -20,16 +20,18 @@ from tierank.evaluation import (
     labels_from_grade_levels,
     labels_from_rank_bands,
 )
-from tierank.server.convert import pool_context
 from tierank.server.errors import ApiError, FieldViolation, invalid_argument, not_found, unavailable
-from tierank.server.grading import Pair, PairGrader, build_grader
+from tierank.server.jobs.convert import pool_context
+from tierank.server.jobs.views import TIER_EVENT_KINDS, job_detail
 from tierank.server.judges.base import FailureKind
+from tierank.server.judges.graders import Grader
 from tierank.server.judges.registry import JudgeFactory
+from tierank.server.labeling.grading import Pair, PairGrader, build_grader
+from tierank.server.names import BadName, parse_job_name
 from tierank.server.storage.base import Storage
-from tierank.server.views import TIER_EVENT_KINDS, job_detail
+from tierank.server.tenancy.provider_accounts import ProviderAccounts
 from tierank.v1 import eval_pb2, rank_pb2
 
-_JOB_PREFIX = "jobs/"
 # Calls in flight across the jobs being anchored at once.
 _ANCHOR_IN_FLIGHT = 8
 _RETRY_AFTER_S = 1.0
@@ -42,18 +44,17 @@ class _LabeledJob:
 
 
 async def _load_jobs(
-    field: str, labels: eval_pb2.TierLabels, storage: Storage
+    field: str, labels: eval_pb2.TierLabels, storage: Storage, tenant: str
 ) -> list[_LabeledJob]:
     violations: list[FieldViolation] = []
     if not labels.jobs:
         violations.append(FieldViolation(f"{field}.jobs", "must name at least one job"))
     seen: dict[str, int] = {}
     for i, entry in enumerate(labels.jobs):
-        job_id = entry.job.removeprefix(_JOB_PREFIX)
-        if not entry.job.startswith(_JOB_PREFIX) or not job_id or "/" in job_id:
-            violations.append(
-                FieldViolation(f"{field}.jobs[{i}].job", "must look like 'jobs/{id}'")
-            )
+        try:
+            parse_job_name(entry.job)
+        except BadName as bad:
+            violations.append(FieldViolation(f"{field}.jobs[{i}].job", str(bad)))
         if not entry.query_id.strip():
             violations.append(FieldViolation(f"{field}.jobs[{i}].query_id", "must not be empty"))
         elif entry.query_id in seen:
@@ -68,10 +69,11 @@ async def _load_jobs(
         raise invalid_argument(violations)
     loaded: list[_LabeledJob] = []
     for i, entry in enumerate(labels.jobs):
-        record = await storage.get_job(entry.job.removeprefix(_JOB_PREFIX))
+        # Another tenant's job is not found, exactly like a job that does not exist.
+        record = await storage.get_job(tenant, parse_job_name(entry.job))
         if record is None:
             raise not_found(entry.job)
-        latest = await storage.latest_event(record.job_id, TIER_EVENT_KINDS)
+        latest = await storage.latest_event(tenant, record.job_id, TIER_EVENT_KINDS)
         # FULL: pointwise labeling shows the judges the candidates' texts.
         job = job_detail(record, latest, rank_pb2.JOB_VIEW_FULL)
         if not job.tiers:
@@ -126,13 +128,21 @@ async def tier_labels(
     labels: eval_pb2.TierLabels,
     storage: Storage,
     factory: JudgeFactory,
+    accounts: ProviderAccounts,
     tenant: str,
 ) -> tuple[Qrels, list[eval_pb2.LabelingReport]]:
     """Qrels from the jobs' tiers under the request's mapping, and how each job was labeled."""
-    jobs = await _load_jobs(field, labels, storage)
+    jobs = await _load_jobs(field, labels, storage, tenant)
     if labels.mapping.WhichOneof("mapping") == "pointwise":
+        grader = await build_grader(
+            f"{field}.mapping.pointwise.judge",
+            labels.mapping.pointwise.judge,
+            factory,
+            accounts,
+            tenant,
+        )
         return await _anchored(
-            f"{field}.mapping.pointwise", labels.mapping.pointwise, jobs, storage, factory, tenant
+            f"{field}.mapping.pointwise", labels.mapping.pointwise, jobs, storage, grader, tenant
         )
     mapping = _fixed_mapping(field, labels.mapping)
     qrels: Qrels = {}
@@ -160,10 +170,9 @@ async def _anchored(
     anchoring: eval_pb2.PointwiseAnchoring,
     jobs: Sequence[_LabeledJob],
     storage: Storage,
-    factory: JudgeFactory,
+    grader: Grader,
     tenant: str,
 ) -> tuple[Qrels, list[eval_pb2.LabelingReport]]:
-    grader = build_grader(f"{field}.judge", anchoring.judge, factory)
     qrels: Qrels = {}
     reports: dict[str, eval_pb2.LabelingReport] = {}
     errors: list[ApiError] = []

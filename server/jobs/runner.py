@@ -32,9 +32,10 @@ from google.rpc import code_pb2
 from tierank.scheduler import Tournament
 from tierank.scheduler.types import Cost, JudgeCall, StopReason, Tier, Verdict
 from tierank.server import metrics
-from tierank.server.convert import tiers_to_proto, timestamp, tournament_config
 from tierank.server.errors import MAX_ERROR_TEXT_BYTES, clip
-from tierank.server.hub import EventHub
+from tierank.server.jobs.convert import tiers_to_proto, timestamp, tournament_config
+from tierank.server.jobs.hub import EventHub
+from tierank.server.jobs.stats import StatsBook
 from tierank.server.judges.base import (
     BatchRequest,
     FailureKind,
@@ -45,17 +46,20 @@ from tierank.server.judges.base import (
     Passage,
     PoolContext,
 )
-from tierank.server.stats import StatsBook
+from tierank.server.judges.verdict_cache import cache_key, decode_ordering, encode_ordering
+from tierank.server.names import job_name
 from tierank.server.storage.base import (
     CacheEntry,
     EventRow,
     JobUpdate,
     JournalRow,
+    QuotaExceeded,
+    Spend,
     Storage,
     StorageFull,
     VerdictAudit,
 )
-from tierank.server.verdict_cache import cache_key, decode_ordering, encode_ordering
+from tierank.server.tenancy.spending import SpendLedger, spend_of
 from tierank.v1 import rank_pb2
 
 # A judge failing this many times in a row inside one job is dropped from that job, so a
@@ -125,16 +129,20 @@ class JobRunner:
         judges: Sequence[Judge],
         storage: Storage,
         hub: EventHub,
+        spending: SpendLedger,
         last_sequence: int,
         create_time: float,
     ) -> None:
         self.job_id = job_id
-        self.name = f"jobs/{job_id}"
+        self.name = job_name(job_id)
         self._tenant = tenant
         self._spec = spec
         self._judges = list(judges)
         self._storage = storage
         self._hub = hub
+        self._spending = spending
+        # Set when the tenant's daily budget refuses a call: the job ends BUDGET_EXHAUSTED.
+        self._over_budget: QuotaExceeded | None = None
         self._sequence = last_sequence
         # The last sequence known to be stored: a failure event follows it, never a gap.
         self._stored_sequence = last_sequence
@@ -178,7 +186,7 @@ class JobRunner:
     async def run(self) -> None:
         """Run the job to its end; never raises, whatever happens to this job (a storage or
         programming error fails this job only, and the server goes on)."""
-        metrics.ACTIVE_JOBS.inc()
+        metrics.ACTIVE_JOBS.labels(self._tenant).inc()
         try:
             await self._run()
         except Exception as error:
@@ -190,7 +198,7 @@ class JobRunner:
                 # start resumes it (or fails it with a clear error).
                 self._log.exception("could not record the job's failure")
         finally:
-            metrics.ACTIVE_JOBS.dec()
+            metrics.ACTIVE_JOBS.labels(self._tenant).dec()
             await self.discard()
 
     async def _run(self) -> None:
@@ -239,6 +247,9 @@ class JobRunner:
         await self._finish(tournament, stats, final)
 
     def _deadline_reason(self) -> StopReason | None:
+        """BUDGET_EXHAUSTED past the job's deadline or once its tenant's daily budget ran out."""
+        if self._over_budget is not None:
+            return StopReason.BUDGET_EXHAUSTED
         if self._deadline is not None and time.time() >= self._deadline:
             return StopReason.BUDGET_EXHAUSTED
         return None
@@ -352,10 +363,29 @@ class JobRunner:
                 await self._keep(call, JudgeReply(ordering), send, cached=True)
                 return
         try:
-            reply = await judge.judge(request)
-        except Exception as error:  # a judge bug must not take the job down
-            self._log.exception("judge raised", judge=judge.name, call_id=call.call_id)
-            reply = JudgeReply((), failure=JudgeFailure(FailureKind.SERVER_ERROR, repr(error)))
+            reservation = await self._spending.reserve(
+                self._tenant, judge.name, judge.estimate(request)
+            )
+        except QuotaExceeded as exceeded:
+            # Never sent, so never answered: the loop sees the budget gone and ends the job.
+            self._log.info("tenant budget exhausted", limit=exceeded.limit, call_id=call.call_id)
+            metrics.REJECTIONS.labels(self._tenant, exceeded.limit).inc()
+            self._over_budget = exceeded
+            self._nudge()
+            return
+        spent: Spend | None = None
+        try:
+            try:
+                reply = await judge.judge(request)
+            except Exception as error:  # a judge bug must not take the job down
+                self._log.exception("judge raised", judge=judge.name, call_id=call.call_id)
+                failure = JudgeFailure(FailureKind.SERVER_ERROR, repr(error))
+                reply = JudgeReply((), failure=failure)
+            spent = spend_of(reply.usage, reply.failure)
+        finally:
+            # Shielded: a call cancelled mid-flight is still settled (at its reservation).
+            with anyio.CancelScope(shield=True):
+                await self._spending.settle(reservation, spent)
         await self._keep(call, _checked(reply, call), send, cached=False, cache_as=key)
 
     async def _keep(
@@ -460,9 +490,12 @@ class JobRunner:
         usage = JudgeUsage() if cached else reply.usage
         provider = self._judges[call.judge].config.provider
         outcome = "cached" if cached else str(reply.failure.kind if reply.failure else "ok")
-        metrics.VERDICTS.labels(provider, outcome).inc()
+        metrics.VERDICTS.labels(self._tenant, provider, outcome).inc()
         if not cached:
             metrics.JUDGE_LATENCY.labels(provider).observe(usage.latency_s)
+            metrics.INPUT_TOKENS.labels(self._tenant, provider).inc(usage.input_tokens)
+            metrics.OUTPUT_TOKENS.labels(self._tenant, provider).inc(usage.output_tokens)
+            metrics.COST_USD.labels(self._tenant, provider).inc(usage.cost_usd)
         return rank_pb2.VerdictReceived(
             call_id=call.call_id,
             batch=call.batch,
@@ -553,7 +586,7 @@ class JobRunner:
         await self._commit(
             [self._event(completed=completed)], state=state, completion_reason=reason
         )
-        metrics.JOBS_FINISHED.labels(rank_pb2.CompletionReason.Name(reason)).inc()
+        metrics.JOBS_FINISHED.labels(self._tenant, rank_pb2.CompletionReason.Name(reason)).inc()
         self._log.info(
             "job finished",
             reason=rank_pb2.CompletionReason.Name(reason),

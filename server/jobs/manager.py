@@ -15,24 +15,35 @@ from google.protobuf.message import DecodeError
 from google.rpc import code_pb2
 
 from tierank.server import metrics
-from tierank.server.convert import judge_config, pool_context
 from tierank.server.errors import (
     MAX_ERROR_TEXT_BYTES,
+    ApiError,
     FieldViolation,
     clip,
     invalid_argument,
     unavailable,
 )
-from tierank.server.hub import EventHub
+from tierank.server.job_states import TERMINAL_STATES
+from tierank.server.jobs.convert import judge_config, pool_context
+from tierank.server.jobs.hub import EventHub
+from tierank.server.jobs.runner import JobRunner
+from tierank.server.jobs.views import job_summary
 from tierank.server.judges.base import Judge, JudgeConfigError, PoolContext
 from tierank.server.judges.registry import JudgeFactory
-from tierank.server.runner import JobRunner
-from tierank.server.storage.base import DuplicateRequest, EventRow, JobRecord, JobUpdate, Storage
-from tierank.server.validation import MAX_REQUEST_ID_BYTES, validate_size, validate_spec
-from tierank.server.views import TERMINAL_STATES, job_summary
+from tierank.server.names import job_name
+from tierank.server.storage.base import (
+    DuplicateRequest,
+    EventRow,
+    JobRecord,
+    JobUpdate,
+    Limits,
+    Storage,
+    StorageError,
+)
+from tierank.server.tenancy.provider_accounts import ProviderAccounts
+from tierank.server.tenancy.spending import SpendLedger
 from tierank.v1 import rank_pb2
 
-DEFAULT_TENANT = "default"
 # What a client refused during a shutdown is told, and how long to wait before retrying.
 SHUTTING_DOWN = "the server is shutting down; retry on another server"
 SHUTTING_DOWN_RETRY_AFTER_S = 1.0
@@ -63,12 +74,13 @@ class _Creation:
 
 class JobManager:
     def __init__(
-        self, storage: Storage, factory: JudgeFactory, hub: EventHub, *, max_message_bytes: int
+        self, storage: Storage, factory: JudgeFactory, hub: EventHub, accounts: ProviderAccounts
     ) -> None:
         self._storage = storage
         self._factory = factory
         self._hub = hub
-        self._max_message_bytes = max_message_bytes
+        self._accounts = accounts
+        self._spending = SpendLedger(storage)
         self._runners: dict[str, JobRunner] = {}
         self._tasks: TaskGroup | None = None
         self._draining = False
@@ -77,6 +89,16 @@ class JobManager:
     async def __aenter__(self) -> JobManager:
         self._tasks = anyio.create_task_group()
         await self._tasks.__aenter__()
+        try:
+            released = await self._storage.release_reservations()
+        except StorageError as error:
+            # Open reservations keep holding their spend (the safe side); the next start
+            # settles them.
+            self._log.warning("could not settle the last run's reservations", error=str(error))
+        else:
+            if released:
+                # Calls in flight when the server stopped may have been paid for: kept as spent.
+                self._log.info("settled reservations left by the last run", count=released)
         await self._resume_unfinished()
         return self
 
@@ -94,14 +116,22 @@ class JobManager:
     def active_jobs(self) -> int:
         return len(self._runners)
 
-    def _build_judges(self, spec: rank_pb2.JobSpec) -> tuple[PoolContext, list[Judge]]:
-        """The job's passages and its judges; the runner gets the same pool, built once."""
+    async def _build_judges(
+        self, spec: rank_pb2.JobSpec, tenant: str
+    ) -> tuple[PoolContext, list[Judge]]:
+        """The job's passages and its judges, on the tenant's own provider keys where it has
+        them; the runner gets the same pool, built once."""
+        accounts = await self._accounts.resolve(
+            tenant, ((f"spec.judges[{i}].provider", j.provider) for i, j in enumerate(spec.judges))
+        )
         pool = pool_context(spec)
         judges: list[Judge] = []
         violations: list[FieldViolation] = []
         for i, judge in enumerate(spec.judges):
             try:
-                judges.append(self._factory.build(judge_config(judge), pool))
+                judges.append(
+                    self._factory.build(judge_config(judge), pool, accounts.get(judge.provider))
+                )
             except JudgeConfigError as error:
                 violations.append(FieldViolation(f"spec.judges[{i}].{error.field}", error.rule))
             except ValueError as error:  # a builder's own check, without a field of its own
@@ -110,27 +140,21 @@ class JobManager:
             raise invalid_argument(violations)
         return pool, judges
 
+    def knows_provider(self, provider: str) -> bool:
+        return self._factory.knows(provider)
+
     async def create(
-        self, spec: rank_pb2.JobSpec, request_id: str, tenant: str = DEFAULT_TENANT
+        self, spec: rank_pb2.JobSpec, request_id: str, tenant: str, limits: Limits
     ) -> tuple[JobRecord, bool]:
-        """Validate, store and start a job; returns (job, created).
+        """Store and start a job whose spec the API edge has validated; returns (job, created).
 
         A reused `request_id` returns the job it created, if the spec is the same; with a
-        different spec it is an error (AIP-155).
+        different spec it is an error (AIP-155). Raises QuotaExceeded past the tenant's
+        concurrency or rate `limits`.
         """
         if self._draining:
             raise unavailable(SHUTTING_DOWN, SHUTTING_DOWN_RETRY_AFTER_S)
-        # A job too big to answer about is never created: its size is a rule like the others.
-        violations = validate_spec(spec, self._factory.knows) + validate_size(
-            spec, self._max_message_bytes
-        )
-        if len(request_id.encode()) > MAX_REQUEST_ID_BYTES:
-            violations.append(
-                FieldViolation("request_id", f"must be at most {MAX_REQUEST_ID_BYTES} bytes")
-            )
-        if violations:
-            raise invalid_argument(violations)
-        pool, judges = self._build_judges(spec)
+        pool, judges = await self._build_judges(spec, tenant)
         now = time.time()
         record = JobRecord(
             job_id=new_job_id(),
@@ -145,7 +169,7 @@ class JobManager:
             last_sequence=1,
         )
         accepted = rank_pb2.JobEvent(
-            job=f"jobs/{record.job_id}",
+            job=job_name(record.job_id),
             sequence=1,
             accepted=rank_pb2.JobAccepted(job=job_summary(record)),
         )
@@ -156,7 +180,7 @@ class JobManager:
         # never the job: a stored job always runs, and a job that runs is always stored.
         runner = self._runner(record, spec, pool, judges)
         creation = _Creation()
-        self._start(runner, self._store_and_run, record, first_event, runner, creation)
+        self._start(runner, self._store_and_run, record, first_event, limits, runner, creation)
         await creation.done.wait()
         if creation.error is not None:
             raise creation.error
@@ -172,10 +196,15 @@ class JobManager:
         return creation.stored, False
 
     async def _store_and_run(
-        self, record: JobRecord, first_event: EventRow, runner: JobRunner, creation: _Creation
+        self,
+        record: JobRecord,
+        first_event: EventRow,
+        limits: Limits,
+        runner: JobRunner,
+        creation: _Creation,
     ) -> None:
         try:
-            creation.stored = await self._storage.create_job(record, first_event)
+            creation.stored = await self._storage.create_job(record, first_event, limits)
         except DuplicateRequest as duplicate:
             creation.stored = duplicate.existing
         except Exception as error:  # e.g. a full disk: the RPC reports it, the server goes on
@@ -184,7 +213,7 @@ class JobManager:
             creation.done.set()
         stored = creation.stored is not None and creation.stored.job_id == record.job_id
         if stored:
-            metrics.JOBS_CREATED.inc()
+            metrics.JOBS_CREATED.labels(record.tenant).inc()
         await self._supervise(runner, run=stored)
 
     def _runner(
@@ -198,6 +227,7 @@ class JobManager:
             judges=judges,
             storage=self._storage,
             hub=self._hub,
+            spending=self._spending,
             last_sequence=record.last_sequence,
             create_time=record.create_time,
         )
@@ -224,9 +254,9 @@ class JobManager:
     async def _resume_unfinished(self) -> None:
         for record in await self._storage.unfinished_jobs():
             self._log.info("resuming job", job_id=record.job_id)
-            self._resume(record)
+            await self._resume(record)
 
-    def _resume(self, record: JobRecord) -> JobRunner | None:
+    async def _resume(self, record: JobRecord) -> JobRunner | None:
         """Start a stored job's runner again; a job that cannot run any more fails alone."""
         try:
             spec = rank_pb2.JobSpec.FromString(record.spec)
@@ -234,10 +264,18 @@ class JobManager:
             self._fail_soon(record, f"its stored spec is damaged and cannot be read: {error}")
             return None
         try:
-            pool, judges = self._build_judges(spec)
+            pool, judges = await self._build_judges(spec, record.tenant)
+        except ApiError as error:
+            self._fail_soon(record, f"cannot rebuild judges: {error.status.message}")
+            return None
         except Exception as error:
             self._fail_soon(record, f"cannot rebuild judges: {error}")
             return None
+        started = self._runners.get(record.job_id)
+        if started is not None:  # a concurrent cancel resumed it meanwhile
+            for judge in judges:
+                await judge.aclose()
+            return started
         runner = self._runner(record, spec, pool, judges)
         self._start(runner, self._supervise, runner)
         return runner
@@ -252,7 +290,7 @@ class JobManager:
         error = rank_pb2.JobError(code=code_pb2.FAILED_PRECONDITION, message=message)
         sequence = record.last_sequence + 1
         event = rank_pb2.JobEvent(
-            job=f"jobs/{record.job_id}", sequence=sequence, failed=rank_pb2.JobFailed(error=error)
+            job=job_name(record.job_id), sequence=sequence, failed=rank_pb2.JobFailed(error=error)
         )
         now = time.time()
         event.time.FromNanoseconds(int(now * 1e9))
@@ -269,11 +307,12 @@ class JobManager:
             return
         await self._hub.publish(record.job_id, [event])
 
-    async def cancel(self, job_id: str) -> None:
+    async def cancel(self, record: JobRecord) -> None:
         """End a job as cancelled, whatever its state; a finished job is left as it is."""
+        job_id = record.job_id
         runner = self._runners.get(job_id)
         if runner is None:
-            record = await self._storage.get_job(job_id)
+            record = await self._storage.get_job(record.tenant, job_id)
             # Checked again after the read: a concurrent cancel may have started one.
             runner = self._runners.get(job_id)
             if runner is None:
@@ -281,7 +320,7 @@ class JobManager:
                     return
                 # An unfinished job with no runner here (e.g. stopped by a drain) runs again
                 # only to record what it has and end as cancelled.
-                runner = self._resume(record)
+                runner = await self._resume(record)
                 if runner is None:
                     return
         runner.request_cancel()

@@ -26,9 +26,14 @@ from tierank.evaluation import (
     rank_documents,
     spearman_rho,
 )
-from tierank.server.convert import passage_of
 from tierank.server.errors import FieldViolation, invalid_argument
-from tierank.server.eval_inputs import (
+from tierank.server.jobs.convert import passage_of
+from tierank.server.judges.base import Passage
+from tierank.server.judges.registry import JudgeFactory
+from tierank.server.labeling.grading import GradedPair, GradingTally, Pair, PairGrader, build_grader
+from tierank.server.labeling.tier_labeling import tier_labels
+from tierank.server.rpc.auth import current_caller
+from tierank.server.rpc.eval_inputs import (
     read_max_in_flight,
     read_measures,
     read_passages,
@@ -36,12 +41,8 @@ from tierank.server.eval_inputs import (
     read_runs,
     read_topics,
 )
-from tierank.server.grading import GradedPair, GradingTally, Pair, PairGrader, build_grader
-from tierank.server.jobs import DEFAULT_TENANT
-from tierank.server.judges.base import Passage
-from tierank.server.judges.registry import JudgeFactory
 from tierank.server.storage.base import Storage
-from tierank.server.tier_labeling import tier_labels
+from tierank.server.tenancy.provider_accounts import ProviderAccounts
 from tierank.v1 import eval_pb2, eval_pb2_grpc, rank_pb2
 
 EVAL_SERVICE = eval_pb2.DESCRIPTOR.services_by_name["EvalService"].full_name
@@ -52,9 +53,10 @@ MAX_PAIRS = 100_000
 
 
 class EvalServicer(eval_pb2_grpc.EvalServiceServicer):
-    def __init__(self, storage: Storage, factory: JudgeFactory) -> None:
+    def __init__(self, storage: Storage, factory: JudgeFactory, accounts: ProviderAccounts) -> None:
         self._storage = storage
         self._factory = factory
+        self._accounts = accounts
 
     async def _labels(
         self, field: str, source: eval_pb2.LabelSource
@@ -64,7 +66,12 @@ class EvalServicer(eval_pb2_grpc.EvalServiceServicer):
             return read_qrels(f"{field}.qrels", source.qrels), []
         if kind == "tiers":
             return await tier_labels(
-                f"{field}.tiers", source.tiers, self._storage, self._factory, DEFAULT_TENANT
+                f"{field}.tiers",
+                source.tiers,
+                self._storage,
+                self._factory,
+                self._accounts,
+                current_caller().tenant,
             )
         raise invalid_argument([FieldViolation(field, "give either qrels or tiers")])
 
@@ -112,7 +119,12 @@ class EvalServicer(eval_pb2_grpc.EvalServiceServicer):
         self, request: eval_pb2.ExportQrelsRequest, context: grpc.aio.ServicerContext
     ) -> eval_pb2.ExportQrelsResponse:
         qrels, labeling = await tier_labels(
-            "tiers", request.tiers, self._storage, self._factory, DEFAULT_TENANT
+            "tiers",
+            request.tiers,
+            self._storage,
+            self._factory,
+            self._accounts,
+            current_caller().tenant,
         )
         return eval_pb2.ExportQrelsResponse(qrels=format_qrels(qrels), labeling=labeling)
 
@@ -120,7 +132,7 @@ class EvalServicer(eval_pb2_grpc.EvalServiceServicer):
         self, request: eval_pb2.GradePairsRequest, context: grpc.aio.ServicerContext
     ) -> eval_pb2.GradePairsResponse:
         pairs = _read_pairs(request.pairs)
-        grading = self._pair_grader(request)
+        grading = await self._pair_grader(request)
         graded = await grading.grade_all(pairs)
         return eval_pb2.GradePairsResponse(
             grades=[_pair_grade(g) for g in graded], stats=_stats(grading.tally)
@@ -150,7 +162,7 @@ class EvalServicer(eval_pb2_grpc.EvalServiceServicer):
             )
         pairs = [Pair(q, topics[q], _passage(passages[d]), "passages") for q, d in holes]
         _check_pair_count("runs", len(pairs))
-        grading = self._pair_grader(request)
+        grading = await self._pair_grader(request)
         graded = await grading.grade_all(pairs)
         added = "".join(
             f"{g.pair.query_id} 0 {g.pair.passage.id} {g.reply.grade}\n"
@@ -165,14 +177,15 @@ class EvalServicer(eval_pb2_grpc.EvalServiceServicer):
             stats=_stats(grading.tally),
         )
 
-    def _pair_grader(
+    async def _pair_grader(
         self, request: eval_pb2.GradePairsRequest | eval_pb2.FillQrelsRequest
     ) -> PairGrader:
         max_in_flight = read_max_in_flight("max_in_flight", request)
+        tenant = current_caller().tenant
         return PairGrader(
-            build_grader("judge", request.judge, self._factory),
+            await build_grader("judge", request.judge, self._factory, self._accounts, tenant),
             self._storage,
-            tenant=DEFAULT_TENANT,
+            tenant=tenant,
             rubric=request.rubric,
             seed=request.seed,
             max_in_flight=max_in_flight,

@@ -1,23 +1,26 @@
 """RankService over grpc.aio: thin translation between requests and the job manager.
 
-Request parsing, error statuses and log context are the interceptor's (server/interceptor.py):
+Request parsing, error statuses and log context are the interceptor's (server/rpc/interceptor.py):
 methods here raise ApiError and never abort a call themselves.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncIterator
 
 import grpc
 
-from tierank.server import page_tokens
 from tierank.server.errors import FieldViolation, invalid_argument, not_found, out_of_range
-from tierank.server.follow import follow_events
-from tierank.server.hub import EventHub
-from tierank.server.jobs import DEFAULT_TENANT, JobManager
+from tierank.server.jobs.follow import follow_events
+from tierank.server.jobs.hub import EventHub
+from tierank.server.jobs.manager import JobManager
+from tierank.server.jobs.views import TIER_EVENT_KINDS, fill_spec, job_detail, job_summary
+from tierank.server.names import BadName, parse_job_name, parse_verdict_name
+from tierank.server.rpc import page_tokens
+from tierank.server.rpc.auth import current_caller
+from tierank.server.rpc.validation import MAX_REQUEST_ID_BYTES, validate_size, validate_spec
 from tierank.server.storage.base import JobRecord, Storage
-from tierank.server.views import TIER_EVENT_KINDS, fill_spec, job_detail, job_summary
+from tierank.server.tenancy.quotas import WatcherSlots, check_candidates, limits_of
 from tierank.v1 import rank_pb2, rank_pb2_grpc
 
 DEFAULT_PAGE_SIZE = 50
@@ -26,22 +29,15 @@ MAX_PAGE_SIZE = 1000
 # a page that reaches this size ends early and its next_page_token goes on from there.
 _BASIC_PAGE_BYTES = 3 * 1024 * 1024
 _PAGE_MARGIN_BYTES = 64 * 1024
-_JOB_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _JOB_VIEWS = frozenset(rank_pb2.JobView.values())
 _JOB_STATES = frozenset(rank_pb2.JobState.values())
 
 
 def _parse_name(name: str) -> str:
-    job_id = name.removeprefix("jobs/")
-    if job_id == name or not _JOB_ID.fullmatch(job_id):
-        raise invalid_argument(
-            [
-                FieldViolation(
-                    "name", "must look like 'jobs/{job_id}' (at most 64 letters, digits, '-', '_')"
-                )
-            ]
-        )
-    return job_id
+    try:
+        return parse_job_name(name)
+    except BadName as bad:
+        raise invalid_argument([FieldViolation("name", str(bad))]) from None
 
 
 def _check_view(view: int) -> rank_pb2.JobView:
@@ -63,20 +59,44 @@ class RankServicer(rank_pb2_grpc.RankServiceServicer):
         self._storage = storage
         self._hub = hub
         self._max_message_bytes = max_message_bytes
+        self._watchers = WatcherSlots()
 
     async def _record(self, name: str) -> JobRecord:
-        record = await self._storage.get_job(_parse_name(name))
+        """The caller's job by name; another tenant's job is not found, exactly like a job that
+        does not exist, so that its existence does not leak."""
+        record = await self._storage.get_job(current_caller().tenant, _parse_name(name))
         if record is None:
             raise not_found(name)
         return record
 
     async def _detail(self, record: JobRecord, view: rank_pb2.JobView) -> rank_pb2.Job:
-        latest = await self._storage.latest_event(record.job_id, TIER_EVENT_KINDS)
+        latest = await self._storage.latest_event(record.tenant, record.job_id, TIER_EVENT_KINDS)
         return job_detail(record, latest, view)
 
     async def _create(self, spec: rank_pb2.JobSpec, request_id: str) -> JobRecord:
-        record, _ = await self._manager.create(spec, request_id)
+        # A job too big to answer about is never created: its size is a rule like the others.
+        violations = validate_spec(spec, self._manager.knows_provider) + validate_size(
+            spec, self._max_message_bytes
+        )
+        if len(request_id.encode()) > MAX_REQUEST_ID_BYTES:
+            violations.append(
+                FieldViolation("request_id", f"must be at most {MAX_REQUEST_ID_BYTES} bytes")
+            )
+        if violations:
+            raise invalid_argument(violations)
+        tenant = current_caller().tenant
+        limits = await limits_of(self._storage, tenant)
+        check_candidates(limits, len(spec.candidates))
+        record, _ = await self._manager.create(spec, request_id, tenant, limits)
         return record
+
+    async def _follow(self, record: JobRecord, after: int) -> AsyncIterator[rank_pb2.JobEvent]:
+        limits = await limits_of(self._storage, record.tenant)
+        with self._watchers.hold(record.tenant, limits):
+            async for event in follow_events(
+                self._storage, self._hub, record.tenant, record.job_id, after
+            ):
+                yield event
 
     async def CreateJob(
         self, request: rank_pb2.CreateJobRequest, context: grpc.aio.ServicerContext
@@ -101,7 +121,7 @@ class RankServicer(rank_pb2_grpc.RankServiceServicer):
         page_size = min(request.page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
         before = page_tokens.decode(request.page_token, request.state)
         records = await self._storage.list_jobs(
-            DEFAULT_TENANT, request.state or None, page_size + 1, before
+            current_caller().tenant, request.state or None, page_size + 1, before
         )
         budget = (
             self._max_message_bytes - _PAGE_MARGIN_BYTES
@@ -127,19 +147,17 @@ class RankServicer(rank_pb2_grpc.RankServiceServicer):
         self, request: rank_pb2.CancelJobRequest, context: grpc.aio.ServicerContext
     ) -> rank_pb2.Job:
         record = await self._record(request.name)
-        await self._manager.cancel(record.job_id)
+        await self._manager.cancel(record)
         return await self._detail(await self._record(request.name), rank_pb2.JOB_VIEW_BASIC)
 
     async def GetVerdict(
         self, request: rank_pb2.GetVerdictRequest, context: grpc.aio.ServicerContext
     ) -> rank_pb2.VerdictRecord:
-        job_name, _, call_id = request.name.partition("/verdicts/")
-        if not call_id or "/" in call_id:
-            raise invalid_argument(
-                [FieldViolation("name", "must look like 'jobs/{job_id}/verdicts/{call_id}'")]
-            )
-        record = await self._record(job_name)
-        audit = await self._storage.read_audit(record.job_id, call_id)
+        try:
+            job_id, call_id = parse_verdict_name(request.name)
+        except BadName as bad:
+            raise invalid_argument([FieldViolation("name", str(bad))]) from None
+        audit = await self._storage.read_audit(current_caller().tenant, job_id, call_id)
         if audit is None:
             raise not_found(request.name)
         return rank_pb2.VerdictRecord(
@@ -164,14 +182,12 @@ class RankServicer(rank_pb2_grpc.RankServiceServicer):
                     f"is past the job's last event ({record.last_sequence})",
                 )
             )
-        async for event in follow_events(
-            self._storage, self._hub, record.job_id, request.after_sequence
-        ):
+        async for event in self._follow(record, request.after_sequence):
             yield event
 
     async def Rank(
         self, request: rank_pb2.RankRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[rank_pb2.JobEvent]:
         record = await self._create(request.spec, request.request_id)
-        async for event in follow_events(self._storage, self._hub, record.job_id, 0):
+        async for event in self._follow(record, 0):
             yield event

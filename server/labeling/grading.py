@@ -13,14 +13,16 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from tierank.server.convert import judge_config
 from tierank.server.errors import FieldViolation, invalid_argument
+from tierank.server.jobs.convert import judge_config
+from tierank.server.jobs.runner import call_seed
 from tierank.server.judges.base import JudgeConfigError, JudgeUsage, Passage
 from tierank.server.judges.graders import Grader, GradeReply, GradeRequest, UngradablePassage
 from tierank.server.judges.registry import JudgeFactory
-from tierank.server.runner import call_seed
-from tierank.server.storage.base import CacheEntry, Storage
-from tierank.server.verdict_cache import cache_key
+from tierank.server.judges.verdict_cache import cache_key
+from tierank.server.storage.base import CacheEntry, Spend, Storage
+from tierank.server.tenancy.provider_accounts import ProviderAccounts
+from tierank.server.tenancy.spending import SpendLedger, spend_of
 from tierank.v1 import rank_pb2
 
 
@@ -55,10 +57,18 @@ class GradingTally:
             self.usage.append(graded.reply.usage)
 
 
-def build_grader(field_name: str, judge: rank_pb2.JudgeSpec, factory: JudgeFactory) -> Grader:
-    """A grader for the request's judge spec; a spec that cannot work is INVALID_ARGUMENT."""
+async def build_grader(
+    field_name: str,
+    judge: rank_pb2.JudgeSpec,
+    factory: JudgeFactory,
+    accounts: ProviderAccounts,
+    tenant: str,
+) -> Grader:
+    """A grader for the request's judge spec, on the tenant's own provider key where it has
+    one; a spec that cannot work is INVALID_ARGUMENT."""
+    found = await accounts.resolve(tenant, [(f"{field_name}.provider", judge.provider)])
     try:
-        return factory.build_grader(judge_config(judge))
+        return factory.build_grader(judge_config(judge), found.get(judge.provider))
     except JudgeConfigError as error:
         raise invalid_argument(
             [FieldViolation(f"{field_name}.{error.field}", error.rule)]
@@ -86,6 +96,7 @@ class PairGrader:
         self._rubric = rubric
         self._seed = seed
         self._slots = anyio.Semaphore(max_in_flight)
+        self._spending = SpendLedger(storage)
         self.tally = GradingTally()
 
     async def grade(self, pair: Pair) -> GradedPair:
@@ -108,10 +119,20 @@ class PairGrader:
             seed=call_seed(self._seed, f"{pair.query_id}/{pair.passage.id}"),
         )
         async with self._slots:
+            reservation = await self._spending.reserve(
+                self._tenant, grader.name, grader.estimate(request)
+            )
+            spent: Spend | None = None
             try:
                 reply = await grader.grade(request)
+                spent = spend_of(reply.usage, reply.failure)
             except UngradablePassage as error:
+                spent = Spend()
                 raise invalid_argument([FieldViolation(pair.field, str(error))]) from None
+            finally:
+                # Shielded: a call cancelled mid-flight is still settled (at its reservation).
+                with anyio.CancelScope(shield=True):
+                    await self._spending.settle(reservation, spent)
         if key is not None and reply.grade is not None:
             payload = json.dumps({"grade": reply.grade}).encode()
             await self._storage.cache_put([CacheEntry(key, payload)])

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from tierank.server.convert import judge_config
 from tierank.server.errors import MAX_ERROR_TEXT_BYTES, FieldViolation, shown
+from tierank.server.jobs.convert import judge_config
 from tierank.v1 import rank_pb2
 
 MAX_CANDIDATES = 10_000

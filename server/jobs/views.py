@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-from tierank.server.convert import timestamp
+from tierank.server.jobs.convert import timestamp
+from tierank.server.names import job_name
 from tierank.server.storage.base import EventRow, JobRecord
 from tierank.v1 import rank_pb2
 
-TERMINAL_STATES = frozenset(
-    {rank_pb2.JOB_STATE_SUCCEEDED, rank_pb2.JOB_STATE_FAILED, rank_pb2.JOB_STATE_CANCELLED}
-)
 # Event kinds that carry the job's current tiers, newest wins.
 TIER_EVENT_KINDS = ("tiers_updated", "completed")
-
-
-def job_name(job_id: str) -> str:
-    return f"jobs/{job_id}"
 
 
 def job_summary(record: JobRecord) -> rank_pb2.Job:
@@ -61,7 +55,3 @@ def job_detail(
         job.tiers.extend(source.tiers)
         job.stats.CopyFrom(source.stats)
     return job
-
-
-def is_terminal(event: rank_pb2.JobEvent) -> bool:
-    return event.WhichOneof("kind") in ("completed", "failed")

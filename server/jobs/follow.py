@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Iterator
 
-from tierank.server.hub import EventHub
+from tierank.server.job_states import TERMINAL_STATES, is_terminal_event
+from tierank.server.jobs.hub import EventHub
 from tierank.server.storage.base import EventRow, Storage
-from tierank.server.views import TERMINAL_STATES, is_terminal
 from tierank.v1 import rank_pb2
 
 # A watcher reading the past holds at most one page of events, and a watcher that stops reading
@@ -21,9 +21,10 @@ _PAGE_BYTES = 256 * 1024
 
 
 async def follow_events(
-    storage: Storage, hub: EventHub, job_id: str, after: int
+    storage: Storage, hub: EventHub, tenant: str, job_id: str, after: int
 ) -> AsyncIterator[rank_pb2.JobEvent]:
-    """Every event after `after`, in order, once each, until the terminal one."""
+    """Every event after `after` of the tenant's job, in order, once each, until the
+    terminal one."""
     with hub.watching(job_id) as channel:
         last = after
         caught_up = False
@@ -31,7 +32,9 @@ async def follow_events(
         while True:
             recent = channel.events_after(last) if caught_up else None
             if recent is None:
-                rows = await storage.read_events(job_id, last, _MAX_PAGE_EVENTS, _PAGE_BYTES)
+                rows = await storage.read_events(
+                    tenant, job_id, last, _MAX_PAGE_EVENTS, _PAGE_BYTES
+                )
                 # Caught up once storage has nothing more: events published from then on are in
                 # the channel's window (it was subscribed before the first read).
                 caught_up = not rows
@@ -43,7 +46,7 @@ async def follow_events(
                 moved = True
                 last = event.sequence
                 yield event
-                if is_terminal(event):
+                if is_terminal_event(event):
                     return
             if moved:
                 continue
@@ -51,9 +54,13 @@ async def follow_events(
                 # Asked to start at or past the end of a finished job: nothing will come.
                 # Once subscribed, a job that is still open publishes its end to us.
                 checked_finished = True
-                record = await storage.get_job(job_id)
+                record = await storage.get_job(tenant, job_id)
                 if record is not None and record.state in TERMINAL_STATES:
-                    return
+                    if record.last_sequence <= last:
+                        return
+                    # It finished between our read and this check: its last events are stored.
+                    caught_up = False
+                    continue
             await channel.wait_beyond(last)
 
 

@@ -7,7 +7,8 @@ it the request as raw bytes. That lets the server:
   raise it (gRPC's own check, with its bare message, only applies past a higher ceiling);
 - answer bytes that are not a valid message (garbage, truncated, invalid UTF-8, nesting too
   deep) with INVALID_ARGUMENT rather than UNKNOWN and a protobuf class name;
-- bind the rpc name and a request id to every log line of the call;
+- authenticate the caller (server/rpc/auth.py) before anything else, and keep it for the call;
+- bind the rpc name, the caller's tenant and a request id to every log line of the call;
 - turn ApiError into its rich status, a full or damaged database into a plain status, and any
   other exception into INTERNAL with the request id, never a class name or a traceback.
 """
@@ -23,6 +24,7 @@ import grpc
 import structlog
 from google.protobuf.message import DecodeError
 
+from tierank.server import metrics
 from tierank.server.errors import (
     ApiError,
     FieldViolation,
@@ -30,20 +32,26 @@ from tierank.server.errors import (
     data_loss,
     internal,
     invalid_argument,
+    quota_exceeded,
     resource_exhausted,
     unavailable,
 )
-from tierank.server.storage.base import StorageDamaged, StorageFull
+from tierank.server.rpc.auth import Authenticator, current_caller, set_caller
+from tierank.server.storage.base import QuotaExceeded, StorageDamaged, StorageFull
 
 # A full disk is freed by an operator, not in a moment: retrying sooner only adds load.
 _STORAGE_FULL_RETRY_S = 30.0
 _REQUEST_ID_HEADER = "x-request-id"
+_QUOTA_ADVICE = "an admin can change it with `tierank tenants set`"
 
 
 class EdgeInterceptor(grpc.aio.ServerInterceptor):
-    def __init__(self, max_message_bytes: int, services: tuple[str, ...]) -> None:
+    def __init__(
+        self, max_message_bytes: int, services: tuple[str, ...], authenticator: Authenticator
+    ) -> None:
         self._max_message_bytes = max_message_bytes
         self._prefixes = tuple(f"/{service}/" for service in services)
+        self._authenticator = authenticator
 
     async def intercept_service(
         self,
@@ -54,7 +62,13 @@ class EdgeInterceptor(grpc.aio.ServerInterceptor):
         method: str = details.method  # type: ignore[attr-defined]
         if handler is None or not method.startswith(self._prefixes):
             return handler
-        call = _Call(method, self._max_message_bytes, handler.request_deserializer, details)
+        call = _Call(
+            method,
+            self._max_message_bytes,
+            handler.request_deserializer,
+            details,
+            self._authenticator,
+        )
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
                 call.unary(handler.unary_unary),
@@ -75,21 +89,30 @@ class _Call:
         max_message_bytes: int,
         deserialize: Callable[[bytes], Any],
         details: grpc.HandlerCallDetails,
+        authenticator: Authenticator,
     ) -> None:
         self._rpc = method.rpartition("/")[2]
         self._max_message_bytes = max_message_bytes
         self._deserialize = deserialize
-        metadata = dict(details.invocation_metadata or ())  # type: ignore[attr-defined]
+        self._authenticator = authenticator
+        self._metadata = {
+            key: value
+            for key, value in details.invocation_metadata or ()  # type: ignore[attr-defined]
+            if isinstance(value, str)
+        }
         # A client's own id, when it sends one, ties its logs to ours; cut so it cannot bloat them.
-        given = str(metadata.get(_REQUEST_ID_HEADER, ""))[:64]
+        given = self._metadata.get(_REQUEST_ID_HEADER, "")[:64]
         self.request_id = given or secrets.token_hex(8)
 
     @asynccontextmanager
     async def _guard(self, context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
-        """The call's log context, and every failure in it turned into a status."""
+        """The call's caller and log context, and every failure in it turned into a status."""
         with structlog.contextvars.bound_contextvars(rpc=self._rpc, request_id=self.request_id):
             try:
-                yield
+                caller = await self._authenticator.caller(self._rpc, self._metadata, context)
+                set_caller(caller)
+                with structlog.contextvars.bound_contextvars(tenant=caller.tenant):
+                    yield
             except grpc.aio.AbortError:
                 raise  # aborted already, with its own status
             except Exception as error:  # every failure becomes a status
@@ -141,6 +164,16 @@ class _Call:
         if isinstance(error, ApiError):
             return error
         log = structlog.get_logger()
+        if isinstance(error, QuotaExceeded):
+            log.info("quota exceeded", limit=error.limit)
+            metrics.REJECTIONS.labels(tenant=current_caller().tenant, limit=error.limit).inc()
+            return quota_exceeded(
+                current_caller().tenant,
+                error.limit,
+                error.value,
+                _QUOTA_ADVICE,
+                error.retry_after_s,
+            )
         if isinstance(error, StorageFull):
             log.warning("storage full", error=str(error))
             return unavailable(
@@ -161,5 +194,7 @@ def _cause(error: Exception) -> Exception:
     if not isinstance(error, ExceptionGroup):
         return error
     leaves = [_cause(e) for e in error.exceptions]
-    meaningful = [e for e in leaves if isinstance(e, ApiError | StorageFull | StorageDamaged)]
+    meaningful = [
+        e for e in leaves if isinstance(e, ApiError | QuotaExceeded | StorageFull | StorageDamaged)
+    ]
     return (meaningful or leaves)[0]

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from tierank.server.errors import resource_exhausted
+from tierank.server.names import job_name
 from tierank.v1 import rank_pb2
 
 WINDOW = 64
@@ -62,7 +63,7 @@ class EventHub:
         channel = self._channels.setdefault(job_id, JobChannel())
         if channel.watchers >= MAX_WATCHERS_PER_JOB:
             raise resource_exhausted(
-                f"jobs/{job_id} has {channel.watchers} watchers already, the most this server "
+                f"{job_name(job_id)} has {channel.watchers} watchers already, the most this server "
                 "allows per job; close a watch stream or try again later",
                 "TOO_MANY_WATCHERS",
                 limit=str(MAX_WATCHERS_PER_JOB),

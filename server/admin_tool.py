@@ -1,0 +1,75 @@
+"""`python -m tierank.server.admin_tool METHOD --db FILE`: one AdminService call, made directly
+on a database with no server running (this is how the first admin key is made).
+
+The request message comes as JSON on stdin and the response goes as JSON to stdout (exit 0); a
+failure is one line on stderr (exit 1). The `tierank keys|tenants|usage --db` commands run this,
+so that the client never imports server code and both paths share the servicer's rules. Whoever
+can write the database file is its administrator: the call runs as an admin.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import anyio
+from google.protobuf import json_format
+
+from tierank.server.errors import ApiError
+from tierank.server.logs import configure
+from tierank.server.rpc.admin_service import AdminServicer
+from tierank.server.rpc.auth import Caller, set_caller
+from tierank.server.settings import default_db_path
+from tierank.server.storage.base import StorageError
+from tierank.server.storage.sqlite import DatabaseLocked, SqliteStorage
+from tierank.server.tenancy.keys import DEFAULT_TENANT, ROLE_ADMIN
+from tierank.server.tenancy.sealing import Sealer, SealingError
+from tierank.v1 import admin_pb2
+
+_SERVICE = admin_pb2.DESCRIPTOR.services_by_name["AdminService"]
+METHODS = tuple(method.name for method in _SERVICE.methods)
+_OPERATOR = Caller(DEFAULT_TENANT, ROLE_ADMIN, origin="database operator")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m tierank.server.admin_tool",
+        description="Make one AdminService call on a database directly (request JSON on stdin).",
+    )
+    p.add_argument("method", choices=METHODS)
+    p.add_argument("--db", type=Path, default=default_db_path(), help="SQLite database file")
+    return p
+
+
+async def _call(method: str, db: Path, request_json: str) -> str:
+    descriptor = _SERVICE.methods_by_name[method]
+    request_type = admin_pb2.DESCRIPTOR.message_types_by_name[descriptor.input_type.name]
+    request = json_format.Parse(request_json or "{}", getattr(admin_pb2, request_type.name)())
+    storage = SqliteStorage(db)
+    try:
+        set_caller(_OPERATOR)
+        response = await getattr(AdminServicer(storage, Sealer.from_environment()), method)(
+            request, None
+        )
+    finally:
+        await storage.close()
+    return json_format.MessageToJson(response, preserving_proto_field_name=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    configure()  # the audit line goes to stderr; stdout carries only the response
+    try:
+        print(anyio.run(_call, args.method, args.db, sys.stdin.read()))
+    except ApiError as error:
+        print(f"tierank: {error.code.name}: {error.status.message}", file=sys.stderr)
+        return 1
+    except (json_format.ParseError, DatabaseLocked, StorageError, SealingError) as error:
+        print(f"tierank: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""Resource names (AIP-122): the one place that builds and parses them.
+
+A job is `jobs/{job_id}`; one of its verdicts is `jobs/{job_id}/verdicts/{call_id}`; an API key
+is `keys/{key_id}`; a tenant is `tenants/{tenant}`.
+"""
+
+from __future__ import annotations
+
+import re
+
+JOB_COLLECTION = "jobs"
+KEY_COLLECTION = "keys"
+TENANT_COLLECTION = "tenants"
+_VERDICTS = "verdicts"
+_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_CALL_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_ID_RULE = "at most 64 letters, digits, '-', '_'"
+
+
+class BadName(ValueError):
+    """A resource name that does not have its collection's shape; the message is the rule."""
+
+
+def job_name(job_id: str) -> str:
+    return f"{JOB_COLLECTION}/{job_id}"
+
+
+def verdict_name(job_id: str, call_id: str) -> str:
+    return f"{job_name(job_id)}/{_VERDICTS}/{call_id}"
+
+
+def key_name(key_id: str) -> str:
+    return f"{KEY_COLLECTION}/{key_id}"
+
+
+def tenant_name(tenant: str) -> str:
+    return f"{TENANT_COLLECTION}/{tenant}"
+
+
+def _single(collection: str, name: str) -> str:
+    prefix = f"{collection}/"
+    resource_id = name.removeprefix(prefix)
+    if resource_id == name or not _ID.fullmatch(resource_id):
+        raise BadName(f"must look like '{collection}/{{id}}' ({_ID_RULE})")
+    return resource_id
+
+
+def parse_job_name(name: str) -> str:
+    """The job id of `jobs/{job_id}`."""
+    return _single(JOB_COLLECTION, name)
+
+
+def parse_key_name(name: str) -> str:
+    """The key id of `keys/{key_id}`."""
+    return _single(KEY_COLLECTION, name)
+
+
+def parse_verdict_name(name: str) -> tuple[str, str]:
+    """(job id, call id) of `jobs/{job_id}/verdicts/{call_id}`."""
+    job, separator, call_id = name.partition(f"/{_VERDICTS}/")
+    rule = f"must look like '{JOB_COLLECTION}/{{job_id}}/{_VERDICTS}/{{call_id}}'"
+    if not separator or not _CALL_ID.fullmatch(call_id):
+        raise BadName(rule)
+    try:
+        return parse_job_name(job), call_id
+    except BadName:
+        raise BadName(rule) from None
+
+
+def is_valid_tenant(tenant: str) -> bool:
+    return _ID.fullmatch(tenant) is not None
+
+
+TENANT_RULE = f"must be {_ID_RULE}"

@@ -1,0 +1,307 @@
+"""AdminService: tenants, API keys, quotas, provider keys and usage.
+
+Every method needs an admin caller except GetUsage, which a member may call for its own tenant.
+Every change is one audit line (server/rpc/audit.py). No response carries a key's secret, other
+than CreateApiKey's own, or any provider key.
+"""
+
+from __future__ import annotations
+
+import time
+
+import grpc
+
+from tierank.server.errors import (
+    FieldViolation,
+    failed_precondition,
+    invalid_argument,
+    not_found,
+    permission_denied,
+)
+from tierank.server.jobs.convert import timestamp
+from tierank.server.judges.settings import PROVIDERS
+from tierank.server.names import (
+    TENANT_RULE,
+    BadName,
+    is_valid_tenant,
+    key_name,
+    parse_key_name,
+    tenant_name,
+)
+from tierank.server.rpc import audit
+from tierank.server.rpc.auth import current_caller, require_admin
+from tierank.server.storage.base import (
+    LIMIT_NAMES,
+    KeyRecord,
+    Limits,
+    Spend,
+    Storage,
+    TenantRecord,
+)
+from tierank.server.tenancy.keys import ROLE_ADMIN, ROLE_MEMBER, new_key
+from tierank.server.tenancy.sealing import Sealer, SealingError
+from tierank.server.tenancy.spending import utc_day
+from tierank.v1 import admin_pb2, admin_pb2_grpc
+
+ADMIN_SERVICE = admin_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name
+_ROLES = {
+    admin_pb2.ROLE_UNSPECIFIED: ROLE_MEMBER,
+    admin_pb2.ROLE_MEMBER: ROLE_MEMBER,
+    admin_pb2.ROLE_ADMIN: ROLE_ADMIN,
+}
+_ROLE_ENUMS = {ROLE_MEMBER: admin_pb2.ROLE_MEMBER, ROLE_ADMIN: admin_pb2.ROLE_ADMIN}
+MAX_DISPLAY_NAME_BYTES = 128
+MAX_SUBJECT_BYTES = 1024
+MAX_PROVIDER_KEY_BYTES = 4096
+_KEY_TYPE = "tierank.v1.ApiKey"
+_TENANT_TYPE = "tierank.v1.Tenant"
+
+
+def _check_tenant(field: str, tenant: str) -> list[FieldViolation]:
+    return [] if is_valid_tenant(tenant) else [FieldViolation(field, TENANT_RULE)]
+
+
+def _check_bytes(field: str, value: str, limit: int) -> list[FieldViolation]:
+    if len(value.encode()) > limit:
+        return [FieldViolation(field, f"must be at most {limit} bytes")]
+    return []
+
+
+def _raise_if(violations: list[FieldViolation]) -> None:
+    if violations:
+        raise invalid_argument(violations)
+
+
+def key_view(key: KeyRecord) -> admin_pb2.ApiKey:
+    view = admin_pb2.ApiKey(
+        name=key_name(key.key_id),
+        tenant=key.tenant,
+        role=_ROLE_ENUMS[key.role],
+        display_name=key.display_name,
+        create_time=timestamp(key.create_time),
+        certificate_subject=key.certificate_subject,
+    )
+    if key.revoke_time is not None:
+        view.revoke_time.CopyFrom(timestamp(key.revoke_time))
+    return view
+
+
+def quota_view(limits: Limits) -> admin_pb2.Quota:
+    quota = admin_pb2.Quota()
+    for name in LIMIT_NAMES:
+        value = getattr(limits, name)
+        if value is not None:
+            setattr(quota, name, value)
+    return quota
+
+
+def tenant_view(tenant: TenantRecord) -> admin_pb2.Tenant:
+    return admin_pb2.Tenant(
+        name=tenant_name(tenant.tenant),
+        quota=quota_view(tenant.limits),
+        provider_keys=list(tenant.provider_keys),
+        allow_server_provider_keys=tenant.allow_server_provider_keys,
+        create_time=timestamp(tenant.create_time),
+        update_time=timestamp(tenant.update_time),
+    )
+
+
+def _spend_view(judge: str, spend: Spend) -> admin_pb2.JudgeSpend:
+    return admin_pb2.JudgeSpend(
+        judge=judge,
+        calls=spend.calls,
+        input_tokens=spend.input_tokens,
+        output_tokens=spend.output_tokens,
+        cost_usd=spend.cost_usd,
+    )
+
+
+def _limits_from(quota: admin_pb2.Quota) -> tuple[Limits, list[FieldViolation]]:
+    values: dict[str, float | int] = {}
+    violations: list[FieldViolation] = []
+    for name in LIMIT_NAMES:
+        if quota.HasField(name):
+            value = getattr(quota, name)
+            if not value >= 0:  # also refuses NaN
+                violations.append(FieldViolation(f"quota.{name}", "must not be negative"))
+            values[name] = value
+    return Limits(**values), violations  # type: ignore[arg-type]
+
+
+class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
+    def __init__(self, storage: Storage, sealer: Sealer) -> None:
+        self._storage = storage
+        self._sealer = sealer
+
+    async def CreateApiKey(
+        self, request: admin_pb2.CreateApiKeyRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.CreateApiKeyResponse:
+        caller = current_caller()
+        require_admin(caller, "CreateApiKey")
+        violations = _check_tenant("tenant", request.tenant)
+        if request.role not in _ROLES:
+            violations.append(FieldViolation("role", f"unknown value {request.role}"))
+        violations += _check_bytes("display_name", request.display_name, MAX_DISPLAY_NAME_BYTES)
+        violations += _check_bytes(
+            "certificate_subject", request.certificate_subject, MAX_SUBJECT_BYTES
+        )
+        if request.certificate_subject:
+            mapped = await self._storage.key_for_subject(request.certificate_subject)
+            if mapped is not None:
+                violations.append(
+                    FieldViolation(
+                        "certificate_subject",
+                        f"is already mapped to {key_name(mapped.key_id)}; revoke that key first",
+                    )
+                )
+        _raise_if(violations)
+        made = new_key()
+        record = KeyRecord(
+            key_id=made.key_id,
+            tenant=request.tenant,
+            role=_ROLES[request.role],
+            display_name=request.display_name,
+            secret_hash=made.secret_hash,
+            create_time=time.time(),
+            certificate_subject=request.certificate_subject,
+        )
+        await self._storage.create_key(record)
+        audit.admin_action(
+            caller, "CreateApiKey", key_name(made.key_id), tenant=record.tenant, role=record.role
+        )
+        return admin_pb2.CreateApiKeyResponse(key=key_view(record), secret=made.token)
+
+    async def ListApiKeys(
+        self, request: admin_pb2.ListApiKeysRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.ListApiKeysResponse:
+        require_admin(current_caller(), "ListApiKeys")
+        if request.tenant:
+            _raise_if(_check_tenant("tenant", request.tenant))
+        keys = await self._storage.list_keys(request.tenant or None, request.include_revoked)
+        return admin_pb2.ListApiKeysResponse(keys=[key_view(k) for k in keys])
+
+    async def RevokeApiKey(
+        self, request: admin_pb2.RevokeApiKeyRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.ApiKey:
+        caller = current_caller()
+        require_admin(caller, "RevokeApiKey")
+        try:
+            key_id = parse_key_name(request.name)
+        except BadName as bad:
+            raise invalid_argument([FieldViolation("name", str(bad))]) from None
+        key = await self._storage.revoke_key(key_id, time.time())
+        if key is None:
+            raise not_found(request.name, _KEY_TYPE)
+        audit.admin_action(caller, "RevokeApiKey", request.name, tenant=key.tenant)
+        return key_view(key)
+
+    async def SetTenant(
+        self, request: admin_pb2.SetTenantRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.Tenant:
+        caller = current_caller()
+        require_admin(caller, "SetTenant")
+        violations = _check_tenant("tenant", request.tenant)
+        limits, bad_limits = _limits_from(request.quota)
+        violations += bad_limits
+        for i, name in enumerate(request.clear_limits):
+            if name not in LIMIT_NAMES:
+                violations.append(
+                    FieldViolation(f"clear_limits[{i}]", f"must be one of {', '.join(LIMIT_NAMES)}")
+                )
+            elif request.quota.HasField(name):
+                violations.append(
+                    FieldViolation(f"clear_limits[{i}]", f"{name} is also set in quota")
+                )
+        _raise_if(violations)
+        allow = (
+            request.allow_server_provider_keys
+            if request.HasField("allow_server_provider_keys")
+            else None
+        )
+        tenant = await self._storage.put_tenant(
+            request.tenant, limits, list(request.clear_limits), allow, time.time()
+        )
+        audit.admin_action(
+            caller,
+            "SetTenant",
+            tenant_name(request.tenant),
+            quota={k: v for k, v in vars(limits).items() if v is not None},
+            cleared=list(request.clear_limits),
+            allow_server_provider_keys=allow,
+        )
+        return tenant_view(tenant)
+
+    async def _tenant(self, field: str, tenant: str) -> TenantRecord:
+        _raise_if(_check_tenant(field, tenant))
+        record = await self._storage.get_tenant(tenant)
+        if record is None:
+            raise not_found(tenant_name(tenant), _TENANT_TYPE)
+        return record
+
+    async def GetTenant(
+        self, request: admin_pb2.GetTenantRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.Tenant:
+        require_admin(current_caller(), "GetTenant")
+        return tenant_view(await self._tenant("tenant", request.tenant))
+
+    async def ListTenants(
+        self, request: admin_pb2.ListTenantsRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.ListTenantsResponse:
+        require_admin(current_caller(), "ListTenants")
+        tenants = await self._storage.list_tenants()
+        return admin_pb2.ListTenantsResponse(tenants=[tenant_view(t) for t in tenants])
+
+    async def SetProviderKey(
+        self, request: admin_pb2.SetProviderKeyRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.Tenant:
+        caller = current_caller()
+        require_admin(caller, "SetProviderKey")
+        violations = _check_tenant("tenant", request.tenant)
+        if request.provider not in PROVIDERS:
+            violations.append(FieldViolation("provider", f"must be one of {', '.join(PROVIDERS)}"))
+        violations += _check_bytes("api_key", request.api_key, MAX_PROVIDER_KEY_BYTES)
+        _raise_if(violations)
+        sealed = None
+        if request.api_key:
+            try:
+                sealed = self._sealer.seal(request.api_key)
+            except SealingError as error:
+                raise failed_precondition(str(error), "NO_SECRET_KEY") from None
+        tenant = await self._storage.set_provider_key(request.tenant, request.provider, sealed)
+        if tenant is None:
+            raise not_found(tenant_name(request.tenant), _TENANT_TYPE)
+        audit.admin_action(
+            caller,
+            "SetProviderKey",
+            tenant_name(request.tenant),
+            provider=request.provider,
+            action="set" if sealed else "removed",
+        )
+        return tenant_view(tenant)
+
+    async def GetUsage(
+        self, request: admin_pb2.GetUsageRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.TenantUsage:
+        caller = current_caller()
+        tenant = request.tenant or caller.tenant
+        _raise_if(_check_tenant("tenant", tenant))
+        if tenant != caller.tenant and not caller.is_admin:
+            audit.denied(caller, "GetUsage", f"usage of tenant {tenant}")
+            raise permission_denied(
+                f"a member key sees only its own tenant's usage ({caller.tenant})",
+                "OWN_TENANT_ONLY",
+            )
+        day = utc_day()
+        report = await self._storage.usage(tenant, day)
+        record = await self._storage.get_tenant(tenant)
+        limits = record.limits if record is not None else Limits()
+        reserved = _spend_view("", report.reserved)
+        return admin_pb2.TenantUsage(
+            tenant=tenant,
+            day=day,
+            today=[_spend_view(j, s) for j, s in sorted(report.today.items())],
+            total=[_spend_view(j, s) for j, s in sorted(report.total.items())],
+            reserved=reserved,
+            quota=quota_view(limits),
+            unfinished_jobs=report.unfinished_jobs,
+        )

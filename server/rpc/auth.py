@@ -1,0 +1,119 @@
+"""Who is calling: an API key (`authorization: Bearer`), a client certificate mapped to a key,
+or, on a loopback server run with --auth none, the admin of the default tenant.
+
+The caller is resolved once per call by the interceptor and kept in a context variable, so a
+servicer reads the tenant from the credential and never from the request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+import grpc
+
+from tierank.server.errors import permission_denied, unauthenticated
+from tierank.server.names import key_name
+from tierank.server.rpc import audit
+from tierank.server.rpc.tls import peer_certificate_subject
+from tierank.server.storage.base import KeyRecord, Storage
+from tierank.server.tenancy.keys import (
+    DEFAULT_TENANT,
+    ROLE_ADMIN,
+    secret_matches,
+    split_token,
+)
+
+AUTH_NONE = "none"
+AUTH_KEYS = "keys"
+_BEARER = "bearer "
+
+
+@dataclass(frozen=True)
+class Caller:
+    tenant: str
+    role: str
+    # The key that authenticated the call; empty on a server without authentication.
+    key_id: str = ""
+    # Who acted when no key did (the audit log's "who").
+    origin: str = "anonymous"
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == ROLE_ADMIN
+
+    @property
+    def who(self) -> str:
+        return key_name(self.key_id) if self.key_id else self.origin
+
+
+UNAUTHENTICATED_CALLER = Caller(DEFAULT_TENANT, ROLE_ADMIN)
+_CALLER: ContextVar[Caller] = ContextVar("tierank_caller")
+
+
+def current_caller() -> Caller:
+    """The caller of the RPC being served (set by the interceptor for every call)."""
+    return _CALLER.get()
+
+
+def set_caller(caller: Caller) -> None:
+    _CALLER.set(caller)
+
+
+def require_admin(caller: Caller, rpc: str) -> None:
+    if not caller.is_admin:
+        audit.denied(caller, rpc, "needs an admin key")
+        raise permission_denied(
+            f"{rpc} needs an admin key; {caller.who} is a member of tenant {caller.tenant}",
+            "ADMIN_ONLY",
+        )
+
+
+class Authenticator:
+    def __init__(self, storage: Storage, mode: str) -> None:
+        self._storage = storage
+        self._mode = mode
+
+    async def caller(
+        self, rpc: str, metadata: Mapping[str, str], context: grpc.aio.ServicerContext
+    ) -> Caller:
+        """The authenticated caller, or UNAUTHENTICATED; never says which part of a key was
+        wrong, and never echoes the key."""
+        if self._mode == AUTH_NONE:
+            return UNAUTHENTICATED_CALLER
+        header = metadata.get("authorization", "")
+        if header:
+            return await self._by_token(rpc, header)
+        subject = peer_certificate_subject(context)
+        if subject is not None:
+            key = await self._storage.key_for_subject(subject)
+            if key is not None:
+                return _caller_of(key)
+            audit.denied(None, rpc, "client certificate not mapped to a key")
+            raise unauthenticated(
+                "the client certificate's subject is not mapped to any API key",
+                "CERTIFICATE_NOT_MAPPED",
+            )
+        audit.denied(None, rpc, "no credentials")
+        raise unauthenticated(
+            "this server needs an API key: send the metadata 'authorization: Bearer <key>' "
+            "(tierank --api-key or TIERANK_API_KEY)",
+            "MISSING_CREDENTIALS",
+        )
+
+    async def _by_token(self, rpc: str, header: str) -> Caller:
+        token = header[len(_BEARER) :] if header[: len(_BEARER)].lower() == _BEARER else ""
+        parts = split_token(token.strip())
+        key = await self._storage.get_key(parts[0]) if parts else None
+        if parts is None or key is None or not secret_matches(parts[1], key.secret_hash):
+            audit.denied(None, rpc, "invalid API key")
+            raise unauthenticated("the API key is not valid", "INVALID_API_KEY")
+        if key.revoke_time is not None:
+            audit.denied(_caller_of(key), rpc, "revoked API key")
+            raise unauthenticated(f"API key {key_name(key.key_id)} was revoked", "KEY_REVOKED")
+        return _caller_of(key)
+
+
+def _caller_of(key: KeyRecord) -> Caller:
+    return Caller(key.tenant, key.role, key.key_id)

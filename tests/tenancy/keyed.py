@@ -1,0 +1,97 @@
+"""A real server with --auth keys on loopback, its first admin key made as an operator makes it
+(`python -m tierank.server.admin_tool` on the database before the server starts), and sessions
+to call it as one tenant or another."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+
+from tierank.server.app import background_server
+from tierank.server.settings import ServerSettings
+from tierank.v1 import admin_pb2, admin_pb2_grpc, eval_pb2_grpc, rank_pb2_grpc
+
+
+def admin_tool(db: Path, method: str, request: dict) -> dict:
+    """One AdminService call on the database, as `tierank keys --db` makes it."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tierank.server.admin_tool", method, "--db", str(db)],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return json.loads(done.stdout)
+
+
+@dataclass
+class Session:
+    """Stubs whose every call carries one bearer token (or none)."""
+
+    channel: grpc.aio.Channel
+    token: str | None
+
+    @property
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        return (("authorization", f"Bearer {self.token}"),) if self.token else ()
+
+    @property
+    def rank(self) -> rank_pb2_grpc.RankServiceStub:
+        return rank_pb2_grpc.RankServiceStub(self.channel)
+
+    @property
+    def eval(self) -> eval_pb2_grpc.EvalServiceStub:
+        return eval_pb2_grpc.EvalServiceStub(self.channel)
+
+    @property
+    def admin(self) -> admin_pb2_grpc.AdminServiceStub:
+        return admin_pb2_grpc.AdminServiceStub(self.channel)
+
+
+@dataclass
+class KeyedServer:
+    address: str
+    db: Path
+    channel: grpc.aio.Channel
+    admin_token: str
+
+    def session(self, token: str | None) -> Session:
+        return Session(self.channel, token)
+
+    @property
+    def admin(self) -> Session:
+        return self.session(self.admin_token)
+
+    async def member_key(self, tenant: str, **quota: float) -> str:
+        if quota:
+            await self.admin.admin.SetTenant(
+                admin_pb2.SetTenantRequest(tenant=tenant, quota=admin_pb2.Quota(**quota)),
+                metadata=self.admin.metadata,
+            )
+        made = await self.admin.admin.CreateApiKey(
+            admin_pb2.CreateApiKeyRequest(tenant=tenant, role=admin_pb2.ROLE_MEMBER),
+            metadata=self.admin.metadata,
+        )
+        return made.secret
+
+
+@asynccontextmanager
+async def keyed_server_on(db: Path, **settings: object) -> AsyncIterator[KeyedServer]:
+    """Make the first admin key on `db`, then serve it with --auth keys."""
+    first = admin_tool(db, "CreateApiKey", {"tenant": "ops", "role": "ROLE_ADMIN"})
+    server_settings = ServerSettings(
+        listen="127.0.0.1:0", db=db, shutdown_grace_s=1.0, auth="keys", **settings
+    )
+    async with (
+        background_server(server_settings) as address,
+        grpc.aio.insecure_channel(address) as channel,
+    ):
+        yield KeyedServer(address, db, channel, first["secret"])
