@@ -9,8 +9,20 @@ Jobs and events are returned as the generated messages, re-exported here as `Job
     async with AsyncClient("127.0.0.1:50051") as client:
         async for event in client.rank(spec):
             print(event.sequence, event.WhichOneof("kind"))
+
+A server run with keys and TLS: `AsyncClient("tierank.example:443", api_key=key,
+tls_ca="ca.pem")` (see `AsyncClient` for every option).
 """
 
+import os
+
+# Unless told otherwise before it is first imported, gRPC core (1.65 on) leaves abseil's default
+# and writes INFO lines on stderr, e.g. one per failed TLS handshake, around the CLI's one-line
+# errors, which already carry the reason. ERROR was gRPC's documented default; an explicit
+# $GRPC_VERBOSITY still wins.
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+
+from tierank.client._connection import ConnectionSettingsError
 from tierank.client._errors import ErrorInfo, FieldViolation, TierankError
 from tierank.client._names import job_name, reason_name, state_name
 from tierank.client._resume import ReconnectPolicy, is_terminal
@@ -23,6 +35,7 @@ from tierank.v1.rank_pb2 import Job, JobEvent, JobSpec, Tier
 __all__ = [
     "AsyncClient",
     "Client",
+    "ConnectionSettingsError",
     "ErrorInfo",
     "FieldViolation",
     "Job",

@@ -6,6 +6,7 @@ trailers themselves, so both clients funnel every `grpc.RpcError` through `error
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import grpc
@@ -69,12 +70,31 @@ _CONNECT_FAILURES = (
 )
 
 
+# How gRPC core words a TLS handshake that failed, and what BoringSSL put before its reason.
+_HANDSHAKE_FAILED = "handshake failed"
+_SSL_REASON = re.compile(r"OPENSSL_internal:(?P<reason>.+?)(?::\s*OK)?$")
+# A plaintext client at a TLS server, or a client without the certificate an mTLS server asks
+# for: the server hangs up and gRPC says only this.
+_SOCKET_CLOSED = "Socket closed"
+# Called once a channel would not connect, to learn why: it fails on the connection, so it
+# never reaches a server's handlers (a server that just came up answers it as a health check).
+CONNECT_PROBE_METHOD = "/grpc.health.v1.Health/Check"
+
+
 def cannot_reach(target: str, error: TierankError) -> TierankError:
     """The error for a server never reached: one line naming the address and the cause."""
-    cause = error.message.rsplit(": ", 1)[-1].strip(" ]") if error.message else ""
+    cause = _cause(error)
     return TierankError(
         grpc.StatusCode.UNAVAILABLE, f"cannot reach {target}" + (f" ({cause})" if cause else "")
     )
+
+
+def not_answered(timeout: float, last_failure: TierankError | None) -> TierankError:
+    """Why a wait for a server ran out: a server that hung up on every connection (it wants
+    TLS, or a client certificate) says more than "no server answered"."""
+    if last_failure is not None and _SOCKET_CLOSED in last_failure.message:
+        return last_failure
+    return TierankError(grpc.StatusCode.UNAVAILABLE, f"no server answered in {timeout:g}s")
 
 
 def is_connect_failure(error: TierankError) -> bool:
@@ -82,6 +102,22 @@ def is_connect_failure(error: TierankError) -> bool:
     return error.code == grpc.StatusCode.UNAVAILABLE and any(
         phrase in error.message for phrase in _CONNECT_FAILURES
     )
+
+
+def is_handshake_failure(error: TierankError) -> bool:
+    """TLS could not be agreed (an untrusted certificate, a plaintext server): waiting longer
+    cannot mend it."""
+    return is_connect_failure(error) and _HANDSHAKE_FAILED in error.message.lower()
+
+
+def _cause(error: TierankError) -> str:
+    if is_handshake_failure(error):
+        reason = _SSL_REASON.search(error.message)
+        return "TLS handshake failed" + (f": {reason['reason']}" if reason else "")
+    cause = error.message.rsplit(": ", 1)[-1].strip(" ]") if error.message else ""
+    if cause == _SOCKET_CLOSED and is_connect_failure(error):
+        return "the server closed the connection: does it need TLS, or a client certificate?"
+    return cause
 
 
 def error_from_rpc(error: grpc.RpcError, target: str = "") -> TierankError:

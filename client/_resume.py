@@ -26,6 +26,10 @@ FINAL_JOB_STATES = frozenset(
 # Codes that mean "the connection or server went away", not "the request is wrong".
 RECONNECTABLE_CODES = frozenset({grpc.StatusCode.UNAVAILABLE})
 
+# How often a client waiting for a server asks why it has not connected yet: a failed TLS
+# handshake ends the wait at once, a server still starting is waited for.
+CONNECT_CHECK_SECONDS = 0.5
+
 # Called before each reconnect with the attempt number (1-based) and the error that caused it.
 ReconnectHook = Callable[[int, TierankError], None]
 
@@ -118,6 +122,14 @@ class Deadline:
 
     def remaining(self) -> float | None:
         return None if self._at is None else max(0.0, self._at - time.monotonic())
+
+    def slice(self, most: float) -> float:
+        """At most `most` seconds, and never past the deadline."""
+        remaining = self.remaining()
+        return most if remaining is None else min(most, remaining)
+
+    def passed(self) -> bool:
+        return self.remaining() == 0.0
 
 
 def ended_cleanly(job: rank_pb2.Job, cursor: EventCursor) -> bool:

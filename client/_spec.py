@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from tierank.server.judges.base import default_judge_name
 from tierank.v1 import rank_pb2
 
 ENSEMBLE_MODES = {
@@ -92,6 +91,12 @@ def parse_judge(text: str) -> rank_pb2.JudgeSpec:
     return judge(spec, options=options, **fields)
 
 
+def api_default_judge_name(spec: rank_pb2.JudgeSpec) -> str:
+    """The name the API gives a judge whose spec names none (rank.proto, JudgeSpec.name):
+    "provider/model", or "provider" without a model."""
+    return f"{spec.provider}/{spec.model}" if spec.model else spec.provider
+
+
 def sampled(judges: Iterable[rank_pb2.JudgeSpec], samples: int) -> list[rank_pb2.JudgeSpec]:
     """Each judge listed `samples` times, named NAME#1 .. NAME#n (permutation self-consistency).
 
@@ -106,7 +111,7 @@ def sampled(judges: Iterable[rank_pb2.JudgeSpec], samples: int) -> list[rank_pb2
         return list(judges)
     copies = []
     for spec in judges:
-        name = spec.name or default_judge_name(spec.provider, spec.model)
+        name = spec.name or api_default_judge_name(spec)
         for index in range(1, samples + 1):
             copy = rank_pb2.JudgeSpec()
             copy.CopyFrom(spec)

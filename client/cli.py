@@ -16,16 +16,20 @@ import pkgutil
 import sys
 from collections.abc import Sequence
 
+import grpc
+
 from tierank import __version__
 from tierank.client import commands
 from tierank.client._errors import TierankError
 from tierank.client.commands._shared import (
+    API_KEY_ENV,
     EXIT_BROKEN_PIPE,
     EXIT_NO_VERDICTS,
     EXIT_OK,
     EXIT_PROVISIONAL,
     EXIT_SERVER_ERROR,
     EXIT_USAGE,
+    CommandError,
     UsageError,
 )
 from tierank.client.local_server import LocalServerError
@@ -60,7 +64,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"tierank {args.command}: {error}", file=sys.stderr)
         return EXIT_USAGE
     except TierankError as error:
-        print(f"tierank {args.command}: {error.describe()}", file=sys.stderr)
+        print(f"tierank {args.command}: {_error_text(error)}", file=sys.stderr)
+        return EXIT_SERVER_ERROR
+    except CommandError as error:
+        print(f"tierank {args.command}: {error}", file=sys.stderr)
         return EXIT_SERVER_ERROR
     except LocalServerError as error:
         print(
@@ -73,6 +80,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
         return 130
+
+
+def _error_text(error: TierankError) -> str:
+    """The error in one line, with a hint where a key was missing or not enough (unless the
+    server's message already gives it)."""
+    hint = _CREDENTIAL_HINTS.get(error.code)
+    if hint is None:
+        return error.describe()
+    return str(error) if API_KEY_ENV in error.message else f"{error} ({hint})"
+
+
+_CREDENTIAL_HINTS = {
+    grpc.StatusCode.UNAUTHENTICATED: f"pass --api-key or set ${API_KEY_ENV}",
+    grpc.StatusCode.PERMISSION_DENIED: f"pass an admin key with --api-key or ${API_KEY_ENV}",
+}
 
 
 def _silence_output() -> None:

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 # How the server is run (`tierank serve` execs it too): its command line, not its package.
@@ -37,7 +38,8 @@ class LocalServer:
 
     The server writes its bound address to a ready file once it serves; its stderr goes to a
     log file so that a failed start can be explained. Stopping sends SIGTERM (graceful), then
-    SIGKILL if it does not exit in time.
+    SIGKILL if it does not exit in time. `env` is laid over this process's environment; a
+    variable mapped to None is left out.
     """
 
     def __init__(
@@ -46,7 +48,7 @@ class LocalServer:
         db: Path | str | None = None,
         listen: str = "127.0.0.1:0",
         extra_args: tuple[str, ...] = (),
-        env: dict[str, str] | None = None,
+        env: Mapping[str, str | None] | None = None,
         startup_timeout: float = 30.0,
     ) -> None:
         self.db = db
@@ -89,7 +91,7 @@ class LocalServer:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, **(self.env or {})},
+                env=_environment(self.env or {}),
             )
         try:
             self.address = self._wait_for_address(ready_file)
@@ -144,6 +146,11 @@ class LocalServer:
         raise LocalServerError(
             f"tierank server not ready after {self.startup_timeout:.0f}s: {failure_reason(log)}"
         )
+
+
+def _environment(changes: Mapping[str, str | None]) -> dict[str, str]:
+    merged: dict[str, str | None] = {**os.environ, **changes}
+    return {name: value for name, value in merged.items() if value is not None}
 
 
 def failure_reason(log: str) -> str:

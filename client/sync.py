@@ -12,9 +12,18 @@ from collections.abc import Callable, Iterator
 
 import grpc
 
-from tierank.client._errors import TierankError, cannot_reach, error_from_rpc
+from tierank.client._connection import Pem, channel_security, sync_channel
+from tierank.client._errors import (
+    CONNECT_PROBE_METHOD,
+    TierankError,
+    cannot_reach,
+    error_from_rpc,
+    is_handshake_failure,
+    not_answered,
+)
 from tierank.client._names import job_name, job_view, parse_state, verdict_name
 from tierank.client._resume import (
+    CONNECT_CHECK_SECONDS,
     DEFAULT_RECONNECT_POLICY,
     Attempts,
     Deadline,
@@ -28,18 +37,36 @@ from tierank.v1 import rank_pb2, rank_pb2_grpc
 
 
 class Client:
-    """One channel to one server. Use as a context manager, or call `close()`."""
+    """One channel to one server. Use as a context manager, or call `close()`.
+
+    `api_key` is sent as `authorization: Bearer <key>` on every call. TLS is used with `tls=True`
+    (gRPC's default trust roots), with `tls_ca` (trust this CA instead), or with a client
+    certificate for mutual TLS (`tls_cert` and `tls_key` together). Each PEM option is the PEM
+    bytes or a path (str or os.PathLike) read here. A missing, unreadable or wrong file, or a key
+    that cannot be sent, raises `ConnectionSettingsError` (a ValueError) before anything is sent.
+    """
 
     def __init__(
         self,
         target: str,
         *,
+        api_key: str | None = None,
+        tls: bool = False,
+        tls_ca: Pem | None = None,
+        tls_cert: Pem | None = None,
+        tls_key: Pem | None = None,
         reconnect: ReconnectPolicy = DEFAULT_RECONNECT_POLICY,
         on_reconnect: ReconnectHook | None = None,
         channel_options: list[tuple[str, object]] | None = None,
     ) -> None:
         self.target = target
-        self._channel = grpc.insecure_channel(target, options=channel_options)
+        self._channel = sync_channel(
+            target,
+            channel_security(
+                api_key=api_key, tls=tls, tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key
+            ),
+            channel_options,
+        )
         self._stub = rank_pb2_grpc.RankServiceStub(self._channel)
         self._reconnect = reconnect
         self._on_reconnect = on_reconnect
@@ -54,14 +81,31 @@ class Client:
         self._channel.close()
 
     def wait_ready(self, timeout: float | None = None) -> None:
-        """Wait until the channel connects; raises TierankError(UNAVAILABLE) on timeout."""
+        """Wait until the channel connects; raises TierankError(UNAVAILABLE) on timeout, and at
+        once when the TLS handshake fails, which waiting cannot mend."""
+        ready = grpc.channel_ready_future(self._channel)
+        deadline = Deadline(timeout)
         try:
-            grpc.channel_ready_future(self._channel).result(timeout=timeout)
-        except grpc.FutureTimeoutError:
-            raise cannot_reach(
-                self.target,
-                TierankError(grpc.StatusCode.UNAVAILABLE, f"no server answered in {timeout:g}s"),
-            ) from None
+            while True:
+                try:
+                    ready.result(timeout=deadline.slice(CONNECT_CHECK_SECONDS))
+                    return
+                except grpc.FutureTimeoutError:
+                    pass
+                failure = self._connect_failure()
+                if failure is not None and is_handshake_failure(failure):
+                    raise cannot_reach(self.target, failure)
+                if deadline.passed():
+                    raise cannot_reach(self.target, not_answered(timeout, failure))
+        finally:
+            ready.cancel()
+
+    def _connect_failure(self) -> TierankError | None:
+        try:
+            self._channel.unary_unary(CONNECT_PROBE_METHOD)(b"", timeout=CONNECT_CHECK_SECONDS)
+        except grpc.RpcError as rpc_error:
+            return error_from_rpc(rpc_error)
+        return None
 
     def create_job(
         self,

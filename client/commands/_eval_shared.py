@@ -16,7 +16,7 @@ from tierank.client.commands._shared import (
     UsageError,
     add_server_options,
     judge_argument,
-    server_target,
+    server_connection,
 )
 from tierank.v1 import eval_pb2, eval_pb2_grpc
 
@@ -137,7 +137,7 @@ def call(
             ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
             ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
         ]
-        with server_target(args) as target, grpc.insecure_channel(target, options) as channel:
+        with server_connection(args) as connection, connection.channel(options) as channel:
             try:
                 return method(eval_pb2_grpc.EvalServiceStub(channel))(request, timeout=args.timeout)
             except grpc.RpcError as error:

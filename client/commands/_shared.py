@@ -1,4 +1,4 @@
-"""What several subcommands need: the server options, exit codes, usage errors, a console."""
+"""What several subcommands need: server and security options, exit codes, errors, a console."""
 
 from __future__ import annotations
 
@@ -6,12 +6,22 @@ import argparse
 import contextlib
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import grpc
 from rich.console import Console
 
+from tierank.client._connection import (
+    ChannelSecurity,
+    ConnectionSettingsError,
+    channel_security,
+    sync_channel,
+)
 from tierank.client._render import fit_console
 from tierank.client._spec import parse_judge
+from tierank.client.aio import AsyncClient
 from tierank.client.local_server import LocalServer
 from tierank.client.sync import Client
 from tierank.v1 import rank_pb2
@@ -27,6 +37,33 @@ EXIT_PROVISIONAL = 4
 EXIT_BROKEN_PIPE = 141
 
 SERVER_ENV = "TIERANK_SERVER"
+API_KEY_ENV = "TIERANK_API_KEY"
+TLS_ENV = "TIERANK_TLS"
+TLS_CA_ENV = "TIERANK_TLS_CA"
+# Not TIERANK_TLS_CERT / TIERANK_TLS_KEY: those are the server's own certificate and key, and a
+# shell or container that runs both must not hand the server's identity to the client.
+TLS_CERT_ENV = "TIERANK_TLS_CLIENT_CERT"
+TLS_KEY_ENV = "TIERANK_TLS_CLIENT_KEY"
+# Each option that takes a value: its keyword (and args attribute), flag and variable.
+_SECURITY_OPTIONS = (
+    ("api_key", "--api-key", API_KEY_ENV),
+    ("tls_ca", "--tls-ca", TLS_CA_ENV),
+    ("tls_cert", "--tls-cert", TLS_CERT_ENV),
+    ("tls_key", "--tls-key", TLS_KEY_ENV),
+)
+# The embedded server is loopback, plaintext and key-free whatever the shell holds for a real
+# server: these of the server's variables are not passed on to it.
+EMBEDDED_SERVER_ENV: dict[str, str | None] = dict.fromkeys(
+    (
+        "TIERANK_AUTH",
+        "TIERANK_ALLOW_UNAUTHENTICATED",
+        "TIERANK_TLS_CERT",
+        "TIERANK_TLS_KEY",
+        "TIERANK_TLS_CLIENT_CA",
+    )
+)
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"", "0", "false", "no", "off"})
 # How long a command waits for a --server that does not answer yet: long enough for one that
 # is still starting (`tierank serve & tierank rank ...`), then it says "cannot reach" once.
 CONNECT_TIMEOUT_ENV = "TIERANK_CONNECT_TIMEOUT"
@@ -37,15 +74,17 @@ class UsageError(Exception):
     """The command line is wrong in a way argparse cannot see (exit code 2)."""
 
 
+class CommandError(Exception):
+    """A failure already worded for the user, one line (exit code 1)."""
+
+
 def add_server_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    """--server and --db: a running server, or else an embedded one for the command's duration."""
-    parser.add_argument(
-        "--server",
-        metavar="HOST:PORT",
-        default=os.environ.get(SERVER_ENV) or None,
-        help=f"tierank server address (default: ${SERVER_ENV}), waited for up to"
-        f" ${CONNECT_TIMEOUT_ENV} seconds ({DEFAULT_CONNECT_TIMEOUT_SECONDS:g}); without either,"
-        " an embedded server is started on 127.0.0.1 for this command",
+    """--server and --db: a running server, or else an embedded one for the command's duration;
+    and the --api-key and --tls* options for a running server."""
+    add_server_option(
+        parser,
+        "; without either, an embedded server (plaintext, no key) is started on 127.0.0.1 for"
+        " this command",
     )
     parser.add_argument(
         "--db",
@@ -53,19 +92,134 @@ def add_server_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup
         help="database of the embedded server (default: the server's default,"
         " $TIERANK_DB or $XDG_DATA_HOME/tierank/tierank.db)",
     )
+    add_security_options(parser)
+
+
+def add_server_option(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    more_help: str,
+    *,
+    from_env: bool = True,
+) -> None:
+    """--server; `from_env=False` leaves $TIERANK_SERVER to the command, which must tell an
+    explicit --server from the variable."""
+    parser.add_argument(
+        "--server",
+        metavar="HOST:PORT",
+        default=(os.environ.get(SERVER_ENV) or None) if from_env else None,
+        help=f"tierank server address (default: ${SERVER_ENV}), waited for up to"
+        f" ${CONNECT_TIMEOUT_ENV} seconds ({DEFAULT_CONNECT_TIMEOUT_SECONDS:g}){more_help}",
+    )
+
+
+def add_security_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """--api-key, --tls, --tls-ca, --tls-cert, --tls-key: for --server only. Their defaults
+    come from the environment in `remote_security`, never here, so --help cannot show a key."""
+    parser.add_argument(
+        "--api-key",
+        metavar="KEY",
+        help=f"API key, sent as `authorization: Bearer KEY` (default: ${API_KEY_ENV}, which"
+        " keeps it out of shell history and the process list)",
+    )
+    parser.add_argument(
+        "--tls",
+        action="store_true",
+        default=None,
+        help=f"use TLS, trusting gRPC's default roots (or set ${TLS_ENV}=1);"
+        " --tls-ca or --tls-cert imply it",
+    )
+    parser.add_argument(
+        "--tls-ca",
+        type=Path,
+        metavar="FILE",
+        help=f"PEM CA bundle to trust for the server's certificate (default: ${TLS_CA_ENV})",
+    )
+    parser.add_argument(
+        "--tls-cert",
+        type=Path,
+        metavar="FILE",
+        help="PEM client certificate (chain) for mutual TLS; needs --tls-key"
+        f" (default: ${TLS_CERT_ENV})",
+    )
+    parser.add_argument(
+        "--tls-key",
+        type=Path,
+        metavar="FILE",
+        help=f"PEM private key of --tls-cert, unencrypted (default: ${TLS_KEY_ENV})",
+    )
+
+
+def remote_security(args: argparse.Namespace) -> ChannelSecurity:
+    """The --server connection's key and TLS, each flag falling back to its variable; errors
+    name the one that was used."""
+    values: dict[str, str | Path | None] = {}
+    names: dict[str, str] = {}
+    for keyword, flag, variable in _SECURITY_OPTIONS:
+        given = getattr(args, keyword)
+        from_env = os.environ.get(variable) or None
+        if given is None and from_env is not None:
+            values[keyword], names[keyword] = from_env, f"${variable}"
+        else:
+            values[keyword], names[keyword] = given, flag
+    try:
+        return channel_security(tls=args.tls or _env_flag(TLS_ENV), names=names, **values)
+    except ConnectionSettingsError as error:
+        raise UsageError(str(error)) from None
+
+
+def refuse_security_flags(args: argparse.Namespace, instead: str) -> None:
+    """Security flags without --server would be silently ignored: say so instead. (Their
+    variables are ignored: they may be meant for other commands.)"""
+    flags = [("--tls", args.tls)]
+    flags += [(flag, getattr(args, keyword)) for keyword, flag, _ in _SECURITY_OPTIONS]
+    for flag, value in flags:
+        if value is not None:
+            raise UsageError(f"{flag} needs --server ({instead})")
+
+
+@dataclass(frozen=True)
+class Connection:
+    """A server that answers, and how to talk to it (key and TLS)."""
+
+    target: str
+    security: ChannelSecurity = field(default_factory=ChannelSecurity)
+
+    def client(self, **options: Any) -> Client:
+        return Client(self.target, **self.security.keywords(), **options)
+
+    def async_client(self, **options: Any) -> AsyncClient:
+        return AsyncClient(self.target, **self.security.keywords(), **options)
+
+    def channel(self, options: list[tuple[str, Any]] | None = None) -> grpc.Channel:
+        """A blocking channel for a service the clients do not wrap (EvalService, AdminService)."""
+        return sync_channel(self.target, self.security, options)
 
 
 @contextlib.contextmanager
-def server_target(args: argparse.Namespace) -> Iterator[str]:
-    """The --server address once it answers, or an embedded server's for the command."""
+def server_connection(args: argparse.Namespace) -> Iterator[Connection]:
+    """The --server once it answers, or an embedded server for the command."""
     if args.server:
-        timeout = _connect_timeout()
-        with Client(args.server) as client:
-            client.wait_ready(timeout)
-        yield args.server
+        yield wait_for_server(args.server, remote_security(args))
         return
-    with LocalServer(db=args.db) as server:
-        yield server.address
+    refuse_security_flags(args, "the embedded server is plaintext and needs no key")
+    with LocalServer(db=args.db, env=EMBEDDED_SERVER_ENV) as server:
+        yield Connection(server.address)
+
+
+def wait_for_server(target: str, security: ChannelSecurity) -> Connection:
+    connection = Connection(target, security)
+    with connection.client() as client:
+        client.wait_ready(_connect_timeout())
+    return connection
+
+
+def _env_flag(name: str) -> bool:
+    text = os.environ.get(name, "").strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise UsageError(f"${name} must be 1 or 0, not {text!r}")
 
 
 def _connect_timeout() -> float:

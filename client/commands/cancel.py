@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 
 from tierank.client._names import status_text
-from tierank.client.commands._shared import EXIT_OK, add_server_options, server_target
-from tierank.client.sync import Client
+from tierank.client.commands._shared import EXIT_OK, add_server_options, server_connection
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -22,7 +21,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    with server_target(args) as target, Client(target) as client:
+    with server_connection(args) as connection, connection.client() as client:
         job = client.cancel_job(args.name, timeout=args.timeout)
     print(f"{job.name}: {status_text(job.state, job.completion_reason)}")
     return EXIT_OK

@@ -12,10 +12,9 @@ from tierank.client.commands._shared import (
     EXIT_OK,
     add_server_options,
     positive_int,
-    server_target,
+    server_connection,
     table_console,
 )
-from tierank.client.sync import Client
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -42,7 +41,7 @@ _MIN_QUERY_WIDTH = 10
 
 def run(args: argparse.Namespace) -> int:
     rows = []
-    with server_target(args) as target, Client(target) as client:
+    with server_connection(args) as connection, connection.client() as client:
         jobs = client.list_jobs(state=args.state, page_size=args.page_size, timeout=args.timeout)
         for count, job in enumerate(jobs, start=1):
             rows.append(

@@ -18,11 +18,12 @@ from tierank.client._spec import ENSEMBLE_MODES, JUDGE_KEYS, JUDGE_SYNTAX, job_s
 from tierank.client.aio import AsyncClient
 from tierank.client.commands._outcome import EXIT_STATUS_HELP, outcome
 from tierank.client.commands._shared import (
+    Connection,
     UsageError,
     add_server_options,
     judge_argument,
     positive_int,
-    server_target,
+    server_connection,
 )
 from tierank.evaluation.rubric import DEFAULT_RUBRIC
 from tierank.v1 import rank_pb2
@@ -155,8 +156,8 @@ def run(args: argparse.Namespace) -> int:
     progress = LiveProgress(Console(stderr=True)) if live else PlainProgress(sys.stderr)
     # The output is opened first: a path that cannot be written must not cost a judged job.
     with _open_output(args.output) as out:
-        with server_target(args) as target, progress:
-            job = asyncio.run(_rank(target, spec, args, progress, poll_stats=live))
+        with server_connection(args) as connection, progress:
+            job = asyncio.run(_rank(connection, spec, args, progress, poll_stats=live))
         texts = {c.id: c.text for c in candidates}
         write_result(
             job,
@@ -174,14 +175,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _rank(
-    target: str,
+    connection: Connection,
     spec: rank_pb2.JobSpec,
     args: argparse.Namespace,
     progress: LiveProgress | PlainProgress,
     *,
     poll_stats: bool,
 ) -> rank_pb2.Job:
-    async with AsyncClient(target, on_reconnect=progress.on_reconnect) as client:
+    async with connection.async_client(on_reconnect=progress.on_reconnect) as client:
         name = ""
         poller: asyncio.Task[None] | None = None
         try:

@@ -6,8 +6,7 @@ import argparse
 import sys
 
 from tierank.client._progress import PlainProgress, describe_event
-from tierank.client.commands._shared import EXIT_OK, add_server_options, server_target
-from tierank.client.sync import Client
+from tierank.client.commands._shared import EXIT_OK, add_server_options, server_connection
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -38,8 +37,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     reporter = PlainProgress(sys.stderr)
     with (
-        server_target(args) as target,
-        Client(target, on_reconnect=reporter.on_reconnect) as client,
+        server_connection(args) as connection,
+        connection.client(on_reconnect=reporter.on_reconnect) as client,
     ):
         for event in client.watch_job(args.name, args.after, timeout=args.timeout):
             print(describe_event(event), flush=True)

@@ -6,26 +6,54 @@ them, so a CI that forgot to install them cannot pass silently.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from certs import issue, make_ca
 
 from tierank.client import LocalServer
 
 NODE_DIR = Path(__file__).resolve().parent / "node"
 
 
+def member_key(db: Path, tenant: str) -> str:
+    """A key made on the database before the server starts, as an operator makes one."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tierank.server.admin_tool", "CreateApiKey", "--db", str(db)],
+        input=json.dumps({"tenant": tenant}),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return json.loads(done.stdout)["secret"]
+
+
 @pytest.fixture
-def server_address(tmp_path: Path) -> Iterator[str]:
-    with LocalServer(db=tmp_path / "tierank.db") as server:
-        yield server.address
+def server_environment(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """A server with --auth keys and TLS, and the keys of two tenants."""
+    db = tmp_path / "tierank.db"
+    keys = {
+        "TIERANK_API_KEY": member_key(db, "node-a"),
+        "TIERANK_OTHER_API_KEY": member_key(db, "node-b"),
+    }
+    ca = make_ca(tmp_path, "interop CA")
+    server_cert = issue(ca, tmp_path, "localhost", server=True)
+    tls = ("--tls-cert", str(server_cert.cert), "--tls-key", str(server_cert.key))
+    with LocalServer(db=db, extra_args=("--auth", "keys", *tls)) as server:
+        yield {"TIERANK_ADDRESS": server.address, "TIERANK_TLS_CA": str(server_cert.ca), **keys}
 
 
-def test_node_client_interoperates(server_address: str) -> None:
+def test_node_client_interoperates(server_environment: dict[str, str]) -> None:
     node = shutil.which("node")
     if node is None:
         pytest.fail("node is not on PATH; install Node.js >= 18 to run the interop test")
@@ -36,7 +64,7 @@ def test_node_client_interoperates(server_address: str) -> None:
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "TIERANK_ADDRESS": server_address},
+        env={**os.environ, **server_environment},
     )
     assert result.returncode == 0, f"node interop test failed:\n{result.stdout}\n{result.stderr}"
-    assert "# pass 4" in result.stdout
+    assert "# pass 5" in result.stdout

@@ -10,7 +10,6 @@ import grpc
 import pytest
 
 from tierank.server.app import background_server
-from tierank.server.settings import ServerSettings
 from tierank.server.rpc.validation import (
     MAX_CANDIDATES,
     MAX_ID_BYTES,
@@ -20,6 +19,7 @@ from tierank.server.rpc.validation import (
     MAX_QUERY_BYTES,
     MAX_RUBRIC_BYTES,
 )
+from tierank.server.settings import ServerSettings
 from tierank.v1 import rank_pb2, rank_pb2_grpc
 
 FOUR_MIB = 4 * 1024 * 1024

@@ -95,3 +95,42 @@ async def keyed_server_on(db: Path, **settings: object) -> AsyncIterator[KeyedSe
         grpc.aio.insecure_channel(address) as channel,
     ):
         yield KeyedServer(address, db, channel, first["secret"])
+
+
+# LLM judges in these tests talk to the e2e fake provider (tests/e2e/graded_fakes.py).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "e2e"))
+
+from graded_fakes import (  # noqa: E402
+    FAKE_MODEL_PRICES,
+    MODELS,
+    FakeLLMServer,
+    graded_pool,
+    judges_config,
+)
+
+from tierank.client import candidate, job_spec, judge  # noqa: E402
+from tierank.v1 import rank_pb2  # noqa: E402
+
+FLAVOR = "openai"
+
+
+def write_llm_config(tmp_path: Path, fake: FakeLLMServer, server_key: str | None = None) -> Path:
+    """A judges config pointing every provider at the fake (the server's key: `server_key`,
+    or the fake config's own)."""
+    config = judges_config(fake, prices=FAKE_MODEL_PRICES)
+    if server_key is not None:
+        config["providers"][FLAVOR]["api_key"] = server_key
+    path = tmp_path / "judges.json"
+    path.write_text(json.dumps(config))
+    return path
+
+
+def llm_spec(n: int, seed: int = 0, batch_size: int = 4) -> rank_pb2.JobSpec:
+    """A job of graded passages for one LLM judge on the fake provider."""
+    return job_spec(
+        "which passage has the highest grade",
+        [candidate(c.id, c.text) for c in graded_pool(n, seed=seed)],
+        judges=[judge(f"{FLAVOR}:{MODELS[FLAVOR]}")],
+        rubric="a passage is better the higher its grade",
+        batch_size=batch_size,
+    )

@@ -4,55 +4,15 @@ tenant, a budget for about 5 of them; what the provider counted never exceeds th
 from __future__ import annotations
 
 import asyncio
-import json
-import sys
-from pathlib import Path
 
-import pytest
+from keyed import FLAVOR, MODELS, llm_spec
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "e2e"))
-
-from graded_fakes import (
-    FAKE_MODEL_PRICES,
-    MODELS,
-    FakeLLMThread,
-    answer_by_grade,
-    graded_pool,
-    judges_config,
-)
-from keyed import keyed_server_on
-
-from tierank.client import candidate, job_spec, judge
+from tierank.client import candidate, judge
 from tierank.v1 import admin_pb2, eval_pb2, rank_pb2
-
-FLAVOR = "openai"
-
-
-@pytest.fixture
-def fake_llm():
-    with FakeLLMThread() as server:
-        yield server
-
-
-@pytest.fixture
-async def llm_server(tmp_path, fake_llm, monkeypatch):
-    for name in ("OPENAI_API_KEY", "TIERANK_OPENAI_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
-    config = tmp_path / "judges.json"
-    config.write_text(json.dumps(judges_config(fake_llm, prices=FAKE_MODEL_PRICES)))
-    async with keyed_server_on(tmp_path / "t.db", judges_config=config) as server:
-        yield server
 
 
 def spec(seed: int) -> rank_pb2.JobSpec:
-    pool = graded_pool(12, seed=seed)
-    return job_spec(
-        "which passage has the highest grade",
-        [candidate(c.id, c.text) for c in pool],
-        judges=[judge(f"{FLAVOR}:{MODELS[FLAVOR]}")],
-        rubric="a passage is better the higher its grade",
-        batch_size=4,
-    )
+    return llm_spec(12, seed=seed)
 
 
 async def run(session, job_spec_: rank_pb2.JobSpec) -> list[rank_pb2.JobEvent]:
@@ -68,6 +28,8 @@ async def run(session, job_spec_: rank_pb2.JobSpec) -> list[rank_pb2.JobEvent]:
 
 
 async def test_twenty_concurrent_jobs_never_overshoot_the_daily_token_budget(llm_server, fake_llm):
+    from graded_fakes import answer_by_grade
+
     responder = answer_by_grade(fake_llm, [FLAVOR])[FLAVOR]
     probe = llm_server.session(await llm_server.member_key("probe"))
     await run(probe, spec(0))

@@ -3,57 +3,18 @@ the server's only if allowed; the key is stored sealed and never returned."""
 
 from __future__ import annotations
 
-import json
-import sys
-from pathlib import Path
-
 import grpc
 import pytest
-from cryptography.fernet import Fernet
+from graded_fakes import answer_by_grade
+from keyed import FLAVOR, keyed_server_on, llm_spec
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "e2e"))
-
-from graded_fakes import (
-    FAKE_MODEL_PRICES,
-    MODELS,
-    FakeLLMThread,
-    answer_by_grade,
-    graded_pool,
-    judges_config,
-)
-from keyed import keyed_server_on
-
-from tierank.client import candidate, job_spec, judge
 from tierank.v1 import admin_pb2, rank_pb2
 
-FLAVOR = "openai"
 TENANT_KEY = "sk-team-a-own-key-0b9e"
 
 
-@pytest.fixture
-def fake_llm():
-    with FakeLLMThread() as server:
-        yield server
-
-
-@pytest.fixture
-async def server(tmp_path, fake_llm, monkeypatch):
-    monkeypatch.setenv("TIERANK_SECRET_KEY", Fernet.generate_key().decode())
-    for name in ("OPENAI_API_KEY", "TIERANK_OPENAI_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
-    config = tmp_path / "judges.json"
-    config.write_text(json.dumps(judges_config(fake_llm, prices=FAKE_MODEL_PRICES)))
-    async with keyed_server_on(tmp_path / "t.db", judges_config=config) as keyed:
-        yield keyed
-
-
 def spec() -> rank_pb2.JobSpec:
-    return job_spec(
-        "which passage has the highest grade",
-        [candidate(c.id, c.text) for c in graded_pool(6)],
-        judges=[judge(f"{FLAVOR}:{MODELS[FLAVOR]}")],
-        batch_size=3,
-    )
+    return llm_spec(6, batch_size=3)
 
 
 async def run(session) -> list[rank_pb2.JobEvent]:
@@ -72,11 +33,11 @@ def bearer_keys(fake_llm, since: int) -> set[str]:
     }
 
 
-async def test_a_tenants_jobs_spend_on_its_own_key_and_others_on_the_servers(server, fake_llm):
+async def test_a_tenants_jobs_spend_on_its_own_key_and_others_on_the_servers(llm_server, fake_llm):
     answer_by_grade(fake_llm, [FLAVOR])
-    admin = server.admin
-    alice = server.session(await server.member_key("team-a"))
-    bob = server.session(await server.member_key("team-b"))
+    admin = llm_server.admin
+    alice = llm_server.session(await llm_server.member_key("team-a"))
+    bob = llm_server.session(await llm_server.member_key("team-b"))
     tenant = await admin.admin.SetProviderKey(
         admin_pb2.SetProviderKeyRequest(tenant="team-a", provider=FLAVOR, api_key=TENANT_KEY),
         metadata=admin.metadata,
@@ -91,14 +52,14 @@ async def test_a_tenants_jobs_spend_on_its_own_key_and_others_on_the_servers(ser
     assert bearer_keys(fake_llm, seen) == {"test-key"}  # the server's key, from its config
 
 
-async def test_a_tenant_barred_from_the_servers_keys_needs_its_own(server, fake_llm):
+async def test_a_tenant_barred_from_the_servers_keys_needs_its_own(llm_server, fake_llm):
     answer_by_grade(fake_llm, [FLAVOR])
-    admin = server.admin
+    admin = llm_server.admin
     await admin.admin.SetTenant(
         admin_pb2.SetTenantRequest(tenant="team-c", allow_server_provider_keys=False),
         metadata=admin.metadata,
     )
-    carol = server.session(await server.member_key("team-c"))
+    carol = llm_server.session(await llm_server.member_key("team-c"))
     with pytest.raises(grpc.aio.AioRpcError) as refused:
         await run(carol)
     assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT

@@ -4,124 +4,88 @@ Prometheus metrics or any response."""
 
 from __future__ import annotations
 
-import json
-import sys
-from pathlib import Path
-
 import grpc
 import pytest
-from cryptography.fernet import Fernet
 from google.protobuf.message import Message
+from graded_fakes import answer_by_grade
+from keyed import FLAVOR, keyed_server_on, llm_spec, write_llm_config
 from prometheus_client import REGISTRY, generate_latest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "e2e"))
-
-from graded_fakes import (
-    FAKE_MODEL_PRICES,
-    MODELS,
-    FakeLLMThread,
-    answer_by_grade,
-    graded_pool,
-    judges_config,
-)
-from keyed import keyed_server_on
-
-from tierank.client import candidate, job_spec, judge
 from tierank.v1 import admin_pb2, rank_pb2
 
 SERVER_PROVIDER_KEY = "sk-server-provider-key-7f3a9c2e1b"
 TENANT_PROVIDER_KEY = "sk-tenant-provider-key-d41d8cd98f"
-FLAVOR = "openai"
 
 
-async def test_no_key_appears_in_the_database_logs_metrics_or_responses(
-    tmp_path, monkeypatch, capsys
-):
-    monkeypatch.setenv("TIERANK_SECRET_KEY", Fernet.generate_key().decode())
-    for name in ("OPENAI_API_KEY", "TIERANK_OPENAI_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
+async def test_no_key_appears_in_the_database_logs_metrics_or_responses(tmp_path, fake_llm, capsys):
     responses: list[Message] = []
 
     def keep(message):
         responses.append(message)
         return message
 
-    with FakeLLMThread() as fake:
-        answer_by_grade(fake, [FLAVOR])
-        config = judges_config(fake, prices=FAKE_MODEL_PRICES)
-        config["providers"][FLAVOR]["api_key"] = SERVER_PROVIDER_KEY
-        config_path = tmp_path / "judges.json"
-        config_path.write_text(json.dumps(config))
-        async with keyed_server_on(tmp_path / "t.db", judges_config=config_path) as server:
-            admin = server.admin
-            md = admin.metadata
-            member_key = await server.member_key("team-a")
-            revoked = await server.member_key("team-a")
-            keep(
-                await admin.admin.SetProviderKey(
-                    admin_pb2.SetProviderKeyRequest(
-                        tenant="team-a", provider=FLAVOR, api_key=TENANT_PROVIDER_KEY
-                    ),
-                    metadata=md,
-                )
+    answer_by_grade(fake_llm, [FLAVOR])
+    config_path = write_llm_config(tmp_path, fake_llm, server_key=SERVER_PROVIDER_KEY)
+    async with keyed_server_on(tmp_path / "t.db", judges_config=config_path) as server:
+        admin = server.admin
+        md = admin.metadata
+        member_key = await server.member_key("team-a")
+        revoked = await server.member_key("team-a")
+        keep(
+            await admin.admin.SetProviderKey(
+                admin_pb2.SetProviderKeyRequest(
+                    tenant="team-a", provider=FLAVOR, api_key=TENANT_PROVIDER_KEY
+                ),
+                metadata=md,
             )
-            member = server.session(member_key)
-            pool = graded_pool(8)
-            spec = job_spec(
-                "which passage has the highest grade",
-                [candidate(c.id, c.text) for c in pool],
-                judges=[judge(f"{FLAVOR}:{MODELS[FLAVOR]}")],
-                batch_size=4,
+        )
+        member = server.session(member_key)
+        spec = llm_spec(8)
+        events = [
+            keep(e)
+            async for e in member.rank.Rank(
+                rank_pb2.RankRequest(spec=spec), metadata=member.metadata
             )
-            events = [
-                keep(e)
-                async for e in member.rank.Rank(
-                    rank_pb2.RankRequest(spec=spec), metadata=member.metadata
-                )
-            ]
-            assert events[-1].HasField("completed")
-            job_name = events[-1].job
-            for event in events:
-                if event.HasField("verdict"):
-                    keep(
-                        await member.rank.GetVerdict(
-                            rank_pb2.GetVerdictRequest(
-                                name=f"{job_name}/verdicts/{event.verdict.call_id}"
-                            ),
-                            metadata=member.metadata,
-                        )
+        ]
+        assert events[-1].HasField("completed")
+        job_name = events[-1].job
+        for event in events:
+            if event.HasField("verdict"):
+                keep(
+                    await member.rank.GetVerdict(
+                        rank_pb2.GetVerdictRequest(
+                            name=f"{job_name}/verdicts/{event.verdict.call_id}"
+                        ),
+                        metadata=member.metadata,
                     )
-            keep(
-                await member.rank.GetJob(
-                    rank_pb2.GetJobRequest(name=job_name, view=rank_pb2.JOB_VIEW_FULL),
-                    metadata=member.metadata,
                 )
+        keep(
+            await member.rank.GetJob(
+                rank_pb2.GetJobRequest(name=job_name, view=rank_pb2.JOB_VIEW_FULL),
+                metadata=member.metadata,
             )
-            keep(await member.rank.ListJobs(rank_pb2.ListJobsRequest(), metadata=member.metadata))
-            keep(await member.admin.GetUsage(admin_pb2.GetUsageRequest(), metadata=member.metadata))
-            keys = keep(
-                await admin.admin.ListApiKeys(
-                    admin_pb2.ListApiKeysRequest(include_revoked=True), metadata=md
-                )
+        )
+        keep(await member.rank.ListJobs(rank_pb2.ListJobsRequest(), metadata=member.metadata))
+        keep(await member.admin.GetUsage(admin_pb2.GetUsageRequest(), metadata=member.metadata))
+        keys = keep(
+            await admin.admin.ListApiKeys(
+                admin_pb2.ListApiKeysRequest(include_revoked=True), metadata=md
             )
-            revoked_name = next(k.name for k in keys.keys if revoked.split("_")[1] in k.name)
-            keep(
-                await admin.admin.RevokeApiKey(
-                    admin_pb2.RevokeApiKeyRequest(name=revoked_name), metadata=md
-                )
+        )
+        revoked_name = next(k.name for k in keys.keys if revoked.split("_")[1] in k.name)
+        keep(
+            await admin.admin.RevokeApiKey(
+                admin_pb2.RevokeApiKeyRequest(name=revoked_name), metadata=md
             )
-            keep(await admin.admin.ListTenants(admin_pb2.ListTenantsRequest(), metadata=md))
-            keep(
-                await admin.admin.GetTenant(
-                    admin_pb2.GetTenantRequest(tenant="team-a"), metadata=md
-                )
+        )
+        keep(await admin.admin.ListTenants(admin_pb2.ListTenantsRequest(), metadata=md))
+        keep(await admin.admin.GetTenant(admin_pb2.GetTenantRequest(tenant="team-a"), metadata=md))
+        # Denied calls are logged (audit); the key they carried must not be.
+        with pytest.raises(grpc.aio.AioRpcError):
+            await server.session(revoked).rank.ListJobs(
+                rank_pb2.ListJobsRequest(), metadata=server.session(revoked).metadata
             )
-            # Denied calls are logged (audit); the key they carried must not be.
-            with pytest.raises(grpc.aio.AioRpcError):
-                await server.session(revoked).rank.ListJobs(
-                    rank_pb2.ListJobsRequest(), metadata=server.session(revoked).metadata
-                )
-            admin_secret = server.admin_token
+        admin_secret = server.admin_token
 
     secrets = {
         "admin key": admin_secret,

@@ -2,9 +2,12 @@
 // at $TIERANK_ADDRESS: it creates a job with the offline lexical judge, follows WatchJob to the
 // end and checks what any client in any language relies on, with grpc-js's default limits
 // (4 MiB received, 8 KiB of response headers), which the Python tests can only imitate.
+// With $TIERANK_TLS_CA it speaks TLS trusting that CA, and with $TIERANK_API_KEY it sends
+// `authorization: Bearer` on every call; $TIERANK_OTHER_API_KEY is a key of another tenant.
 //
 //   TIERANK_ADDRESS=127.0.0.1:50051 node --test tests/interop/node/
 import assert from "node:assert/strict";
+import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
@@ -15,6 +18,22 @@ import protoLoader from "@grpc/proto-loader";
 const here = path.dirname(fileURLToPath(import.meta.url));
 const protoRoot = path.resolve(here, "../../../proto");
 const address = process.env.TIERANK_ADDRESS;
+const apiKey = process.env.TIERANK_API_KEY;
+const otherApiKey = process.env.TIERANK_OTHER_API_KEY;
+const caPath = process.env.TIERANK_TLS_CA;
+
+// grpc-js sends call credentials (the bearer key) only over a secure channel.
+function credentials(key = apiKey) {
+  if (!caPath) return grpc.credentials.createInsecure();
+  const tls = grpc.credentials.createSsl(fs.readFileSync(caPath));
+  if (!key) return tls;
+  const bearer = grpc.credentials.createFromMetadataGenerator((_, callback) => {
+    const metadata = new grpc.Metadata();
+    metadata.add("authorization", `Bearer ${key}`);
+    callback(null, metadata);
+  });
+  return grpc.credentials.combineChannelCredentials(tls, bearer);
+}
 
 // google/protobuf/timestamp.proto is not in protoRoot: proto-loader resolves the well-known
 // types from the copies protobufjs bundles.
@@ -79,7 +98,7 @@ function firstTiersUpdate(client, name) {
 test("a Node client ranks a pool end to end", async () => {
   assert.ok(address, "set TIERANK_ADDRESS to a running tierank server (host:port)");
   const RankService = loadRankService();
-  const client = new RankService(address, grpc.credentials.createInsecure());
+  const client = new RankService(address, credentials());
   try {
     const job = await unary(client, "CreateJob", {
       spec: {
@@ -121,7 +140,7 @@ test("a Node client ranks a pool end to end", async () => {
 test("errors carry the gRPC status code", async () => {
   assert.ok(address, "set TIERANK_ADDRESS");
   const RankService = loadRankService();
-  const client = new RankService(address, grpc.credentials.createInsecure());
+  const client = new RankService(address, credentials());
   try {
     await assert.rejects(unary(client, "GetJob", { name: "jobs/not-a-job" }), {
       code: grpc.status.NOT_FOUND,
@@ -139,7 +158,7 @@ test("every answer about a 10,000-candidate job fits Node's default 4 MiB receiv
   assert.ok(address, "set TIERANK_ADDRESS");
   const RankService = loadRankService();
   // grpc-js's own defaults: 4 MiB received, unlimited sent.
-  const client = new RankService(address, grpc.credentials.createInsecure());
+  const client = new RankService(address, credentials());
   try {
     const filler = "honeybees dance to share where the flowers are, ".repeat(11);
     const candidates = Array.from({ length: 10_000 }, (_, i) => ({
@@ -175,7 +194,7 @@ test("every answer about a 10,000-candidate job fits Node's default 4 MiB receiv
 test("an error naming hundreds of broken fields fits Node's default header limit", async () => {
   assert.ok(address, "set TIERANK_ADDRESS");
   const RankService = loadRankService();
-  const client = new RankService(address, grpc.credentials.createInsecure());
+  const client = new RankService(address, credentials());
   try {
     const candidates = Array.from({ length: 300 }, (_, i) => ({ id: `c${i}`, text: " " }));
     const judges = [{ provider: "x".repeat(6000) }];
@@ -189,5 +208,43 @@ test("an error naming hundreds of broken fields fits Node's default header limit
     );
   } finally {
     client.close();
+  }
+});
+
+test("without a key, with a wrong one, or as another tenant, a Node client gets nothing", async (t) => {
+  if (!apiKey || !otherApiKey) {
+    t.skip("set TIERANK_API_KEY and TIERANK_OTHER_API_KEY to test authentication");
+    return;
+  }
+  const RankService = loadRankService();
+  const owner = new RankService(address, credentials());
+  const keyless = new RankService(address, credentials(""));
+  const wrong = new RankService(address, credentials(`${apiKey.slice(0, -4)}AAAA`));
+  const other = new RankService(address, credentials(otherApiKey));
+  try {
+    const job = await unary(owner, "CreateJob", {
+      spec: {
+        query: "which animals hunt at night",
+        candidates: POOL.map(([id, text]) => ({ id, text })),
+        judges: [{ provider: "lexical" }],
+      },
+    });
+    for (const client of [keyless, wrong]) {
+      await assert.rejects(unary(client, "GetJob", { name: job.name }), {
+        code: grpc.status.UNAUTHENTICATED,
+      });
+    }
+    await assert.rejects(unary(other, "GetJob", { name: job.name }), {
+      code: grpc.status.NOT_FOUND,
+    });
+    await assert.rejects(unary(other, "CancelJob", { name: job.name }), {
+      code: grpc.status.NOT_FOUND,
+    });
+    const listed = await unary(other, "ListJobs", {});
+    assert.equal(listed.jobs.length, 0);
+    const mine = await unary(owner, "GetJob", { name: job.name });
+    assert.equal(mine.name, job.name);
+  } finally {
+    for (const client of [owner, keyless, wrong, other]) client.close();
   }
 });

@@ -1,0 +1,73 @@
+"""Imports run one way (DESIGN.md): within server/, each layer imports only the layers below
+it, and the client imports nothing from the server."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LEAF = {"errors", "names", "job_states", "metrics", "logs"}
+# What each part of server/ may import from server/, besides itself and the leaf modules.
+BELOW = {
+    "storage": set(),
+    "judges": set(),
+    "tenancy": {"storage", "judges"},
+    "jobs": {"storage", "judges", "tenancy"},
+    "labeling": {"storage", "judges", "tenancy", "jobs"},
+    "rpc": {"storage", "judges", "tenancy", "jobs", "labeling"},
+}
+
+
+def imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def server_part(module: str) -> str | None:
+    """'jobs' for tierank.server.jobs.runner, 'errors' for tierank.server.errors."""
+    parts = module.split(".")
+    if parts[:2] != ["tierank", "server"] or len(parts) < 3:
+        return None
+    return parts[2]
+
+
+def layer_of(path: Path) -> str:
+    relative = path.relative_to(ROOT / "server")
+    return relative.parts[0] if len(relative.parts) > 1 else relative.stem
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted((ROOT / "server").rglob("*.py")),
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
+def test_server_layers_import_only_downwards(path: Path):
+    layer = layer_of(path)
+    if layer not in BELOW and layer not in LEAF:
+        return  # the composition root (app, settings, __main__, admin_tool) wires everything
+    allowed = LEAF | {layer} | BELOW.get(layer, set())
+    if layer in LEAF:
+        allowed = {layer}
+    wrong = {
+        module
+        for module in imported_modules(path)
+        if (part := server_part(module)) is not None and part not in allowed
+    }
+    assert not wrong, f"{path.relative_to(ROOT)} ({layer}) imports {sorted(wrong)}"
+
+
+@pytest.mark.parametrize(
+    "path", sorted((ROOT / "client").rglob("*.py")), ids=lambda p: str(p.relative_to(ROOT))
+)
+def test_the_client_imports_nothing_from_the_server(path: Path):
+    assert not {m for m in imported_modules(path) if server_part(m) is not None}
