@@ -14,7 +14,8 @@ TENANT_COLLECTION = "tenants"
 _VERDICTS = "verdicts"
 _ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _CALL_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-_ID_RULE = "at most 64 letters, digits, '-', '_'"
+_ID_RULE = "1 to 64 letters, digits, '-' or '_'"
+TENANT_RULE = f"must be {_ID_RULE}"
 
 
 class BadName(ValueError):
@@ -69,6 +70,3 @@ def parse_verdict_name(name: str) -> tuple[str, str]:
 
 def is_valid_tenant(tenant: str) -> bool:
     return _ID.fullmatch(tenant) is not None
-
-
-TENANT_RULE = f"must be {_ID_RULE}"

@@ -1,4 +1,4 @@
-"""API fuzzing: hypothesis-made requests for every RPC of both services, against a server
+"""API fuzzing: hypothesis-made requests for every RPC of every service, against a server
 process on loopback. No answer is ever UNKNOWN or INTERNAL, the server survives, and a rejected
 CreateJob or Rank stores nothing.
 
@@ -25,10 +25,23 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tierank.client import LocalServer
-from tierank.v1 import eval_pb2, eval_pb2_grpc, rank_pb2, rank_pb2_grpc
+from tierank.v1 import (
+    admin_pb2,
+    admin_pb2_grpc,
+    eval_pb2,
+    eval_pb2_grpc,
+    rank_pb2,
+    rank_pb2_grpc,
+)
 
 EXAMPLES = int(os.environ.get("TIERANK_FUZZ_EXAMPLES", "300"))
 NEVER = {grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL}
+API_MODULES = (rank_pb2, eval_pb2, admin_pb2)
+STUBS = {
+    "RankService": rank_pb2_grpc.RankServiceStub,
+    "EvalService": eval_pb2_grpc.EvalServiceStub,
+    "AdminService": admin_pb2_grpc.AdminServiceStub,
+}
 _INT32 = (-(2**31), 2**31 - 1)
 _INT64 = (-(2**63), 2**63 - 1)
 
@@ -144,9 +157,9 @@ def near_valid_spec(draw: st.DrawFn) -> rank_pb2.JobSpec:
 
 
 def _requests() -> st.SearchStrategy[tuple[str, str, Message]]:
-    """(service, method, request) for every RPC of both services."""
+    """(service, method, request) for every RPC of every service."""
     options: list[st.SearchStrategy[tuple[str, str, Message]]] = []
-    for module in (rank_pb2, eval_pb2):
+    for module in API_MODULES:
         for service in module.DESCRIPTOR.services_by_name.values():
             for method in service.methods:
                 request = noise(method.input_type)
@@ -185,11 +198,7 @@ def _stored(channel: grpc.Channel) -> int:
 
 
 def _call(channel: grpc.Channel, service: str, method: str, request: Message) -> grpc.StatusCode:
-    stub = (
-        rank_pb2_grpc.RankServiceStub(channel)
-        if service == "RankService"
-        else eval_pb2_grpc.EvalServiceStub(channel)
-    )
+    stub = STUBS[service](channel)
     try:
         if method in ("WatchJob", "Rank"):
             stream = getattr(stub, method)(request, timeout=10)
@@ -228,9 +237,7 @@ def test_fuzzed_requests_never_get_unknown_or_internal(fuzz_server: LocalServer)
 
         one()
         rpcs = sum(
-            len(s.methods)
-            for m in (rank_pb2, eval_pb2)
-            for s in m.DESCRIPTOR.services_by_name.values()
+            len(s.methods) for m in API_MODULES for s in m.DESCRIPTOR.services_by_name.values()
         )
         assert len(tried) == rpcs, f"every RPC was tried: {sorted(tried)}"
         print(f"fuzzed {sum(tried.values())} requests: {tried}")
