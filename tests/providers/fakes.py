@@ -42,6 +42,15 @@ from tierank.server.judges.settings import (
 )
 
 FLAVORS = ("openai", "openai-compatible", "anthropic", "gemini")
+# A real model name per flavor, for the judges the provider tests build.
+MODELS = {
+    "openai": "gpt-4.1-mini",
+    "openai-compatible": "llama3.1:8b",
+    "anthropic": "claude-haiku-4-5",
+    "gemini": "gemini-2.5-flash",
+}
+# Flavors whose judges answer in JSON by default.
+JSON_FLAVORS = {"openai", "gemini"}
 
 
 @dataclass(frozen=True)

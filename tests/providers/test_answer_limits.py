@@ -9,6 +9,7 @@ import tracemalloc
 from conftest import StartServer
 from fakes import (
     FLAVORS,
+    MODELS,
     Answer,
     FakeLLMServer,
     HttpError,
@@ -26,12 +27,6 @@ from tierank.server.judges.registry import JudgeFactory
 from tierank.server.judges.settings import BreakerPolicy
 from tierank.v1 import rank_pb2
 
-MODELS = {
-    "openai": "gpt-4.1-mini",
-    "openai-compatible": "llama3.1:8b",
-    "anthropic": "claude-haiku-4-5",
-    "gemini": "gemini-2.5-flash",
-}
 PASSAGES = tuple(Passage(f"d{n}", f"passage {n}") for n in range(1, 4))
 
 

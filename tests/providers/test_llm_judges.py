@@ -7,7 +7,17 @@ import time
 from collections.abc import AsyncIterator, Callable
 
 import pytest
-from fakes import FLAVORS, Answer, FakeLLMServer, Hang, HttpError, Recorded, settings_for
+from fakes import (
+    FLAVORS,
+    JSON_FLAVORS,
+    MODELS,
+    Answer,
+    FakeLLMServer,
+    Hang,
+    HttpError,
+    Recorded,
+    settings_for,
+)
 
 from tierank.server.judges.base import (
     BatchRequest,
@@ -20,13 +30,6 @@ from tierank.server.judges.base import (
 from tierank.server.judges.prices import TokenCounts, cost_usd
 from tierank.server.judges.registry import JudgeFactory
 
-MODELS = {
-    "openai": "gpt-4.1-mini",
-    "openai-compatible": "llama3.1:8b",
-    "anthropic": "claude-haiku-4-5",
-    "gemini": "gemini-2.5-flash",
-}
-JSON_FLAVORS = {"openai", "gemini"}
 PASSAGES = tuple(
     Passage(id=f"doc-{n}", text=f"Passage body {n}: the {word} fact about tides.")
     for n, word in enumerate(["first", "second", "third", "fourth"], start=1)

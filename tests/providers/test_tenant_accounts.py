@@ -13,7 +13,16 @@ from typing import Any
 
 import pytest
 import structlog
-from fakes import FLAVORS, Answer, FakeLLMServer, HttpError, Recorded, settings_for
+from fakes import (
+    FLAVORS,
+    JSON_FLAVORS,
+    MODELS,
+    Answer,
+    FakeLLMServer,
+    HttpError,
+    Recorded,
+    settings_for,
+)
 
 from tierank.server.judges.accounts import ProviderAccount
 from tierank.server.judges.base import (
@@ -29,13 +38,6 @@ from tierank.server.judges.graders import GradeRequest
 from tierank.server.judges.registry import JudgeFactory
 from tierank.server.judges.settings import BreakerPolicy, JudgeSettings, RateLimit
 
-MODELS = {
-    "openai": "gpt-4.1-mini",
-    "openai-compatible": "llama3.1:8b",
-    "anthropic": "claude-haiku-4-5",
-    "gemini": "gemini-2.5-flash",
-}
-JSON_FLAVORS = {"openai", "gemini"}
 SERVER_KEY = "test-key"  # what settings_for gives every provider
 KEY_A = "sk-tenant-a"
 KEY_B = "sk-tenant-b"
