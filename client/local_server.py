@@ -18,7 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 # How the server is run (`tierank serve` execs it too): its command line, not its package.
-SERVER_COMMAND = (sys.executable, "-m", "tierank.server")
+SERVER_MODULE = "tierank.server"
+SERVER_COMMAND = (sys.executable, "-m", SERVER_MODULE)
 _POLL_SECONDS = 0.02
 # Traceback decoration and exception-group frames, which carry no reason of their own.
 _FRAME_NOISE = " \t|+"

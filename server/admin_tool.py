@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import anyio
 from google.protobuf import json_format
@@ -22,7 +21,8 @@ from tierank.server.rpc.admin_service import AdminServicer
 from tierank.server.rpc.auth import Caller, set_caller
 from tierank.server.settings import default_db_path
 from tierank.server.storage.base import StorageError
-from tierank.server.storage.sqlite import DatabaseLocked, SqliteStorage
+from tierank.server.storage.by_url import open_storage
+from tierank.server.storage.sqlite import DatabaseLocked
 from tierank.server.tenancy.keys import DEFAULT_TENANT, ROLE_ADMIN
 from tierank.server.tenancy.sealing import Sealer, SealingError
 from tierank.v1 import admin_pb2
@@ -38,15 +38,19 @@ def _parser() -> argparse.ArgumentParser:
         description="Make one AdminService call on a database directly (request JSON on stdin).",
     )
     p.add_argument("method", choices=METHODS)
-    p.add_argument("--db", type=Path, default=default_db_path(), help="SQLite database file")
+    p.add_argument(
+        "--db",
+        default=str(default_db_path()),
+        help="SQLite database file (or sqlite:///path), or a postgresql:// URL",
+    )
     return p
 
 
-async def _call(method: str, db: Path, request_json: str) -> str:
+async def _call(method: str, db: str, request_json: str) -> str:
     descriptor = _SERVICE.methods_by_name[method]
     request_type = admin_pb2.DESCRIPTOR.message_types_by_name[descriptor.input_type.name]
     request = json_format.Parse(request_json or "{}", getattr(admin_pb2, request_type.name)())
-    storage = SqliteStorage(db)
+    storage = await open_storage(db)
     try:
         set_caller(_OPERATOR)
         response = await getattr(AdminServicer(storage, Sealer.from_environment()), method)(

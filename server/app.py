@@ -29,7 +29,7 @@ from tierank.server.rpc.reflection import enable_reflection
 from tierank.server.rpc.tls import server_credentials
 from tierank.server.settings import ServerSettings
 from tierank.server.storage.base import Storage
-from tierank.server.storage.sqlite import SqliteStorage
+from tierank.server.storage.by_url import open_storage, shown
 from tierank.server.tenancy.provider_accounts import ProviderAccounts
 from tierank.server.tenancy.sealing import Sealer
 from tierank.v1 import admin_pb2_grpc, eval_pb2_grpc, rank_pb2, rank_pb2_grpc
@@ -140,7 +140,9 @@ async def serve(
     # A taken address is found before the database is opened, and jobs resume only once the
     # server is bound: a server that cannot serve never runs a job.
     _check_free(settings.listen)
-    storage = SqliteStorage(settings.db, settings.sqlite_synchronous)
+    storage = await open_storage(
+        settings.db, sqlite_synchronous=settings.sqlite_synchronous, pool=settings.pool
+    )
     factory: JudgeFactory | None = None
     try:
         server = _grpc_server(settings, storage)
@@ -176,7 +178,7 @@ async def serve(
             log.info(
                 "serving",
                 address=address,
-                db=str(settings.db),
+                db=shown(settings.db),
                 auth=settings.auth,
                 tls="mutual" if settings.tls_client_ca else ("on" if credentials else "off"),
                 reflection=settings.serves_reflection,

@@ -3,7 +3,9 @@
 | flag | environment | default | meaning |
 |---|---|---|---|
 | --listen | TIERANK_LISTEN | 127.0.0.1:50051 | address to serve gRPC on (port 0 picks a free one) |
-| --db | TIERANK_DB | $XDG_DATA_HOME/tierank/tierank.db | SQLite file |
+| --db | TIERANK_DB | $XDG_DATA_HOME/tierank/tierank.db | SQLite path or postgresql:// URL |
+| --db-pool-size | TIERANK_DB_POOL_SIZE | 10 | PostgreSQL connections per server |
+| --db-statement-timeout | TIERANK_DB_STATEMENT_TIMEOUT | 30 | PostgreSQL: seconds per statement |
 | --sqlite-synchronous | TIERANK_SQLITE_SYNCHRONOUS | FULL | FULL or NORMAL |
 | --judges-config | TIERANK_JUDGES_CONFIG | (none) | provider limits, prices, base URLs |
 | --max-message-mb | TIERANK_MAX_MESSAGE_MB | 64 | largest request or response message (1..1000) |
@@ -28,6 +30,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from tierank.server.storage.by_url import PoolSettings
+
 
 def default_db_path() -> Path:
     data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
@@ -37,7 +41,10 @@ def default_db_path() -> Path:
 @dataclass(frozen=True)
 class ServerSettings:
     listen: str = "127.0.0.1:50051"
-    db: Path = Path("tierank.db")
+    # A SQLite path (or sqlite:///path) or a postgresql:// URL.
+    db: str | Path = Path("tierank.db")
+    db_pool_size: int = 10
+    db_statement_timeout_s: float = 30.0
     sqlite_synchronous: str = "FULL"
     judges_config: Path | None = None
     max_message_mb: int = 64
@@ -53,6 +60,10 @@ class ServerSettings:
     tls_cert: Path | None = None
     tls_key: Path | None = None
     tls_client_ca: Path | None = None
+
+    @property
+    def pool(self) -> PoolSettings:
+        return PoolSettings(self.db_pool_size, self.db_statement_timeout_s)
 
     @property
     def serves_reflection(self) -> bool:
@@ -83,9 +94,21 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--db",
-        type=Path,
         default=env("TIERANK_DB") or str(default_db_path()),
-        help="SQLite database file; one server per file (env TIERANK_DB)",
+        help="SQLite database file (a path or sqlite:///path; one server per file), or a "
+        "PostgreSQL URL postgresql://user@host:port/db (env TIERANK_DB)",
+    )
+    p.add_argument(
+        "--db-pool-size",
+        type=_positive_int,
+        default=env("TIERANK_DB_POOL_SIZE", "10"),
+        help="PostgreSQL: connections this server keeps (env TIERANK_DB_POOL_SIZE)",
+    )
+    p.add_argument(
+        "--db-statement-timeout",
+        type=float,
+        default=env("TIERANK_DB_STATEMENT_TIMEOUT", "30"),
+        help="PostgreSQL: seconds one statement may run (env TIERANK_DB_STATEMENT_TIMEOUT)",
     )
     p.add_argument(
         "--sqlite-synchronous",
@@ -183,6 +206,13 @@ def _optional_path(text: str) -> Path | None:
     return Path(text) if text.strip() else None
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be 1 or more")
+    return value
+
+
 def _flag(text: str) -> bool:
     return text.strip().lower() in {"1", "true", "yes", "on"}
 
@@ -200,6 +230,8 @@ def from_args(argv: list[str] | None = None) -> ServerSettings:
     return ServerSettings(
         listen=args.listen,
         db=args.db,
+        db_pool_size=args.db_pool_size,
+        db_statement_timeout_s=args.db_statement_timeout,
         sqlite_synchronous=args.sqlite_synchronous,
         judges_config=args.judges_config,
         max_message_mb=args.max_message_mb,

@@ -1,14 +1,21 @@
-"""Fixtures shared by every test folder: a real server on loopback, and job specs."""
+"""Fixtures shared by every test folder: a real server on loopback, job specs, and PostgreSQL
+(TIERANK_TEST_POSTGRES_URL, else a throwaway cluster; skipped where neither can be had, failed
+instead under TIERANK_REQUIRE_POSTGRES=1, as in CI)."""
 
 from __future__ import annotations
 
 import os
 import signal
+import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import grpc
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from postgres_cluster import NoPostgres, drop_schema, fresh_schema, postgres_for_tests
 
 from tierank.client import LocalServer
 from tierank.server.app import background_server
@@ -115,3 +122,22 @@ def oracle(noise: float = 0.0, **options: str) -> rank_pb2.JudgeSpec:
 @pytest.fixture
 def oracle_judge() -> Callable[..., rank_pb2.JudgeSpec]:
     return oracle
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    try:
+        with postgres_for_tests() as url:
+            yield url
+    except NoPostgres as error:
+        if os.environ.get("TIERANK_REQUIRE_POSTGRES") == "1":
+            pytest.fail(f"PostgreSQL is required (TIERANK_REQUIRE_POSTGRES=1): {error}")
+        pytest.skip(f"no PostgreSQL: {error}")
+
+
+@pytest.fixture
+def pg_schema(postgres_url: str) -> Iterator[str]:
+    """A schema name no other test uses (not created yet); dropped after the test."""
+    schema = fresh_schema()
+    yield schema
+    drop_schema(postgres_url, schema)

@@ -30,6 +30,7 @@ from tierank.server.names import (
 )
 from tierank.server.rpc import audit
 from tierank.server.rpc.auth import current_caller, require_admin
+from tierank.server.rpc.validation import NUL, NUL_RULE
 from tierank.server.storage.base import (
     LIMIT_NAMES,
     KeyRecord,
@@ -64,6 +65,8 @@ def _check_tenant(field: str, tenant: str) -> list[FieldViolation]:
 def _check_bytes(field: str, value: str, limit: int) -> list[FieldViolation]:
     if len(value.encode()) > limit:
         return [FieldViolation(field, f"must be at most {limit} bytes")]
+    if NUL in value:
+        return [FieldViolation(field, NUL_RULE)]
     return []
 
 

@@ -18,7 +18,13 @@ from tierank.server.jobs.views import TIER_EVENT_KINDS, fill_spec, job_detail, j
 from tierank.server.names import BadName, parse_job_name, parse_verdict_name
 from tierank.server.rpc import page_tokens
 from tierank.server.rpc.auth import current_caller
-from tierank.server.rpc.validation import MAX_REQUEST_ID_BYTES, validate_size, validate_spec
+from tierank.server.rpc.validation import (
+    MAX_REQUEST_ID_BYTES,
+    NUL,
+    NUL_RULE,
+    validate_size,
+    validate_spec,
+)
 from tierank.server.storage.base import JobRecord, Storage
 from tierank.server.tenancy.quotas import WatcherSlots, check_candidates, limits_of
 from tierank.v1 import rank_pb2, rank_pb2_grpc
@@ -82,6 +88,8 @@ class RankServicer(rank_pb2_grpc.RankServiceServicer):
             violations.append(
                 FieldViolation("request_id", f"must be at most {MAX_REQUEST_ID_BYTES} bytes")
             )
+        if NUL in request_id:
+            violations.append(FieldViolation("request_id", NUL_RULE))
         if violations:
             raise invalid_argument(violations)
         tenant = current_caller().tenant

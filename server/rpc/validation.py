@@ -100,6 +100,11 @@ def projected_job_bytes(spec: rank_pb2.JobSpec) -> int:
     return spec.ByteSize() + ids + judges + query + _JOB_OVERHEAD_BYTES
 
 
+# A judge's name and an id are stored as text, which PostgreSQL cannot hold with a NUL in it.
+NUL = "\x00"
+NUL_RULE = "must not contain NUL characters"
+
+
 def _check_bytes(field: str, value: str, limit: int, bad: Callable[[str, str], None]) -> None:
     size = len(value.encode())
     if size > limit:
@@ -144,6 +149,9 @@ def _validate_judges(
             bad(f"{field}.weight", f"must be between {MIN_WEIGHT:g} and {MAX_WEIGHT:g} (0 means 1)")
         _check_bytes(f"{field}.model", judge.model, MAX_MODEL_BYTES, bad)
         _check_bytes(f"{field}.name", judge.name, MAX_JUDGE_NAME_BYTES, bad)
+        for part, value in (("model", judge.model), ("name", judge.name)):
+            if NUL in value:
+                bad(f"{field}.{part}", NUL_RULE)
         name = judge_config(judge).display_name
         if name in names:
             bad(f"{field}.name", f"duplicates the name of judges[{names[name]}] ({shown(name)})")

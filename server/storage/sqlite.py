@@ -47,6 +47,14 @@ from tierank.server.storage.base import (
     UsageReport,
     VerdictAudit,
 )
+from tierank.server.storage.rules import (
+    MIN_RETRY_AFTER_S,
+    RATE_WINDOW_S,
+    check_daily_limits,
+    plus,
+    spend_from_row,
+    tenant_from_row,
+)
 
 T = TypeVar("T")
 _MAX_GROUP = 512
@@ -55,12 +63,6 @@ _TERMINAL_STATES = ", ".join(str(state) for state in sorted(TERMINAL_STATES))
 # word, or SQLite cannot use it and scans every job the tenant ever had.
 _UNFINISHED = f"state NOT IN ({_TERMINAL_STATES})"
 _NO_LIMITS = Limits()
-_RATE_WINDOW_S = 60.0
-# A retry hint of zero would invite a client to spin on a window that has not moved yet.
-_MIN_RETRY_AFTER_S = 0.01
-# Costs are summed in floating point; without this slack ten reservations of $0.10 could fail
-# a $1.00 limit by a rounding error.
-_COST_SLACK_USD = 1e-9
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS jobs (
@@ -553,7 +555,7 @@ class SqliteStorage(Storage):
                 ):
                     providers.setdefault(tenant, []).append(provider)
                 rows = conn.execute(f"SELECT {_TENANT_COLUMNS} FROM tenants ORDER BY tenant")
-                return [_tenant_from_row(row, providers.get(row[0], ())) for row in rows]
+                return [tenant_from_row(row, providers.get(row[0], ())) for row in rows]
 
         return await self._reader.submit(read)
 
@@ -665,19 +667,19 @@ class SqliteStorage(Storage):
                 (r.tenant,),
             ).fetchone()
             if row is not None and any(limit is not None for limit in row):
-                settled = _spend(
+                settled = spend_from_row(
                     conn.execute(
                         f"SELECT {_SPEND_SUMS} FROM usage WHERE tenant = ? AND day = ?",
                         (r.tenant, r.day),
                     ).fetchone()
                 )
-                held = _spend(
+                held = spend_from_row(
                     conn.execute(
                         f"SELECT {_SPEND_SUMS} FROM reservations WHERE tenant = ? AND day = ?",
                         (r.tenant, r.day),
                     ).fetchone()
                 )
-                _check_daily_limits(row, _plus(_plus(settled, held), r.spend))
+                check_daily_limits(row, plus(plus(settled, held), r.spend))
             conn.execute(
                 "INSERT INTO reservations (reservation_id, tenant, day, judge, calls, "
                 "input_tokens, output_tokens, cost_usd) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -719,7 +721,7 @@ class SqliteStorage(Storage):
             # these reads would otherwise be counted twice or not at all.
             with _snapshot(conn):
                 today = {
-                    row[0]: _spend(row[1:])
+                    row[0]: spend_from_row(row[1:])
                     for row in conn.execute(
                         "SELECT judge, calls, input_tokens, output_tokens, cost_usd FROM usage "
                         "WHERE tenant = ? AND day = ? ORDER BY judge",
@@ -727,14 +729,14 @@ class SqliteStorage(Storage):
                     )
                 }
                 total = {
-                    row[0]: _spend(row[1:])
+                    row[0]: spend_from_row(row[1:])
                     for row in conn.execute(
                         f"SELECT judge, {_SPEND_SUMS} FROM usage WHERE tenant = ? "
                         "GROUP BY judge ORDER BY judge",
                         (tenant,),
                     )
                 }
-                reserved = _spend(
+                reserved = spend_from_row(
                     conn.execute(
                         f"SELECT {_SPEND_SUMS} FROM reservations WHERE tenant = ? AND day = ?",
                         (tenant, day),
@@ -827,7 +829,7 @@ def _check_job_quotas(conn: sqlite3.Connection, job: JobRecord, limits: Limits) 
         if unfinished >= limits.max_concurrent_jobs:
             raise QuotaExceeded("max_concurrent_jobs", limits.max_concurrent_jobs)
     if limits.jobs_per_minute is not None:
-        window_start = job.create_time - _RATE_WINDOW_S
+        window_start = job.create_time - RATE_WINDOW_S
         (recent,) = conn.execute(
             "SELECT COUNT(*) FROM jobs WHERE tenant = ? AND create_time > ?",
             (job.tenant, window_start),
@@ -841,7 +843,7 @@ def _check_job_quotas(conn: sqlite3.Connection, job: JobRecord, limits: Limits) 
                 (job.tenant, window_start, recent - limits.jobs_per_minute),
             ).fetchone()
             retry_after = (
-                max(leaving[0] + _RATE_WINDOW_S - job.create_time, _MIN_RETRY_AFTER_S)
+                max(leaving[0] + RATE_WINDOW_S - job.create_time, MIN_RETRY_AFTER_S)
                 if leaving
                 else None  # a limit of zero: waiting never helps
             )
@@ -871,19 +873,6 @@ _SPEND_SUMS = (
 )
 
 
-def _tenant_from_row(row: Sequence[Any], provider_keys: Sequence[str]) -> TenantRecord:
-    count = len(LIMIT_NAMES)
-    allow, create_time, update_time = row[1 + count :]
-    return TenantRecord(
-        tenant=row[0],
-        limits=Limits(*row[1 : 1 + count]),
-        allow_server_provider_keys=bool(allow),
-        create_time=create_time,
-        update_time=update_time,
-        provider_keys=tuple(provider_keys),
-    )
-
-
 def _read_tenant(conn: sqlite3.Connection, tenant: str) -> TenantRecord | None:
     row = conn.execute(
         f"SELECT {_TENANT_COLUMNS} FROM tenants WHERE tenant = ?", (tenant,)
@@ -893,7 +882,7 @@ def _read_tenant(conn: sqlite3.Connection, tenant: str) -> TenantRecord | None:
     providers = conn.execute(
         "SELECT provider FROM provider_keys WHERE tenant = ? ORDER BY provider", (tenant,)
     )
-    return _tenant_from_row(row, [provider for (provider,) in providers])
+    return tenant_from_row(row, [provider for (provider,) in providers])
 
 
 def _ensure_tenant(conn: sqlite3.Connection, tenant: str, now: float) -> None:
@@ -902,31 +891,6 @@ def _ensure_tenant(conn: sqlite3.Connection, tenant: str, now: float) -> None:
         "update_time) VALUES (?, 1, ?, ?)",
         (tenant, now, now),
     )
-
-
-def _spend(row: Sequence[Any]) -> Spend:
-    calls, input_tokens, output_tokens, cost_usd = row
-    return Spend(calls, input_tokens, output_tokens, float(cost_usd))
-
-
-def _plus(a: Spend, b: Spend) -> Spend:
-    return Spend(
-        a.calls + b.calls,
-        a.input_tokens + b.input_tokens,
-        a.output_tokens + b.output_tokens,
-        a.cost_usd + b.cost_usd,
-    )
-
-
-def _check_daily_limits(limits: Sequence[Any], spend: Spend) -> None:
-    """`limits` is (daily_judge_calls, daily_input_tokens, daily_cost_usd), None for none."""
-    calls, input_tokens, cost_usd = limits
-    if calls is not None and spend.calls > calls:
-        raise QuotaExceeded("daily_judge_calls", calls)
-    if input_tokens is not None and spend.input_tokens > input_tokens:
-        raise QuotaExceeded("daily_input_tokens", input_tokens)
-    if cost_usd is not None and spend.cost_usd > cost_usd + _COST_SLACK_USD:
-        raise QuotaExceeded("daily_cost_usd", cost_usd)
 
 
 def _add_usage(conn: sqlite3.Connection, rows: Sequence[Sequence[Any]]) -> None:

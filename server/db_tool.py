@@ -1,0 +1,64 @@
+"""`python -m tierank.server.db_tool status|migrate --db URL` (`tierank db ...`): the schema
+migrations of a PostgreSQL database, for operators.
+
+Servers apply pending migrations themselves at start-up (under an advisory lock, so replicas
+starting together do not race); `migrate` applies them ahead of a rolling upgrade, `status`
+lists which are applied. A SQLite file needs neither: its schema is created when it is opened.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import anyio
+
+from tierank.server.settings import default_db_path
+from tierank.server.storage.base import StorageError
+from tierank.server.storage.by_url import is_postgres, shown
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="tierank db",
+        description="Schema migrations of a tierank PostgreSQL database.",
+    )
+    p.add_argument("action", choices=["status", "migrate"], help="list or apply migrations")
+    p.add_argument(
+        "--db",
+        default=os.environ.get("TIERANK_DB") or str(default_db_path()),
+        help="postgresql://user@host:port/db (env TIERANK_DB)",
+    )
+    return p
+
+
+async def _run(action: str, location: str) -> None:
+    from tierank.server.storage.postgres import migrate, migration_status
+
+    if action == "migrate":
+        applied = await migrate(location)
+        print(f"{shown(location)}: applied {len(applied)} migrations {applied}".rstrip())
+        return
+    for version, description, done in await migration_status(location):
+        print(f"{version:4d}  {'applied' if done else 'pending'}  {description}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if not is_postgres(args.db):
+        print(
+            f"{shown(args.db)} is a SQLite database: its schema is created when it is opened, "
+            "there is nothing to migrate"
+        )
+        return 0
+    try:
+        anyio.run(_run, args.action, args.db)
+    except StorageError as error:
+        print(f"tierank db: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,209 @@
+"""The PostgreSQL schema, as numbered migrations, and how they are applied.
+
+A migration is never edited once released: a schema change is a new migration at the end.
+Each one runs in its own transaction under one advisory lock, and the table
+`schema_migrations` records it in that same transaction, so replicas that start together apply
+each migration exactly once and a failed migration leaves nothing half done.
+
+Column types follow the SQLite schema with PostgreSQL's own: BYTEA for opaque payloads,
+DOUBLE PRECISION for times (seconds since the epoch, as the storage interface has them),
+BIGINT for counters. Every TEXT column collates as "C", i.e. by bytes, as SQLite does: listings
+and page tokens then order the same on both, whatever the database's locale.
+
+PostgreSQL's TEXT cannot hold a NUL character. Free text that comes from outside (a client's
+query, a candidate's words in a prompt, a judge's answer, a provider's error) is stored as UTF-8
+in BYTEA, so that no such text can make a write fail that SQLite accepts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import psycopg
+from psycopg import sql
+
+from tierank.server.job_states import TERMINAL_STATES
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    description: str
+    sql: str
+
+
+# Counting a tenant's unfinished jobs must repeat the predicate of the partial index
+# jobs_unfinished exactly, or the planner cannot prove the index applies.
+UNFINISHED_JOBS = f"state NOT IN ({', '.join(str(s) for s in sorted(TERMINAL_STATES))})"
+
+# Any constant works as long as nothing else in the database uses it; this one spells "tierank".
+MIGRATION_LOCK = 0x7469657261_6E6B
+
+_TEXT = 'TEXT COLLATE "C"'
+
+_INITIAL = f"""
+CREATE TABLE jobs (
+    job_id {_TEXT} PRIMARY KEY,
+    tenant {_TEXT} NOT NULL,
+    request_id {_TEXT} NOT NULL,
+    state INTEGER NOT NULL,
+    spec BYTEA NOT NULL,
+    query BYTEA NOT NULL,
+    candidate_count INTEGER NOT NULL,
+    create_time DOUBLE PRECISION NOT NULL,
+    update_time DOUBLE PRECISION NOT NULL,
+    last_sequence BIGINT NOT NULL DEFAULT 0,
+    completion_reason INTEGER NOT NULL DEFAULT 0,
+    error_code INTEGER NOT NULL DEFAULT 0,
+    error_message BYTEA NOT NULL DEFAULT ''
+);
+-- Idempotent creation rests on this constraint, not on a check before the insert.
+CREATE UNIQUE INDEX jobs_request ON jobs (tenant, request_id) WHERE request_id <> '';
+CREATE INDEX jobs_state ON jobs (state);
+CREATE INDEX jobs_created ON jobs (tenant, create_time);
+CREATE INDEX jobs_unfinished ON jobs (tenant) WHERE {UNFINISHED_JOBS};
+CREATE TABLE events (
+    job_id {_TEXT} NOT NULL,
+    sequence BIGINT NOT NULL,
+    kind {_TEXT} NOT NULL,
+    time DOUBLE PRECISION NOT NULL,
+    payload BYTEA NOT NULL,
+    PRIMARY KEY (job_id, sequence)
+);
+CREATE INDEX events_kind ON events (job_id, kind, sequence);
+CREATE TABLE journal (
+    job_id {_TEXT} NOT NULL,
+    idx BIGINT NOT NULL,
+    kind {_TEXT} NOT NULL,
+    payload BYTEA NOT NULL,
+    PRIMARY KEY (job_id, idx)
+);
+CREATE TABLE verdict_cache (
+    key {_TEXT} PRIMARY KEY,
+    payload BYTEA NOT NULL
+);
+CREATE TABLE verdict_audit (
+    job_id {_TEXT} NOT NULL,
+    call_id {_TEXT} NOT NULL,
+    verdict BYTEA NOT NULL,
+    prompt BYTEA NOT NULL,
+    raw_answer BYTEA NOT NULL,
+    PRIMARY KEY (job_id, call_id)
+);
+CREATE TABLE tenants (
+    tenant {_TEXT} PRIMARY KEY,
+    max_concurrent_jobs BIGINT,
+    max_candidates BIGINT,
+    max_watchers BIGINT,
+    jobs_per_minute BIGINT,
+    daily_judge_calls BIGINT,
+    daily_input_tokens BIGINT,
+    daily_cost_usd DOUBLE PRECISION,
+    allow_server_provider_keys BOOLEAN NOT NULL DEFAULT TRUE,
+    create_time DOUBLE PRECISION NOT NULL,
+    update_time DOUBLE PRECISION NOT NULL
+);
+CREATE TABLE api_keys (
+    key_id {_TEXT} PRIMARY KEY,
+    tenant {_TEXT} NOT NULL,
+    role {_TEXT} NOT NULL,
+    display_name {_TEXT} NOT NULL,
+    secret_hash BYTEA NOT NULL,
+    create_time DOUBLE PRECISION NOT NULL,
+    revoke_time DOUBLE PRECISION,
+    certificate_subject {_TEXT} NOT NULL DEFAULT ''
+);
+CREATE INDEX api_keys_tenant ON api_keys (tenant, create_time);
+CREATE INDEX api_keys_subject ON api_keys (certificate_subject, create_time)
+    WHERE certificate_subject <> '';
+CREATE TABLE provider_keys (
+    tenant {_TEXT} NOT NULL,
+    provider {_TEXT} NOT NULL,
+    sealed BYTEA NOT NULL,
+    PRIMARY KEY (tenant, provider)
+);
+CREATE TABLE usage (
+    tenant {_TEXT} NOT NULL,
+    day {_TEXT} NOT NULL,
+    judge {_TEXT} NOT NULL,
+    calls BIGINT NOT NULL,
+    input_tokens BIGINT NOT NULL,
+    output_tokens BIGINT NOT NULL,
+    cost_usd DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (tenant, day, judge)
+);
+CREATE TABLE reservations (
+    reservation_id {_TEXT} PRIMARY KEY,
+    tenant {_TEXT} NOT NULL,
+    day {_TEXT} NOT NULL,
+    judge {_TEXT} NOT NULL,
+    calls BIGINT NOT NULL,
+    input_tokens BIGINT NOT NULL,
+    output_tokens BIGINT NOT NULL,
+    cost_usd DOUBLE PRECISION NOT NULL
+);
+CREATE INDEX reservations_day ON reservations (tenant, day);
+"""
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "jobs, events, journal, verdicts; tenants, keys, usage, reservations", _INITIAL),
+)
+
+_LEDGER = """
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version INTEGER PRIMARY KEY,
+    description TEXT NOT NULL,
+    applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+)
+"""
+
+
+async def _lock(conn: psycopg.AsyncConnection) -> None:
+    # A migration may rewrite a large table, and a replica waits here while another migrates:
+    # neither is a runaway statement, so the session's statement timeout does not apply.
+    await conn.execute("SET LOCAL statement_timeout = 0")
+    await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+
+
+async def apply_migrations(conn: psycopg.AsyncConnection, schema: str | None) -> list[int]:
+    """Apply the migrations this database lacks, in order, on an autocommit connection whose
+    search_path names `schema` (created here if missing); returns the versions applied."""
+    async with conn.transaction():
+        await _lock(conn)
+        if schema is not None:
+            await conn.execute(
+                sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
+            )
+        await conn.execute(_LEDGER)
+    applied: list[int] = []
+    for migration in MIGRATIONS:
+        async with conn.transaction():
+            await _lock(conn)
+            # Another process may have applied it while this one waited for the lock.
+            cursor = await conn.execute(
+                "SELECT 1 FROM schema_migrations WHERE version = %s", (migration.version,)
+            )
+            if await cursor.fetchone() is not None:
+                continue
+            await conn.execute(migration.sql)
+            await conn.execute(
+                "INSERT INTO schema_migrations (version, description) VALUES (%s, %s)",
+                (migration.version, migration.description),
+            )
+        applied.append(migration.version)
+    return applied
+
+
+async def migration_states(conn: psycopg.AsyncConnection) -> list[tuple[int, str, bool]]:
+    """(version, description, applied) of every known migration, and of any applied one this
+    code does not know (a newer release ran); writes nothing."""
+    cursor = await conn.execute("SELECT to_regclass('schema_migrations') IS NOT NULL")
+    row = await cursor.fetchone()
+    recorded: dict[int, str] = {}
+    if row is not None and row[0]:
+        cursor = await conn.execute("SELECT version, description FROM schema_migrations")
+        recorded = {version: description for version, description in await cursor.fetchall()}
+    states = {m.version: (m.version, m.description, m.version in recorded) for m in MIGRATIONS}
+    for version, description in recorded.items():
+        states.setdefault(version, (version, description, True))
+    return [states[version] for version in sorted(states)]

@@ -1,0 +1,881 @@
+"""PostgreSQL storage, for several server replicas on one database.
+
+Why psycopg 3 with psycopg_pool: the pool replaces broken connections in the background, so
+the storage recovers without a restart when the database comes back; lists travel as arrays,
+so a commit of any size is one statement (one round trip, a plan prepared once); pipeline mode
+lets the statements of a transaction travel together; and it is built on libpq, so every
+connection option and PG* environment variable operators know works in `--db`.
+
+Semantics are SQLite's (server/storage/sqlite.py), with what several processes need on top:
+- Idempotent creation rests on the unique index jobs_request: the insert that loses a race
+  reads the winner's job and raises DuplicateRequest.
+- Quotas are checked in the transaction that writes, after taking a per-tenant advisory lock:
+  every replica creating a job (or reserving spend) for one tenant waits its turn, so none
+  counts before another's write is visible, and limits hold in total, not per replica. Tenants
+  without limits take no lock.
+- Reads that must see one state (usage, a tenant with its provider keys) are single statements.
+
+Connections are in autocommit; a write opens its transaction explicitly. Every driver error
+leaves this module as a StorageError in plain words, never a driver's class name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg_pool import AsyncConnectionPool
+
+from tierank.server.storage.base import (
+    LIMIT_NAMES,
+    CacheEntry,
+    DuplicateRequest,
+    EventRow,
+    JobRecord,
+    JobUpdate,
+    JournalRow,
+    KeyRecord,
+    Limits,
+    QuotaExceeded,
+    Reservation,
+    Spend,
+    Storage,
+    StorageDamaged,
+    StorageError,
+    StorageFull,
+    TenantRecord,
+    UsageReport,
+    VerdictAudit,
+)
+from tierank.server.storage.pg_migrations import (
+    UNFINISHED_JOBS,
+    apply_migrations,
+    migration_states,
+)
+
+# The quota rules themselves are SQLite's, shared so the two backends cannot drift apart.
+from tierank.server.storage.rules import (
+    MIN_RETRY_AFTER_S,
+    RATE_WINDOW_S,
+    check_daily_limits,
+    plus,
+    spend_from_row,
+    tenant_from_row,
+)
+
+_NO_LIMITS = Limits()
+# Advisory locks of the (int, int) form: a class per kind of quota, the tenant's hash second.
+# One tenant's job creations and spend reservations then never wait on each other.
+_JOB_QUOTA_LOCK = 0x74720001
+_SPEND_LOCK = 0x74720002
+# How long a caller waits for a pooled connection when statements have no timeout.
+_DEFAULT_CONNECTION_WAIT_S = 30.0
+# Driver messages can quote a damaged row's bytes; a client is told the gist only.
+_MAX_DETAIL = 200
+_DAMAGED_STATES = frozenset({"XX001", "XX002"})  # data_corrupted, index_corrupted
+# The server is shutting down, restarting, or not accepting connections yet.
+_GONE_STATES = frozenset({"57P01", "57P02", "57P03"})
+
+
+def _plain(error: psycopg.Error) -> StorageError:
+    """A driver error as a StorageError in plain words."""
+    diag_message = error.diag.message_primary if error.diag is not None else None
+    # libpq spreads a connection failure over several indented lines; one line reads better.
+    detail = " ".join((diag_message or str(error) or "no reason given").split())[:_MAX_DETAIL]
+    state = error.sqlstate or ""
+    if state == "53100":  # disk_full
+        return StorageFull(f"the disk holding the database is full ({detail})")
+    if state in _DAMAGED_STATES:
+        return StorageDamaged(f"the database is damaged: {detail}")
+    if state == "57014":  # query_canceled: the statement timeout, or an operator's cancel
+        return StorageError(f"the database gave up on a statement: {detail}")
+    # Without a SQLSTATE an operational error comes from the connection itself (refused, reset,
+    # timed out), as does an interface error on a connection that was closed under it.
+    unreachable = (
+        state.startswith("08")
+        or state in _GONE_STATES
+        or (not state and isinstance(error, psycopg.OperationalError | psycopg.InterfaceError))
+    )
+    if unreachable:
+        return StorageError(f"the database is unreachable: {detail}")
+    return StorageError(f"the database failed: {detail}")
+
+
+def _text(stored: bytes) -> str:
+    """Free text kept as UTF-8 bytes (see pg_migrations: TEXT cannot hold NUL)."""
+    try:
+        return bytes(stored).decode()
+    except UnicodeDecodeError as error:
+        raise StorageDamaged(
+            f"the database is damaged: stored text is not UTF-8 ({error})"
+        ) from None
+
+
+def _dropped(conn: psycopg.AsyncConnection) -> bool:
+    """Whether the server closed this idle connection, as far as can be told without a round
+    trip: the first read takes in what it sent meanwhile (a "terminating connection" notice),
+    the second meets the end of the stream if it closed the connection after it."""
+    try:
+        conn.pgconn.consume_input()
+        conn.pgconn.consume_input()
+    except psycopg.OperationalError:
+        return True
+    return False
+
+
+_JOB_COLUMNS = (
+    "job_id, tenant, request_id, state, spec, query, candidate_count, create_time, "
+    "update_time, last_sequence, completion_reason, error_code, error_message"
+)
+_TENANT_COLUMNS = (
+    f"tenant, {', '.join(LIMIT_NAMES)}, allow_server_provider_keys, create_time, update_time"
+)
+_KEY_COLUMNS = (
+    "key_id, tenant, role, display_name, secret_hash, create_time, revoke_time, certificate_subject"
+)
+# The tenant's provider names ride along in the same statement: one snapshot, one round trip.
+_TENANT_SELECT = (
+    f"SELECT {_TENANT_COLUMNS}, ARRAY(SELECT provider FROM provider_keys p "
+    "WHERE p.tenant = tenants.tenant ORDER BY provider) FROM tenants"
+)
+
+
+def _sums(table: str) -> str:
+    """calls, input_tokens, output_tokens, cost_usd of a tenant's day in `table`."""
+    return (
+        "SELECT COALESCE(SUM(calls), 0)::bigint, COALESCE(SUM(input_tokens), 0)::bigint, "
+        "COALESCE(SUM(output_tokens), 0)::bigint, COALESCE(SUM(cost_usd), 0)::float8 "
+        f"FROM {table} WHERE tenant = %(tenant)s AND day = %(day)s"
+    )
+
+
+_DAILY_LIMITED = (
+    "(daily_judge_calls IS NOT NULL OR daily_input_tokens IS NOT NULL "
+    "OR daily_cost_usd IS NOT NULL)"
+)
+_HOLD = (
+    "INSERT INTO reservations (reservation_id, tenant, day, judge, calls, input_tokens, "
+    "output_tokens, cost_usd)"
+)
+_HELD_VALUES = (
+    "%(id)s, %(tenant)s, %(day)s, %(judge)s, %(calls)s, %(input_tokens)s, %(output_tokens)s, "
+    "%(cost_usd)s"
+)
+
+# Another tenant's job must look like no job at all: rows of a job are read only while the job
+# belongs to the caller's tenant.
+_OWNED = "EXISTS (SELECT 1 FROM jobs WHERE jobs.job_id = %(job)s AND jobs.tenant = %(tenant)s)"
+
+_ADD_USAGE = (
+    "ON CONFLICT (tenant, day, judge) DO UPDATE SET calls = usage.calls + excluded.calls, "
+    "input_tokens = usage.input_tokens + excluded.input_tokens, "
+    "output_tokens = usage.output_tokens + excluded.output_tokens, "
+    "cost_usd = usage.cost_usd + excluded.cost_usd"
+)
+
+
+# Rows go in as one array per column: a statement's text does not depend on how many rows it
+# carries, so the server prepares it once and reuses the plan.
+_INSERT_EVENTS = (
+    "INSERT INTO events (job_id, sequence, kind, time, payload) SELECT %(job)s, * FROM "
+    "unnest(%(sequences)s::bigint[], %(kinds)s::text[], %(times)s::float8[], "
+    "%(payloads)s::bytea[])"
+)
+_CACHE_UPSERT = (
+    "INSERT INTO verdict_cache (key, payload) "
+    "SELECT * FROM unnest(%(keys)s::text[], %(cache_payloads)s::bytea[]) "
+    "ON CONFLICT (key) DO UPDATE SET payload = excluded.payload"
+)
+# A commit is one statement: all of it or nothing, in one round trip. Every data-modifying
+# part of a WITH runs, referenced or not; a job column whose value is NULL keeps its value.
+_COMMIT = f"""
+WITH new_events AS ({_INSERT_EVENTS}),
+new_journal AS (
+    INSERT INTO journal (job_id, idx, kind, payload) SELECT %(job)s, * FROM
+    unnest(%(indexes)s::bigint[], %(journal_kinds)s::text[], %(journal_payloads)s::bytea[])
+),
+new_cache AS ({_CACHE_UPSERT}),
+new_audit AS (
+    INSERT INTO verdict_audit (job_id, call_id, verdict, prompt, raw_answer)
+    SELECT %(job)s, * FROM unnest(%(calls)s::text[], %(verdicts)s::bytea[],
+        %(prompts)s::bytea[], %(answers)s::bytea[])
+)
+UPDATE jobs SET
+    last_sequence = COALESCE(%(last_sequence)s::bigint, last_sequence),
+    update_time = COALESCE(%(update_time)s::float8, update_time),
+    state = COALESCE(%(state)s::integer, state),
+    completion_reason = COALESCE(%(completion_reason)s::integer, completion_reason),
+    error_code = COALESCE(%(error_code)s::integer, error_code),
+    error_message = COALESCE(%(error_message)s::bytea, error_message)
+WHERE job_id = %(job)s AND %(changes_job)s
+"""
+
+
+def _job_from_row(row: Sequence[Any]) -> JobRecord:
+    (job_id, tenant, request_id, state, spec, query, count, created, updated, *rest) = row
+    last_sequence, completion_reason, error_code, error_message = rest
+    return JobRecord(
+        job_id=job_id,
+        tenant=tenant,
+        request_id=request_id,
+        state=state,
+        spec=bytes(spec),
+        query=_text(query),
+        candidate_count=count,
+        create_time=created,
+        update_time=updated,
+        last_sequence=last_sequence,
+        completion_reason=completion_reason,
+        error_code=error_code,
+        error_message=_text(error_message),
+    )
+
+
+def _tenant(row: Sequence[Any]) -> TenantRecord:
+    return tenant_from_row(row[:-1], row[-1])
+
+
+def _key(row: Sequence[Any]) -> KeyRecord:
+    return KeyRecord(*row[:4], bytes(row[4]), *row[5:])
+
+
+async def _configure(
+    conn: psycopg.AsyncConnection, schema: str | None, statement_timeout_s: float
+) -> None:
+    timeout_ms = str(round(statement_timeout_s * 1000))
+    if schema is None:
+        await conn.execute("SELECT set_config('statement_timeout', %s, false)", (timeout_ms,))
+        return
+    await conn.execute(
+        "SELECT set_config('statement_timeout', %s, false), set_config('search_path', %s, false)",
+        (timeout_ms, sql.Identifier(schema).as_string(conn)),
+    )
+
+
+# Connections run in autocommit (a write opens its own transaction); the name shows in
+# pg_stat_activity unless the URL names the application itself.
+_CONNECTION_OPTIONS: dict[str, Any] = {"autocommit": True, "fallback_application_name": "tierank"}
+# The session advisory lock a server holds on its schema: (class, hash of the schema's name).
+_SERVER_LOCK_CLASS = 0x7469_6572
+
+
+class DatabaseInUse(StorageError):
+    """Another tierank server holds this PostgreSQL schema."""
+
+
+async def _take_ownership(
+    url: str, schema: str | None, statement_timeout_s: float
+) -> psycopg.AsyncConnection:
+    try:
+        conn = await psycopg.AsyncConnection.connect(url, **_CONNECTION_OPTIONS)
+        await _configure(conn, schema, statement_timeout_s)
+        cursor = await conn.execute(
+            "SELECT pg_try_advisory_lock(%s, hashtext(current_schema())), current_schema()",
+            (_SERVER_LOCK_CLASS,),
+        )
+        taken, held_schema = await cursor.fetchone()  # type: ignore[misc]
+    except psycopg.Error as error:
+        raise _plain(error) from error
+    if not taken:
+        await conn.close()
+        raise DatabaseInUse(
+            f"another tierank server is using schema {held_schema!r} of this PostgreSQL "
+            "database (one server per database until jobs run under leases)"
+        )
+    return conn
+
+
+@contextlib.asynccontextmanager
+async def _session(url: str, schema: str | None) -> AsyncIterator[psycopg.AsyncConnection]:
+    """One connection outside any pool, without a statement timeout (see pg_migrations)."""
+    try:
+        conn = await psycopg.AsyncConnection.connect(url, **_CONNECTION_OPTIONS)
+    except psycopg.Error as error:
+        raise _plain(error) from error
+    try:
+        await _configure(conn, schema, 0)
+        yield conn
+    except psycopg.Error as error:
+        raise _plain(error) from error
+    finally:
+        await conn.close()
+
+
+async def migrate(url: str, schema: str | None = None) -> list[int]:
+    """Apply pending schema migrations (servers do it at start-up too); the versions applied."""
+    async with _session(url, schema) as conn:
+        return await apply_migrations(conn, schema)
+
+
+async def migration_status(url: str, schema: str | None = None) -> list[tuple[int, str, bool]]:
+    """(version, description, applied) of every migration, oldest first."""
+    async with _session(url, schema) as conn:
+        return await migration_states(conn)
+
+
+class PostgresStorage(Storage):
+    """Open one with `PostgresStorage.connect`."""
+
+    def __init__(
+        self, pool: AsyncConnectionPool, owner: psycopg.AsyncConnection | None = None
+    ) -> None:
+        self._pool = pool
+        self._owner = owner
+
+    @classmethod
+    async def connect(
+        cls,
+        url: str,
+        *,
+        pool_size: int = 10,
+        statement_timeout_s: float = 30.0,
+        schema: str | None = None,
+        exclusive: bool = False,
+    ) -> PostgresStorage:
+        """Apply pending migrations, then open a pool of `pool_size` connections whose
+        statements are cancelled after `statement_timeout_s` (0: never). `schema` (created if
+        missing) holds the tables instead of the search_path's first schema. Raises
+        StorageError when the database is unreachable or a migration fails.
+
+        `exclusive`: hold a session advisory lock on the schema for as long as this storage is
+        open, and raise DatabaseInUse when another server holds it. A server takes it: until
+        jobs run under leases, two servers on one database would both resume every job."""
+        # Migrations run first on a connection of their own: a refused connection or a failed
+        # migration is then reported as it is, rather than as a pool that never fills.
+        await migrate(url, schema)
+        owner = await _take_ownership(url, schema, statement_timeout_s) if exclusive else None
+
+        async def configure(conn: psycopg.AsyncConnection) -> None:
+            await _configure(conn, schema, statement_timeout_s)
+
+        wait_s = statement_timeout_s or _DEFAULT_CONNECTION_WAIT_S
+        pool: AsyncConnectionPool = AsyncConnectionPool(
+            url,
+            min_size=pool_size,
+            max_size=pool_size,
+            kwargs=_CONNECTION_OPTIONS,
+            configure=configure,
+            open=False,
+            timeout=wait_s,
+            name="tierank",
+        )
+        try:
+            await pool.open(wait=True, timeout=wait_s)
+        except psycopg.Error as error:
+            await pool.close()
+            if owner is not None:
+                await owner.close()
+            raise _plain(error) from error
+        return cls(pool, owner)
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection]:
+        # A restart of the database closes every pooled connection at once, and each would
+        # fail the first statement sent on it: those are replaced here, before any is used.
+        for _ in range(self._pool.max_size):
+            conn = await self._pool.getconn()
+            if not _dropped(conn):
+                break
+            await self._pool.putconn(conn)
+        else:
+            conn = await self._pool.getconn()
+        try:
+            yield conn
+        finally:
+            await self._pool.putconn(conn)
+
+    @contextlib.asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[psycopg.AsyncConnection]:
+        """A connection in one transaction, in pipeline mode: statements whose results are not
+        awaited at once travel together with the next ones, BEGIN and COMMIT included."""
+        try:
+            async with self._connection() as conn, conn.pipeline(), conn.transaction():
+                yield conn
+        except psycopg.Error as error:
+            raise _plain(error) from error
+
+    async def _fetchone(self, query: Any, params: Any) -> Any:
+        try:
+            async with self._connection() as conn:
+                cursor = await conn.execute(query, params, binary=True)
+                return await cursor.fetchone()
+        except psycopg.Error as error:
+            raise _plain(error) from error
+
+    async def _execute(self, query: Any, params: Any) -> None:
+        """One statement, hence one transaction and one round trip."""
+        try:
+            async with self._connection() as conn:
+                await conn.execute(query, params)
+        except psycopg.Error as error:
+            raise _plain(error) from error
+
+    async def _fetchall(self, query: Any, params: Any = None) -> list[Any]:
+        try:
+            async with self._connection() as conn:
+                cursor = await conn.execute(query, params, binary=True)
+                return await cursor.fetchall()
+        except psycopg.Error as error:
+            raise _plain(error) from error
+
+    # -- jobs ---------------------------------------------------------------------------------
+
+    async def create_job(
+        self, job: JobRecord, first_event: EventRow, limits: Limits = _NO_LIMITS
+    ) -> JobRecord:
+        quota = limits.max_concurrent_jobs is not None or limits.jobs_per_minute is not None
+        async with self._transaction() as conn:
+            if quota:
+                # Before the duplicate check: a create that waited here sees the job the one
+                # before it made, and reports the duplicate rather than a full quota.
+                await conn.execute(
+                    "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_JOB_QUOTA_LOCK, job.tenant)
+                )
+            if job.request_id:
+                existing = await _job_by_request(conn, job)
+                if existing is not None:
+                    raise DuplicateRequest(existing)
+            if quota:
+                await _check_job_quotas(conn, job, limits)
+            inserted = await conn.execute(
+                f"INSERT INTO jobs ({_JOB_COLUMNS}) VALUES ({', '.join(['%s'] * 13)}) "
+                "ON CONFLICT (tenant, request_id) WHERE request_id <> '' DO NOTHING "
+                "RETURNING job_id",
+                (
+                    job.job_id,
+                    job.tenant,
+                    job.request_id,
+                    job.state,
+                    job.spec,
+                    job.query.encode(),
+                    job.candidate_count,
+                    job.create_time,
+                    job.update_time,
+                    first_event.sequence,
+                    job.completion_reason,
+                    job.error_code,
+                    job.error_message.encode(),
+                ),
+            )
+            await conn.execute(_INSERT_EVENTS, {"job": job.job_id, **_event_arrays([first_event])})
+            if await inserted.fetchone() is None:
+                # A concurrent create with this request_id committed first; this statement's
+                # fresh snapshot sees its job. Raising rolls back the event inserted above.
+                existing = await _job_by_request(conn, job)
+                assert existing is not None  # the unique index named it
+                raise DuplicateRequest(existing)
+        return dataclasses.replace(job, last_sequence=first_event.sequence)
+
+    async def get_job(self, tenant: str, job_id: str) -> JobRecord | None:
+        row = await self._fetchone(
+            f"SELECT {_JOB_COLUMNS} FROM jobs WHERE job_id = %s AND tenant = %s", (job_id, tenant)
+        )
+        return _job_from_row(row) if row else None
+
+    async def list_jobs(
+        self, tenant: str, state: int | None, page_size: int, before_job_id: str | None
+    ) -> list[JobRecord]:
+        clauses, params = ["tenant = %s"], [tenant]
+        if state is not None:
+            clauses.append("state = %s")
+            params.append(state)
+        if before_job_id is not None:
+            clauses.append("job_id < %s")
+            params.append(before_job_id)
+        rows = await self._fetchall(
+            f"SELECT {_JOB_COLUMNS} FROM jobs WHERE {' AND '.join(clauses)} "
+            "ORDER BY job_id DESC LIMIT %s",
+            (*params, page_size),
+        )
+        return [_job_from_row(row) for row in rows]
+
+    async def unfinished_jobs(self) -> list[JobRecord]:
+        rows = await self._fetchall(
+            f"SELECT {_JOB_COLUMNS} FROM jobs WHERE {UNFINISHED_JOBS} ORDER BY job_id"
+        )
+        return [_job_from_row(row) for row in rows]
+
+    async def commit(self, job_id: str, update: JobUpdate) -> None:
+        last = update.events[-1] if update.events else None
+        changes_job = last is not None or any(
+            getattr(update, column) is not None
+            for column in ("state", "completion_reason", "error_code", "error_message")
+        )
+        await self._execute(
+            _COMMIT,
+            {
+                "job": job_id,
+                **_event_arrays(update.events),
+                "indexes": [j.index for j in update.journal],
+                "journal_kinds": [j.kind for j in update.journal],
+                "journal_payloads": [j.payload for j in update.journal],
+                **_cache_arrays(update.cache),
+                "calls": [a.call_id for a in update.audit],
+                "verdicts": [a.verdict for a in update.audit],
+                "prompts": [a.prompt.encode() for a in update.audit],
+                "answers": [a.raw_answer.encode() for a in update.audit],
+                "changes_job": changes_job,
+                "last_sequence": last.sequence if last else None,
+                "update_time": last.time if last else None,
+                "state": update.state,
+                "completion_reason": update.completion_reason,
+                "error_code": update.error_code,
+                "error_message": (
+                    None if update.error_message is None else update.error_message.encode()
+                ),
+            },
+        )
+
+    async def read_events(
+        self, tenant: str, job_id: str, after_sequence: int, limit: int, max_bytes: int
+    ) -> list[EventRow]:
+        # The page is cut where the running total of payload sizes passes max_bytes, in the
+        # database: payloads past the cut are never sent.
+        rows = await self._fetchall(
+            "SELECT sequence, kind, time, payload FROM ("
+            " SELECT sequence, kind, time, payload,"
+            "  SUM(octet_length(payload)) OVER (ORDER BY sequence) AS running,"
+            "  ROW_NUMBER() OVER (ORDER BY sequence) AS n"
+            f" FROM events WHERE job_id = %(job)s AND sequence > %(after)s AND {_OWNED}"
+            " ORDER BY sequence LIMIT %(limit)s"
+            ") page WHERE n = 1 OR running <= %(max_bytes)s ORDER BY sequence",
+            {
+                "job": job_id,
+                "tenant": tenant,
+                "after": after_sequence,
+                "limit": limit,
+                "max_bytes": max_bytes,
+            },
+        )
+        return [
+            EventRow(sequence, kind, time, bytes(payload)) for sequence, kind, time, payload in rows
+        ]
+
+    async def latest_event(self, tenant: str, job_id: str, kinds: Sequence[str]) -> EventRow | None:
+        row = await self._fetchone(
+            "SELECT sequence, kind, time, payload FROM events "
+            f"WHERE job_id = %(job)s AND kind = ANY(%(kinds)s) AND {_OWNED} "
+            "ORDER BY sequence DESC LIMIT 1",
+            {"job": job_id, "tenant": tenant, "kinds": list(kinds)},
+        )
+        return EventRow(row[0], row[1], row[2], bytes(row[3])) if row else None
+
+    async def read_journal(self, job_id: str) -> list[JournalRow]:
+        rows = await self._fetchall(
+            "SELECT idx, kind, payload FROM journal WHERE job_id = %s ORDER BY idx", (job_id,)
+        )
+        return [JournalRow(index, kind, bytes(payload)) for index, kind, payload in rows]
+
+    async def cache_get(self, key: str) -> bytes | None:
+        row = await self._fetchone("SELECT payload FROM verdict_cache WHERE key = %s", (key,))
+        return bytes(row[0]) if row else None
+
+    async def cache_put(self, entries: Sequence[CacheEntry]) -> None:
+        if entries:
+            await self._execute(_CACHE_UPSERT, _cache_arrays(entries))
+
+    async def read_audit(self, tenant: str, job_id: str, call_id: str) -> VerdictAudit | None:
+        row = await self._fetchone(
+            "SELECT call_id, verdict, prompt, raw_answer FROM verdict_audit "
+            f"WHERE job_id = %(job)s AND call_id = %(call)s AND {_OWNED}",
+            {"job": job_id, "tenant": tenant, "call": call_id},
+        )
+        if row is None:
+            return None
+        call, verdict, prompt, raw_answer = row
+        return VerdictAudit(call, bytes(verdict), _text(prompt), _text(raw_answer))
+
+    async def read_verdicts(self, job_id: str, call_ids: Sequence[str]) -> dict[str, bytes]:
+        if not call_ids:
+            return {}
+        rows = await self._fetchall(
+            "SELECT call_id, verdict FROM verdict_audit WHERE job_id = %s AND call_id = ANY(%s)",
+            (job_id, list(call_ids)),
+        )
+        return {call_id: bytes(verdict) for call_id, verdict in rows}
+
+    # -- tenants, keys, spend ---------------------------------------------------------------
+
+    async def put_tenant(
+        self,
+        tenant: str,
+        set_limits: Limits,
+        clear_limits: Sequence[str],
+        allow_server_provider_keys: bool | None,
+        now: float,
+    ) -> TenantRecord:
+        # Limit names become column names below: only the known ones may get that far.
+        unknown = sorted(set(clear_limits) - set(LIMIT_NAMES))
+        if unknown:
+            raise ValueError(f"unknown limits: {', '.join(unknown)}")
+        changes: dict[str, Any] = {
+            name: getattr(set_limits, name)
+            for name in LIMIT_NAMES
+            if getattr(set_limits, name) is not None
+        }
+        changes.update(dict.fromkeys(clear_limits))
+        if allow_server_provider_keys is not None:
+            changes["allow_server_provider_keys"] = allow_server_provider_keys
+        changes["update_time"] = now
+        assignments = sql.SQL(", ").join(
+            sql.SQL("{} = %s").format(sql.Identifier(column)) for column in changes
+        )
+        async with self._transaction() as conn:
+            await _ensure_tenant(conn, tenant, now)
+            await conn.execute(
+                sql.SQL("UPDATE tenants SET {} WHERE tenant = %s").format(assignments),
+                (*changes.values(), tenant),
+            )
+            cursor = await conn.execute(f"{_TENANT_SELECT} WHERE tenant = %s", (tenant,))
+            row = await cursor.fetchone()
+        assert row is not None  # ensured above, in this transaction
+        return _tenant(row)
+
+    async def get_tenant(self, tenant: str) -> TenantRecord | None:
+        row = await self._fetchone(f"{_TENANT_SELECT} WHERE tenant = %s", (tenant,))
+        return _tenant(row) if row else None
+
+    async def list_tenants(self) -> list[TenantRecord]:
+        return [_tenant(row) for row in await self._fetchall(f"{_TENANT_SELECT} ORDER BY tenant")]
+
+    async def create_key(self, key: KeyRecord) -> None:
+        async with self._transaction() as conn:
+            await _ensure_tenant(conn, key.tenant, key.create_time)
+            await conn.execute(
+                f"INSERT INTO api_keys ({_KEY_COLUMNS}) VALUES ({', '.join(['%s'] * 8)})",
+                dataclasses.astuple(key),
+            )
+
+    async def get_key(self, key_id: str) -> KeyRecord | None:
+        row = await self._fetchone(
+            f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE key_id = %s", (key_id,)
+        )
+        return _key(row) if row else None
+
+    async def key_for_subject(self, certificate_subject: str) -> KeyRecord | None:
+        if not certificate_subject:
+            return None
+        # Should two live keys name one subject, the newest wins: mapping a certificate to a
+        # new key takes effect at once. The `<> ''` term lets the planner use the partial
+        # index api_keys_subject.
+        row = await self._fetchone(
+            f"SELECT {_KEY_COLUMNS} FROM api_keys "
+            "WHERE certificate_subject = %s AND certificate_subject <> '' "
+            "AND revoke_time IS NULL ORDER BY create_time DESC, key_id DESC LIMIT 1",
+            (certificate_subject,),
+        )
+        return _key(row) if row else None
+
+    async def list_keys(self, tenant: str | None, include_revoked: bool) -> list[KeyRecord]:
+        clauses, params = ["TRUE"], []
+        if tenant is not None:
+            clauses.append("tenant = %s")
+            params.append(tenant)
+        if not include_revoked:
+            clauses.append("revoke_time IS NULL")
+        rows = await self._fetchall(
+            f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE {' AND '.join(clauses)} "
+            "ORDER BY create_time, key_id",
+            params,
+        )
+        return [_key(row) for row in rows]
+
+    async def revoke_key(self, key_id: str, now: float) -> KeyRecord | None:
+        row = await self._fetchone(
+            "UPDATE api_keys SET revoke_time = COALESCE(revoke_time, %s) WHERE key_id = %s "
+            f"RETURNING {_KEY_COLUMNS}",
+            (now, key_id),
+        )
+        return _key(row) if row else None
+
+    async def set_provider_key(
+        self, tenant: str, provider: str, sealed: bytes | None
+    ) -> TenantRecord | None:
+        async with self._transaction() as conn:
+            # The tenant row is locked so that it cannot be deleted or race this change.
+            cursor = await conn.execute(
+                "SELECT 1 FROM tenants WHERE tenant = %s FOR UPDATE", (tenant,)
+            )
+            if await cursor.fetchone() is None:
+                return None
+            if sealed is None:
+                await conn.execute(
+                    "DELETE FROM provider_keys WHERE tenant = %s AND provider = %s",
+                    (tenant, provider),
+                )
+            else:
+                await conn.execute(
+                    "INSERT INTO provider_keys (tenant, provider, sealed) VALUES (%s, %s, %s) "
+                    "ON CONFLICT (tenant, provider) DO UPDATE SET sealed = excluded.sealed",
+                    (tenant, provider, sealed),
+                )
+            cursor = await conn.execute(f"{_TENANT_SELECT} WHERE tenant = %s", (tenant,))
+            row = await cursor.fetchone()
+        return _tenant(row) if row else None
+
+    async def provider_key(self, tenant: str, provider: str) -> bytes | None:
+        row = await self._fetchone(
+            "SELECT sealed FROM provider_keys WHERE tenant = %s AND provider = %s",
+            (tenant, provider),
+        )
+        return bytes(row[0]) if row else None
+
+    async def reserve_spend(self, reservation: Reservation) -> None:
+        r = reservation
+        values = {
+            "id": r.reservation_id,
+            "tenant": r.tenant,
+            "day": r.day,
+            "judge": r.judge,
+            **dataclasses.asdict(r.spend),
+            "lock": _SPEND_LOCK,
+        }
+        # Most tenants have no daily limit: one statement holds their spend, and takes no lock.
+        held = await self._fetchone(
+            f"{_HOLD} SELECT {_HELD_VALUES} WHERE NOT EXISTS (SELECT 1 FROM tenants "
+            f"WHERE tenant = %(tenant)s AND {_DAILY_LIMITED}) RETURNING 1",
+            values,
+        )
+        if held is not None:
+            return
+        async with self._transaction() as conn:
+            # The lock in a statement of its own: the next one's snapshot, taken after it, sees
+            # every reservation committed by whoever held the lock before.
+            await conn.execute(
+                "SELECT pg_advisory_xact_lock(%(lock)s, hashtext(%(tenant)s))", values
+            )
+            cursor = await conn.execute(
+                "SELECT daily_judge_calls, daily_input_tokens, daily_cost_usd, settled.*, held.* "
+                f"FROM tenants, ({_sums('usage')}) settled, ({_sums('reservations')}) held "
+                "WHERE tenant = %(tenant)s",
+                values,
+            )
+            row = await cursor.fetchone()
+            if row is not None:
+                spent = plus(plus(spend_from_row(row[3:7]), spend_from_row(row[7:11])), r.spend)
+                check_daily_limits(row[:3], spent)
+            await conn.execute(f"{_HOLD} VALUES ({_HELD_VALUES})", values)
+
+    async def settle_spend(self, reservation_id: str, actual: Spend) -> None:
+        await self._execute(
+            "WITH released AS (DELETE FROM reservations WHERE reservation_id = %s "
+            "RETURNING tenant, day, judge) "
+            "INSERT INTO usage (tenant, day, judge, calls, input_tokens, output_tokens, cost_usd) "
+            f"SELECT tenant, day, judge, %s, %s, %s, %s FROM released {_ADD_USAGE}",
+            (reservation_id, *dataclasses.astuple(actual)),
+        )
+
+    async def release_reservations(self) -> int:
+        # One statement: rows of one (tenant, day, judge) are summed first, as one INSERT may
+        # not update a row twice.
+        row = await self._fetchone(
+            "WITH released AS (DELETE FROM reservations RETURNING tenant, day, judge, calls, "
+            "input_tokens, output_tokens, cost_usd), "
+            "added AS (INSERT INTO usage (tenant, day, judge, calls, input_tokens, "
+            "output_tokens, cost_usd) SELECT tenant, day, judge, SUM(calls), "
+            "SUM(input_tokens), SUM(output_tokens), SUM(cost_usd) FROM released "
+            f"GROUP BY tenant, day, judge {_ADD_USAGE}) "
+            "SELECT COUNT(*) FROM released",
+            None,
+        )
+        return row[0]
+
+    async def usage(self, tenant: str, day: str) -> UsageReport:
+        # One statement, hence one snapshot: a settle moving spend from `reserved` to `today`
+        # meanwhile is counted exactly once.
+        rows = await self._fetchall(
+            "SELECT 'today', judge, calls, input_tokens, output_tokens, cost_usd FROM usage "
+            "WHERE tenant = %(tenant)s AND day = %(day)s "
+            "UNION ALL SELECT 'total', judge, SUM(calls)::bigint, SUM(input_tokens)::bigint, "
+            "SUM(output_tokens)::bigint, SUM(cost_usd) FROM usage WHERE tenant = %(tenant)s "
+            "GROUP BY judge "
+            f"UNION ALL SELECT 'reserved', '', * FROM ({_sums('reservations')}) held "
+            "UNION ALL SELECT 'unfinished', '', COUNT(*), 0, 0, 0 FROM jobs "
+            f"WHERE tenant = %(tenant)s AND {UNFINISHED_JOBS}",
+            {"tenant": tenant, "day": day},
+        )
+        today: dict[str, Spend] = {}
+        total: dict[str, Spend] = {}
+        reserved, unfinished = Spend(), 0
+        for part, judge, *spend in sorted(rows):
+            if part == "today":
+                today[judge] = spend_from_row(spend)
+            elif part == "total":
+                total[judge] = spend_from_row(spend)
+            elif part == "reserved":
+                reserved = spend_from_row(spend)
+            else:
+                unfinished = spend[0]
+        return UsageReport(today, total, reserved, unfinished)
+
+    async def close(self) -> None:
+        await self._pool.close()
+        if self._owner is not None:
+            await self._owner.close()  # releases the lock
+
+
+async def _job_by_request(conn: psycopg.AsyncConnection, job: JobRecord) -> JobRecord | None:
+    cursor = await conn.execute(
+        f"SELECT {_JOB_COLUMNS} FROM jobs WHERE tenant = %s AND request_id = %s",
+        (job.tenant, job.request_id),
+        binary=True,
+    )
+    row = await cursor.fetchone()
+    return _job_from_row(row) if row else None
+
+
+async def _check_job_quotas(conn: psycopg.AsyncConnection, job: JobRecord, limits: Limits) -> None:
+    window_start = job.create_time - RATE_WINDOW_S
+    cursor = await conn.execute(
+        f"SELECT (SELECT COUNT(*) FROM jobs WHERE tenant = %(tenant)s AND {UNFINISHED_JOBS}), "
+        "(SELECT COUNT(*) FROM jobs WHERE tenant = %(tenant)s AND create_time > %(start)s)",
+        {"tenant": job.tenant, "start": window_start},
+    )
+    counts = await cursor.fetchone()
+    assert counts is not None  # a SELECT without FROM yields one row
+    unfinished, recent = counts
+    if limits.max_concurrent_jobs is not None and unfinished >= limits.max_concurrent_jobs:
+        raise QuotaExceeded("max_concurrent_jobs", limits.max_concurrent_jobs)
+    if limits.jobs_per_minute is not None and recent >= limits.jobs_per_minute:
+        # One more fits once all but `jobs_per_minute - 1` of the window's jobs have left it:
+        # usually that is the oldest, unless the limit was lowered meanwhile.
+        cursor = await conn.execute(
+            "SELECT create_time FROM jobs WHERE tenant = %s AND create_time > %s "
+            "ORDER BY create_time LIMIT 1 OFFSET %s",
+            (job.tenant, window_start, recent - limits.jobs_per_minute),
+        )
+        leaving = await cursor.fetchone()
+        retry_after = (
+            max(leaving[0] + RATE_WINDOW_S - job.create_time, MIN_RETRY_AFTER_S)
+            if leaving
+            else None  # a limit of zero: waiting never helps
+        )
+        raise QuotaExceeded("jobs_per_minute", limits.jobs_per_minute, retry_after)
+
+
+def _event_arrays(events: Sequence[EventRow]) -> dict[str, list[Any]]:
+    return {
+        "sequences": [e.sequence for e in events],
+        "kinds": [e.kind for e in events],
+        "times": [e.time for e in events],
+        "payloads": [e.payload for e in events],
+    }
+
+
+def _cache_arrays(entries: Sequence[CacheEntry]) -> dict[str, list[Any]]:
+    # One INSERT may not update a row twice: of two entries for one key, the last one wins, as
+    # it would if they were written one after the other.
+    latest = {c.key: c.payload for c in entries}
+    return {"keys": list(latest), "cache_payloads": list(latest.values())}
+
+
+async def _ensure_tenant(conn: psycopg.AsyncConnection, tenant: str, now: float) -> None:
+    await conn.execute(
+        "INSERT INTO tenants (tenant, allow_server_provider_keys, create_time, update_time) "
+        "VALUES (%s, TRUE, %s, %s) ON CONFLICT (tenant) DO NOTHING",
+        (tenant, now, now),
+    )

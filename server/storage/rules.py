@@ -1,0 +1,53 @@
+"""Quota rules and row shapes both storage backends share, so that they cannot drift apart."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tierank.server.storage.base import LIMIT_NAMES, Limits, QuotaExceeded, Spend, TenantRecord
+
+RATE_WINDOW_S = 60.0
+# A retry hint of zero would invite a client to spin on a window that has not moved yet.
+MIN_RETRY_AFTER_S = 0.01
+# Costs are summed in floating point; without this slack ten reservations of $0.10 could fail
+# a $1.00 limit by a rounding error.
+COST_SLACK_USD = 1e-9
+
+
+def tenant_from_row(row: Sequence[Any], provider_keys: Sequence[str]) -> TenantRecord:
+    count = len(LIMIT_NAMES)
+    allow, create_time, update_time = row[1 + count :]
+    return TenantRecord(
+        tenant=row[0],
+        limits=Limits(*row[1 : 1 + count]),
+        allow_server_provider_keys=bool(allow),
+        create_time=create_time,
+        update_time=update_time,
+        provider_keys=tuple(provider_keys),
+    )
+
+
+def spend_from_row(row: Sequence[Any]) -> Spend:
+    calls, input_tokens, output_tokens, cost_usd = row
+    return Spend(calls, input_tokens, output_tokens, float(cost_usd))
+
+
+def plus(a: Spend, b: Spend) -> Spend:
+    return Spend(
+        a.calls + b.calls,
+        a.input_tokens + b.input_tokens,
+        a.output_tokens + b.output_tokens,
+        a.cost_usd + b.cost_usd,
+    )
+
+
+def check_daily_limits(limits: Sequence[Any], spend: Spend) -> None:
+    """`limits` is (daily_judge_calls, daily_input_tokens, daily_cost_usd), None for none."""
+    calls, input_tokens, cost_usd = limits
+    if calls is not None and spend.calls > calls:
+        raise QuotaExceeded("daily_judge_calls", calls)
+    if input_tokens is not None and spend.input_tokens > input_tokens:
+        raise QuotaExceeded("daily_input_tokens", input_tokens)
+    if cost_usd is not None and spend.cost_usd > cost_usd + COST_SLACK_USD:
+        raise QuotaExceeded("daily_cost_usd", cost_usd)
