@@ -26,10 +26,6 @@ def job_name(job_id: str) -> str:
     return f"{JOB_COLLECTION}/{job_id}"
 
 
-def verdict_name(job_id: str, call_id: str) -> str:
-    return f"{job_name(job_id)}/{_VERDICTS}/{call_id}"
-
-
 def key_name(key_id: str) -> str:
     return f"{KEY_COLLECTION}/{key_id}"
 

@@ -30,6 +30,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from tierank.server.rpc.auth import AUTH_KEYS, AUTH_NONE
 from tierank.server.storage.by_url import PoolSettings
 
 
@@ -53,7 +54,7 @@ class ServerSettings:
     ready_file: Path | None = None
     log_level: str = "info"
     log_format: str = "json"
-    auth: str = "none"
+    auth: str = AUTH_NONE
     allow_unauthenticated: bool = False
     # None: on without authentication, off with it (what reflection shows helps an attacker).
     reflection: bool | None = None
@@ -67,7 +68,7 @@ class ServerSettings:
 
     @property
     def serves_reflection(self) -> bool:
-        return self.reflection if self.reflection is not None else self.auth == "none"
+        return self.reflection if self.reflection is not None else self.auth == AUTH_NONE
 
     @property
     def max_message_bytes(self) -> int:
@@ -160,8 +161,8 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--auth",
-        choices=["none", "keys"],
-        default=env("TIERANK_AUTH", "none"),
+        choices=[AUTH_NONE, AUTH_KEYS],
+        default=env("TIERANK_AUTH", AUTH_NONE),
         help="keys: every call needs an API key (authorization: Bearer); none: every caller is "
         "the admin of tenant 'default', allowed only on loopback (env TIERANK_AUTH)",
     )

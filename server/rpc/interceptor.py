@@ -165,10 +165,11 @@ class _Call:
             return error
         log = structlog.get_logger()
         if isinstance(error, QuotaExceeded):
+            tenant = current_caller().tenant
             log.info("quota exceeded", limit=error.limit)
-            metrics.REJECTIONS.labels(tenant=current_caller().tenant, limit=error.limit).inc()
+            metrics.REJECTIONS.labels(tenant=tenant, limit=error.limit).inc()
             return quota_exceeded(
-                current_caller().tenant,
+                tenant,
                 error.limit,
                 error.value,
                 _QUOTA_ADVICE,

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 DEFAULT_TENANT = "default"
 ROLE_MEMBER = "member"
 ROLE_ADMIN = "admin"
-ROLES = (ROLE_MEMBER, ROLE_ADMIN)
 _PREFIX = "trk"
 _TOKEN = re.compile(rf"{_PREFIX}_([0-9a-f]{{12}})_([A-Za-z0-9_-]{{43}})")
 
