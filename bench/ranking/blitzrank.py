@@ -1,4 +1,8 @@
-"""BlitzRank (ContextualAI, arXiv 2602.05448) rebuilt from its published description.
+"""BlitzRank with all pairs ("BlitzRank (all pairs)"): not the published method.
+
+BlitzRank's rounds (ContextualAI, arXiv 2602.05448) rebuilt from its description, but a verdict
+counts as all C(k,2) votes instead of the k-1 adjacent edges of the published code (that one is
+blitzrank_published.py); stronger and costlier than BlitzRank.
 
 - Every verdict on a batch adds one vote per ordered pair; the majority graph has a -> b when a
   has more votes over b than b over a; its transitive closure says what is known.
@@ -64,7 +68,7 @@ class _Knowledge:
         return representatives[:k]
 
 
-def rank_blitzrank(session: JudgeSession, k: int = 10, top_m: int = 10) -> list[str]:
+def rank_blitzrank_all_pairs(session: JudgeSession, k: int = 10, top_m: int = 10) -> list[str]:
     ids = session.query.candidates
     n = len(ids)
     known = _Knowledge(n)

@@ -22,6 +22,12 @@ A judge orders a batch by a latent utility drawn afresh on every call:
   middle"): ``sd = noise * (1 + lost_in_middle * 4x(1-x) * (k-2)/18)`` with x the relative
   position, so a pair (k=2) has none and a batch of 20 has the full effect.
 - failure: with probability ``failure_rate`` the answer is unparseable and the call yields nothing.
+- position profile (a real small judge's, measured): with probability ``repeat_shown`` the answer
+  is the shown order itself; otherwise, with probability ``first_shown``, the first-shown
+  candidate is moved to the front of the judge's usual answer. Qwen2.5-Coder-1.5B-Instruct,
+  qualified on DL19 (issue 16), put the first-shown passage first in 40% of its answers at k=10
+  (1/k: 10%) and repeated the shown order in 22%; POSITION_PROFILE reproduces both shares
+  (tests/bench checks them). Its preference for the *last* passage at k=5 is not modelled.
 """
 
 from __future__ import annotations
@@ -55,6 +61,10 @@ class JudgeProfile:
     length_bias: float = 0.0
     # Utility for the first-stage top candidate, fading linearly to 0 at the last.
     first_stage_bias: float = 0.0
+    # Position profile: chance of answering with the shown order, else of ranking the
+    # first-shown candidate first.
+    repeat_shown: float = 0.0
+    first_shown: float = 0.0
 
 
 class QueryWorld:
@@ -85,9 +95,21 @@ class QueryWorld:
         return self._judge_errors[profile.name]
 
 
+@dataclass
+class PositionCounts:
+    """What a judge did with the order it was shown, over its answers of two or more."""
+
+    answers: int = 0
+    # The first-shown candidate ranked first.
+    first_shown_first: int = 0
+    # The answer is the shown order itself.
+    repeated_shown: int = 0
+
+
 class SimulatedJudge:
     def __init__(self, profile: JudgeProfile) -> None:
         self.profile = profile
+        self.positions = PositionCounts()
 
     @property
     def name(self) -> str:
@@ -100,6 +122,22 @@ class SimulatedJudge:
         p = self.profile
         if p.failure_rate and rng.random() < p.failure_rate:
             return None
+        if p.repeat_shown and rng.random() < p.repeat_shown:
+            answer = presented
+        else:
+            answer = self._usual_order(world, presented, rng)
+            if p.first_shown and rng.random() < p.first_shown:
+                answer = (presented[0], *(pid for pid in answer if pid != presented[0]))
+        if len(presented) >= 2:
+            self.positions.answers += 1
+            self.positions.first_shown_first += answer[0] == presented[0]
+            self.positions.repeated_shown += answer == presented
+        return answer
+
+    def _usual_order(
+        self, world: QueryWorld, presented: tuple[str, ...], rng: np.random.Generator
+    ) -> tuple[str, ...]:
+        p = self.profile
         k = len(presented)
         idx = np.array([world.index[pid] for pid in presented])
         x = np.arange(k) / max(k - 1, 1)
@@ -125,6 +163,14 @@ STRONG = JudgeProfile(
 WEAK = JudgeProfile(
     "weak", noise=2.6, lost_in_middle=1.0, primacy=0.2, failure_rate=0.02, persistent_error=0.6
 )
+# The position profile of a real small judge (module docstring): at k=10 about 40% of the
+# answers rank the first-shown candidate first and 22% repeat the shown order.
+POSITION_PROFILE = {"repeat_shown": 0.22, "first_shown": 0.18}
+STRONG_POSITION = replace(STRONG, name="strong-position", **POSITION_PROFILE)
+WEAK_POSITION = replace(WEAK, name="weak-position", **POSITION_PROFILE)
+# A judge at chance (its grades drown in noise) with that position profile: what
+# Qwen2.5-Coder-1.5B-Instruct was on DL19.
+CHANCE = replace(WEAK, name="chance", noise=100.0, **POSITION_PROFILE)
 # Three GPT-4-class judges, each with its own persistent misreadings and one extra bias.
 ENSEMBLE = (
     replace(STRONG, name="strong-primacy", primacy=0.3),
@@ -137,4 +183,8 @@ PANELS: dict[str, tuple[JudgeProfile, ...]] = {
     "strong": (STRONG,),
     "weak": (WEAK,),
     "ensemble": ENSEMBLE,
+    "strong-position": (STRONG_POSITION,),
+    "weak-position": (WEAK_POSITION,),
+    # Two GPT-4-class judges and one at chance, which an adaptive ensemble's quorum includes.
+    "chance-ensemble": (ENSEMBLE[0], CHANCE, ENSEMBLE[1]),
 }

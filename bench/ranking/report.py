@@ -13,6 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from tierank.bench.ranking.experiment import Record
+from tierank.bench.ranking.judges import PANELS
 from tierank.bench.ranking.stats import (
     Interval,
     mean_calls_by_round,
@@ -21,6 +22,21 @@ from tierank.bench.ranking.stats import (
 )
 
 Summary = dict[tuple[str, str], dict[str, Interval]]
+
+# (method, the same without balanced positions): what balancing adds, per scenario.
+BALANCING_PAIRS = (
+    ("tierank", "tierank-shuffle-only"),
+    ("tierank-3-samples", "tierank-3-samples-shuffle-only"),
+    ("tierank-all", "tierank-all-shuffle-only"),
+    ("tierank-adaptive", "tierank-adaptive-shuffle-only"),
+)
+# (method with the judges weighted by their qualification, the same with equal weights).
+WEIGHTING_PAIRS = (
+    ("tierank-all-weighted", "tierank-all"),
+    ("tierank-adaptive-weighted", "tierank-adaptive"),
+    ("tierank-all-usable", "tierank-all"),
+    ("tierank-adaptive-usable", "tierank-adaptive"),
+)
 
 
 def _fmt(interval: Interval, digits: int) -> str:
@@ -64,12 +80,19 @@ def targets(records: Sequence[Record], summary: Summary) -> list[str]:
         tokens = ratio("strong", "tierank", "blitzrank-k10", "input_tokens")
         path = mean("strong", "tierank", "critical_path")
         lines += [
-            f"- strong: nDCG@10 tierank − BlitzRank-k10 = {_fmt(diff, 4)} (paired): "
+            f"- strong: nDCG@10 tierank − BlitzRank-k10 (published) = {_fmt(diff, 4)} (paired): "
             f"{_verdict(diff.high >= 0)} (target: not below, within the 95% interval)",
-            f"- strong: input tokens tierank / BlitzRank-k10 = {tokens:.2f}: "
+            f"- strong: input tokens tierank / BlitzRank-k10 (published) = {tokens:.2f}: "
             f"{_verdict(tokens <= 0.9)} (target ≤ 0.90)",
             f"- strong: tierank critical path = {path:.2f}: {_verdict(path <= 4)} (target ≤ 4)",
         ]
+    if {("strong", "tierank"), ("strong", "blitzrank-all-pairs-k10")} <= have:
+        diff = paired_difference(records, "strong", "tierank", "blitzrank-all-pairs-k10")
+        tokens = ratio("strong", "tierank", "blitzrank-all-pairs-k10", "input_tokens")
+        lines.append(
+            f"- strong, for reference (not a target): nDCG@10 tierank − BlitzRank-k10 with all "
+            f"pairs = {_fmt(diff, 4)} (paired), at {tokens:.2f}× its input tokens"
+        )
     if {("ensemble", "tierank-adaptive"), ("ensemble", "tierank-all")} <= have:
         diff = paired_difference(records, "ensemble", "tierank-adaptive", "tierank-all")
         calls = ratio("ensemble", "tierank-adaptive", "tierank-all", "calls")
@@ -79,6 +102,13 @@ def targets(records: Sequence[Record], summary: Summary) -> list[str]:
             f"- ensemble: calls adaptive / all = {calls:.2f}: {_verdict(calls <= 0.75)} "
             "(target ≤ 0.75)",
         ]
+    if {("chance-ensemble", "tierank-all-weighted"), ("chance-ensemble", "tierank-all")} <= have:
+        diff = paired_difference(records, "chance-ensemble", "tierank-all-weighted", "tierank-all")
+        lines.append(
+            f"- chance-ensemble (one judge of three at chance): nDCG@10 weighted by "
+            f"qualification − equal weights (all) = {_fmt(diff, 4)} (paired): "
+            f"{_verdict(diff.low > 0)} (target: above)"
+        )
     if {("weak", "tierank"), ("weak", "sliding-window")} <= have:
         diff = paired_difference(records, "weak", "tierank", "sliding-window")
         lines.append(
@@ -94,6 +124,57 @@ def targets(records: Sequence[Record], summary: Summary) -> list[str]:
             f"at {tokens:.2f}× its input tokens: {'above' if diff.low > 0 else 'not above'}"
         )
     return lines
+
+
+def position_profile(records: Sequence[Record], scenario: str, method: str) -> str:
+    """How often the panel's answers in `scenario` ranked the first-shown candidate first and
+    repeated the shown order, in the calls `method` made."""
+    chosen = [r for r in records if (r.scenario, r.method) == (scenario, method)]
+    answers = sum(r.answers for r in chosen)
+    if not answers:
+        return ""
+    first = sum(r.first_shown_first for r in chosen) / answers
+    repeated = sum(r.repeated_shown for r in chosen) / answers
+    return (
+        f"- {scenario}: first-shown candidate ranked first in {first:.1%} of the answers, "
+        f"the shown order repeated in {repeated:.1%} ({answers} answers to {method}'s calls)"
+    )
+
+
+def correction_lines(records: Sequence[Record], summary: Summary) -> list[str]:
+    """Balanced positions against the shuffle alone, and weights from qualification against
+    equal ones: paired differences of nDCG@10, for every scenario that ran both."""
+    lines = []
+    for scenario in dict.fromkeys(s for s, _ in summary):
+        line = position_profile(records, scenario, "tierank")
+        if line:
+            lines.append(line)
+    for title, pairs in (
+        ("balanced positions − shuffle only", BALANCING_PAIRS),
+        ("weighted by qualification − equal weights", WEIGHTING_PAIRS),
+    ):
+        for scenario in dict.fromkeys(s for s, _ in summary):
+            for method, baseline in pairs:
+                if not {(scenario, method), (scenario, baseline)} <= set(summary):
+                    continue
+                diff = paired_difference(records, scenario, method, baseline)
+                ours, theirs = summary[(scenario, method)], summary[(scenario, baseline)]
+                lines.append(
+                    f"- {scenario} / {method}: {title}: nDCG@10 {_fmt(diff, 4)} (paired); "
+                    f"calls {ours['calls'].mean:.1f} vs {theirs['calls'].mean:.1f}, critical "
+                    f"path {ours['critical_path'].mean:.2f} vs {theirs['critical_path'].mean:.2f}"
+                )
+                if pairs is WEIGHTING_PAIRS:
+                    lines.append(_mean_weights(records, scenario, method))
+    return lines
+
+
+def _mean_weights(records: Sequence[Record], scenario: str, method: str) -> str:
+    weights = [r.judge_weights for r in records if (r.scenario, r.method) == (scenario, method)]
+    names = [profile.name for profile in PANELS[scenario]]
+    means = [sum(w[i] for w in weights) / len(weights) for i in range(len(names))]
+    shown = ", ".join(f"{name} {mean:.2f}" for name, mean in zip(names, means, strict=True))
+    return f"  - weights (mean over queries): {shown}"
 
 
 def rounds_profile(records: Sequence[Record], scenario: str, method: str, shown: int = 12) -> str:
@@ -171,6 +252,11 @@ def write_outputs(
         "as one listwise prompt (query + the passages shown), ceil(characters / 4). Critical path: "
         "sequential judge round-trips. Simulated wall time: per round, 1.5 s + 1 ms per 100 input "
         "tokens of its slowest call, summed over rounds.",
+        "",
+        "blitzrank-kN: BlitzRank as ContextualAI's published code behaves, a verdict giving only "
+        "its k−1 adjacent edges (blitzrank_published.py). blitzrank-all-pairs-kN: the same kind "
+        "of rounds with all C(k,2) votes of a verdict (blitzrank.py), a stronger and costlier "
+        "method, not BlitzRank.",
     ]
     for scenario in scenarios:
         parts += [
@@ -199,6 +285,21 @@ def write_outputs(
     target_lines = targets(records, summary)
     if target_lines:
         parts += ["", "## Targets, as measured", "", *target_lines]
+    corrections = correction_lines(records, summary)
+    if corrections:
+        parts += [
+            "",
+            "## Position bias and judge weights",
+            "",
+            "Balanced positions: a batch is presented so that pairs shown together before are "
+            "shown the other way round (the default); shuffle only: each judge's own seeded "
+            "shuffle alone. Weighted by qualification (experiment.qualified_weights, measured on "
+            'the other queries at seeds no run uses): "-weighted", each judge\'s log-odds of '
+            'its pair accuracy; "-usable", 1 for each judge better than chance; either way 0 '
+            "for a judge at chance.",
+            "",
+            *corrections,
+        ]
     profiles = [
         rounds_profile(records, scenario, method)
         for scenario, method in summary
