@@ -7,6 +7,7 @@ from tierank.scheduler.selection import BatchStrategy, FrontierStrategy, Selecti
 from tierank.scheduler.tournament import (
     FIRST_STAGE_PLACES_PER_NET_WIN,
     MAX_ASKS_PER_PAIR,
+    PLANNER_VERSION,
     Tournament,
 )
 from tierank.scheduler.types import (
@@ -22,6 +23,7 @@ from tierank.scheduler.types import (
 __all__ = [
     "FIRST_STAGE_PLACES_PER_NET_WIN",
     "MAX_ASKS_PER_PAIR",
+    "PLANNER_VERSION",
     "BatchStrategy",
     "Budget",
     "Cost",

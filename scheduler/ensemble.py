@@ -6,8 +6,11 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
+from typing import TypeVar
 
 from tierank.scheduler.votes import majority
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -30,9 +33,7 @@ class Batch:
         return result
 
 
-def presentation_order(
-    members: Sequence[str], seed: int, batch_id: int, judge: int
-) -> tuple[str, ...]:
+def presentation_order(members: Sequence[T], seed: int, batch_id: int, judge: int) -> tuple[T, ...]:
     """The judge's own shuffle of a batch, so position bias does not repeat across judges.
 
     Seeded from a string: `random.Random` hashes it with SHA-512, stable across processes

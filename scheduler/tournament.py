@@ -3,7 +3,8 @@
 Deterministic: the calls planned depend only on the candidate ids and their order, the config
 (seed included), the sequence of plan/record/disable_judge calls and the estimates returned.
 The server rebuilds a job after a crash by replaying that sequence and relies on getting the
-same calls back.
+same calls back from the same PLANNER_VERSION; a job planned by another version is rebuilt by
+adopting the calls it recorded instead.
 """
 
 from __future__ import annotations
@@ -21,9 +22,16 @@ from tierank.scheduler.ensemble import (
     wants_another_judge,
 )
 from tierank.scheduler.graph import MajorityGraph, Standings
+from tierank.scheduler.positions import ShownOrder
 from tierank.scheduler.selection import BatchStrategy, FrontierStrategy, SelectionView
 from tierank.scheduler.types import Cost, JudgeCall, StopReason, Tier, TournamentConfig, Verdict
 from tierank.scheduler.votes import VoteTally
+
+# Bump whenever the calls `plan` returns for the same inputs change (batch choice, judges,
+# presentation order, call ids, depth): the server replays a journal planned by the same version
+# exactly, and resumes one planned by another (a rolling upgrade) from its recorded calls.
+# 2: batches are presented with balanced positions (TournamentConfig.balance_positions).
+PLANNER_VERSION = 2
 
 # How many batches may show a pair while its relation is still open. Re-asking can break an
 # exact tie (a noisy judge that answered both ways equally often), but judges that split evenly
@@ -126,12 +134,16 @@ class Tournament:
         # Pairs (low, high) an adaptive quorum has disagreed on, in any batch so far.
         self._disputed: set[tuple[int, int]] = set()
         self._capped = [0] * len(self._ids)
+        # Candidates any batch has shown; first-wave batches adopted calls already showed are
+        # not planned again.
+        self._shown = 0
         self._outstanding: dict[str, _Planned] = {}
         self._planned_ids: set[str] = set()
         self._reserved = Cost()
         self._spent = Cost()
         self._critical_path = 0
         self._estimate: Callable[[JudgeCall], Cost] = one_call
+        self._shown_order = ShownOrder()
 
     # -- public surface -------------------------------------------------------------------
 
@@ -156,6 +168,36 @@ class Tournament:
             self._commit(proposal, call, reservation)
             planned.append(call)
         return planned
+
+    def adopt(
+        self, calls: Sequence[JudgeCall], estimate: Callable[[JudgeCall], Cost] | None = None
+    ) -> None:
+        """Take over calls planned before, possibly under other rules (an older planner):
+        their verdicts can then be recorded, and later plans follow on from them.
+
+        A call joins its batch if that is open, else opens it from the presented candidates;
+        batch ids continue after the highest adopted. A first-wave batch the adopted calls have
+        wholly shown is not planned again. Each call's `estimate` is reserved whatever the
+        budget: the call has already been made.
+        """
+        self._estimate = estimate or one_call
+        first_wave = set(self._first_wave)
+        for call in calls:
+            members = self._adopted_members(call)
+            batch = self._open_batches.get(call.batch)
+            if batch is None:
+                new = call.batch >= self._next_batch_id
+                wanted = self._wanted_judges(members, from_first_wave=members in first_wave)
+                batch = self._open(Batch(call.batch, members, wanted), count_asks=new)
+            elif batch.members != members:
+                raise ValueError(f"call {call.call_id!r} does not present batch {call.batch}")
+            self._take(call, batch, self._estimate(call))
+            batch.wanted_judges = max(batch.wanted_judges, len(batch.asked))
+        self._first_wave = deque(
+            members
+            for members in self._first_wave
+            if any(not self._shown >> m & 1 for m in members)
+        )
 
     def record(self, verdict: Verdict) -> None:
         """Absorb a verdict; a failed one adds no votes, a partial one only the pairs it states."""
@@ -215,6 +257,10 @@ class Tournament:
         if not self._affordable(self._estimate(self._call_for(proposal))):
             return StopReason.BUDGET_EXHAUSTED
         return None
+
+    @property
+    def config(self) -> TournamentConfig:
+        return self._config
 
     @property
     def in_flight(self) -> frozenset[str]:
@@ -367,14 +413,16 @@ class Tournament:
         )
 
     def _call_for(self, proposal: _Proposal) -> JudgeCall:
-        members = [self._ids[m] for m in proposal.members]
+        order = presentation_order(
+            proposal.members, self._config.seed, proposal.batch_id, proposal.judge
+        )
+        if self._config.balance_positions:
+            order = self._shown_order.balanced(order)
         return JudgeCall(
             call_id=f"b{proposal.batch_id}.j{proposal.judge}",
             batch=proposal.batch_id,
             judge=proposal.judge,
-            presented=presentation_order(
-                members, self._config.seed, proposal.batch_id, proposal.judge
-            ),
+            presented=tuple(self._ids[m] for m in order),
             depth=self._critical_path + 1,
         )
 
@@ -385,17 +433,39 @@ class Tournament:
         batch = proposal.existing
         if batch is None:
             batch = Batch(proposal.batch_id, proposal.members, proposal.wanted_judges)
-            self._open_batches[batch.batch_id] = batch
-            self._next_batch_id += 1
-            self._busy |= batch.bits
-            self._count_asks(batch.members)
+            self._open(batch, count_asks=True)
             if proposal.from_first_wave:
                 self._first_wave.popleft()
+        self._take(call, batch, reservation)
+
+    def _open(self, batch: Batch, count_asks: bool) -> Batch:
+        self._open_batches[batch.batch_id] = batch
+        self._next_batch_id = max(self._next_batch_id, batch.batch_id + 1)
+        self._busy |= batch.bits
+        self._shown |= batch.bits
+        if count_asks:
+            self._count_asks(batch.members)
+        return batch
+
+    def _take(self, call: JudgeCall, batch: Batch, reservation: Cost) -> None:
+        self._shown_order.record([self._index[c] for c in call.presented])
         batch.asked.append(call.judge)
         batch.outstanding += 1
         self._outstanding[call.call_id] = _Planned(call, batch, reservation)
         self._planned_ids.add(call.call_id)
         self._reserved += reservation
+
+    def _adopted_members(self, call: JudgeCall) -> tuple[int, ...]:
+        """The batch members (first-stage order) of a call to adopt, which must be one this
+        tournament could have planned."""
+        if call.call_id in self._planned_ids:
+            raise ValueError(f"call {call.call_id!r} is already planned")
+        if not 0 <= call.judge < self._judge_count:
+            raise ValueError(f"call {call.call_id!r} names no judge {call.judge}")
+        strangers = [c for c in call.presented if c not in self._index]
+        if strangers or len(set(call.presented)) != len(call.presented):
+            raise ValueError(f"call {call.call_id!r} presents unknown or repeated ids")
+        return tuple(sorted(self._index[c] for c in call.presented))
 
     def _count_asks(self, members: tuple[int, ...]) -> None:
         # Only open pairs count: a known pair shown again beside open ones was not re-asked,

@@ -99,3 +99,8 @@ class TournamentConfig:
     quorum: int = 2
     budget: Budget = field(default_factory=Budget)
     seed: int = 0
+    # Present a batch so that pairs shown together before are shown the other way round
+    # (scheduler/positions.py); off: each judge's plain seeded shuffle. On by default: it helps
+    # position-biased judges wherever pairs meet again and costs unbiased ones nothing
+    # measurable (bench/README.md, ranking).
+    balance_positions: bool = True
