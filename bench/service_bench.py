@@ -4,6 +4,8 @@
     python -m tierank.bench.service_bench --full-order 1000   # one job, N=1000, full ordering
     python -m tierank.bench.service_bench --compare-auth      # --auth none vs keys, one run
 
+(Several replicas on PostgreSQL beside SQLite, and failover: bench/replicas_bench.py.)
+
 The server runs in its own process (as in production); this process is the client. Every job
 uses the `oracle` judge with zero latency and has one watcher. Figures printed:
 - verdicts per second over the whole run (stored verdicts / wall time);
@@ -59,12 +61,15 @@ def _rss_bytes(pid: int) -> int:
     raise RuntimeError("no VmRSS")
 
 
-def _cpu_seconds(pid: int) -> float:
+def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def make_spec(n: int, top_k: int, seed: int, text_words: int) -> rank_pb2.JobSpec:
+def make_spec(
+    n: int, top_k: int, seed: int, text_words: int, **judge_options: str
+) -> rank_pb2.JobSpec:
+    """N candidates for the `oracle` judge (noise 0.5, more options from `judge_options`)."""
     candidates = [
         rank_pb2.Candidate(
             id=f"d{i}",
@@ -78,7 +83,8 @@ def make_spec(n: int, top_k: int, seed: int, text_words: int) -> rank_pb2.JobSpe
         candidates=candidates,
         judges=[
             rank_pb2.JudgeSpec(
-                provider="oracle", parameters=rank_pb2.JudgeParameters(options={"noise": "0.5"})
+                provider="oracle",
+                parameters=rank_pb2.JudgeParameters(options={"noise": "0.5", **judge_options}),
             )
         ],
         batch_size=10,
@@ -97,10 +103,17 @@ Metadata = tuple[tuple[str, str], ...]
 
 
 async def run_job(
-    stub: rank_pb2_grpc.RankServiceStub, spec: rank_pb2.JobSpec, tally: Tally, md: Metadata = ()
+    stub: rank_pb2_grpc.RankServiceStub,
+    spec: rank_pb2.JobSpec,
+    tally: Tally,
+    md: Metadata = (),
+    watch_stub: rank_pb2_grpc.RankServiceStub | None = None,
 ) -> None:
+    """Create the job through `stub` and watch it to its end through `watch_stub` (another
+    replica's, say; default `stub`)."""
     job = await stub.CreateJob(rank_pb2.CreateJobRequest(spec=spec), metadata=md)
-    async for event in stub.WatchJob(rank_pb2.WatchJobRequest(name=job.name), metadata=md):
+    watcher = watch_stub or stub
+    async for event in watcher.WatchJob(rank_pb2.WatchJobRequest(name=job.name), metadata=md):
         kind = event.WhichOneof("kind")
         if kind == "verdict":
             tally.verdicts += 1
@@ -134,11 +147,11 @@ async def measure(address: str, pid: int, jobs: int, n: int, top_k: int, text_wo
     ) as channel:
         stub = rank_pb2_grpc.RankServiceStub(channel)
         sampler = asyncio.create_task(sample_memory(pid, stop, peak))
-        cpu_before = _cpu_seconds(pid)
+        cpu_before = cpu_seconds(pid)
         started = time.perf_counter()
         await asyncio.gather(*(run_job(stub, spec, tally) for spec in specs))
         wall = time.perf_counter() - started
-        server_cpu = _cpu_seconds(pid) - cpu_before
+        server_cpu = cpu_seconds(pid) - cpu_before
         stop.set()
         await sampler
     per_job = (peak[0] - idle) / jobs

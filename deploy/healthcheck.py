@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
 """Container health probe: exit 0 only if the tierank server answers grpc.health.v1 Check with
-SERVING, over TLS.
+SERVING, over TLS; with --alive, if it answers at all.
 
 Kubernetes' built-in `grpc:` probe cannot speak TLS, so the probes exec this script instead
-(the image installs it as `tierank-healthcheck`). The health service needs no API key; with
-mutual TLS, the probe presents its own client certificate (--cert, --key). It imports only
-grpcio and grpc_health, never tierank, so it stays quick to start.
+(the image installs it as `tierank-healthcheck`). Readiness wants SERVING; liveness wants
+--alive, because a server reports NOT_SERVING while its database is unreachable and recovers
+by itself when it comes back: a restart then would only add a cold start to the outage.
+
+The health service needs no API key; with mutual TLS, the probe presents its own client
+certificate (--cert, --key). It imports only grpcio and grpc_health, never tierank, so it
+stays quick to start.
 """
 
 from __future__ import annotations
@@ -22,6 +26,11 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tierank-healthcheck",
         description="Ask a tierank server over TLS whether it is SERVING; exit 0 if so, 1 if not.",
+    )
+    p.add_argument(
+        "--alive",
+        action="store_true",
+        help="exit 0 if the server answers at all, SERVING or not (for liveness probes)",
     )
     p.add_argument("--address", default="127.0.0.1:50051", help="host:port of the server")
     p.add_argument(
@@ -41,7 +50,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def check(args: argparse.Namespace) -> str | None:
-    """None when the server is SERVING, else why not, in one line."""
+    """None when the server is SERVING (with --alive: answers), else why not, in one line."""
     credentials = grpc.ssl_channel_credentials(
         root_certificates=args.ca.read_bytes() if args.ca else None,
         private_key=args.key.read_bytes() if args.key else None,
@@ -55,7 +64,7 @@ def check(args: argparse.Namespace) -> str | None:
             )
         except grpc.RpcError as error:
             return f"{error.code().name}: {error.details()}"
-    if reply.status != health_pb2.HealthCheckResponse.SERVING:
+    if not args.alive and reply.status != health_pb2.HealthCheckResponse.SERVING:
         return health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
     return None
 

@@ -7,7 +7,7 @@ import asyncio
 import errno
 import ipaddress
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 import anyio
@@ -16,8 +16,10 @@ import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from tierank.server import metrics
+from tierank.server.database_health import follow_database
 from tierank.server.jobs.hub import EventHub
 from tierank.server.jobs.manager import JobManager
+from tierank.server.jobs.replica import Replica, new_replica_id
 from tierank.server.judges.registry import JudgeFactory
 from tierank.server.judges.settings import JudgeSettings
 from tierank.server.rpc.admin_service import ADMIN_SERVICE, AdminServicer
@@ -32,6 +34,7 @@ from tierank.server.storage.base import Storage
 from tierank.server.storage.by_url import open_storage, shown
 from tierank.server.tenancy.provider_accounts import ProviderAccounts
 from tierank.server.tenancy.sealing import Sealer
+from tierank.server.tenancy.spending import SpendLedger
 from tierank.v1 import admin_pb2_grpc, eval_pb2_grpc, rank_pb2, rank_pb2_grpc
 
 RANK_SERVICE = rank_pb2.DESCRIPTOR.services_by_name["RankService"].full_name
@@ -148,16 +151,30 @@ async def serve(
         server = _grpc_server(settings, storage)
         port = _listen(server, settings.listen, credentials)
         factory = JudgeFactory(JudgeSettings.load(config_path=settings.judges_config))
-        hub = EventHub()
+        replica = Replica(new_replica_id(), settings.lease_s)
+        log = log.bind(replica=replica.replica_id)
+        # Where other replicas write too, a watcher looks at storage now and then in case a
+        # notification of theirs was lost.
+        hub = EventHub(poll_s=replica.tick_s if storage.shared else None)
         health_servicer = health.aio.HealthServicer()
         accounts = ProviderAccounts(storage, sealer)
-        async with JobManager(storage, factory, hub, accounts) as manager:
+        spending = SpendLedger(storage, replica.replica_id)
+        async with (
+            JobManager(storage, factory, hub, accounts, spending, replica) as manager,
+            anyio.create_task_group() as background,
+        ):
             rank_pb2_grpc.add_RankServiceServicer_to_server(
-                RankServicer(manager, storage, hub, max_message_bytes=settings.max_message_bytes),
+                RankServicer(
+                    manager,
+                    storage,
+                    hub,
+                    replica=replica.replica_id,
+                    max_message_bytes=settings.max_message_bytes,
+                ),
                 server,
             )
             eval_pb2_grpc.add_EvalServiceServicer_to_server(
-                EvalServicer(storage, factory, accounts), server
+                EvalServicer(storage, factory, accounts, spending), server
             )
             admin_pb2_grpc.add_AdminServiceServicer_to_server(
                 AdminServicer(storage, sealer), server
@@ -168,6 +185,10 @@ async def serve(
             await server.start()
             for service in ("", *SERVICES):
                 await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
+            following = anyio.CancelScope()
+            background.start_soon(
+                _within, following, follow_database(storage, health_servicer, ("", *SERVICES))
+            )
             address = f"{settings.listen.rpartition(':')[0]}:{port}"
             if settings.metrics_listen:
                 metrics.expose(settings.metrics_listen)
@@ -185,6 +206,7 @@ async def serve(
             )
             await stop.wait()
             log.info("shutting down", active_jobs=manager.active_jobs)
+            following.cancel()
             for service in ("", *SERVICES):
                 await health_servicer.set(service, health_pb2.HealthCheckResponse.NOT_SERVING)
             await manager.drain(settings.shutdown_grace_s)
@@ -194,6 +216,12 @@ async def serve(
             await factory.aclose()
         await storage.close()
         log.info("stopped")
+
+
+async def _within(scope: anyio.CancelScope, work: Awaitable[None]) -> None:
+    """Run `work` until `scope` is cancelled (a task group's own scope would end its host)."""
+    with scope:
+        await work
 
 
 @asynccontextmanager

@@ -6,6 +6,7 @@
 | --db | TIERANK_DB | $XDG_DATA_HOME/tierank/tierank.db | SQLite path or postgresql:// URL |
 | --db-pool-size | TIERANK_DB_POOL_SIZE | 10 | PostgreSQL connections per server |
 | --db-statement-timeout | TIERANK_DB_STATEMENT_TIMEOUT | 30 | PostgreSQL: seconds per statement |
+| --lease-seconds | TIERANK_LEASE_SECONDS | 8 | PostgreSQL: a dead replica's jobs move after it |
 | --sqlite-synchronous | TIERANK_SQLITE_SYNCHRONOUS | FULL | FULL or NORMAL |
 | --judges-config | TIERANK_JUDGES_CONFIG | (none) | provider limits, prices, base URLs |
 | --max-message-mb | TIERANK_MAX_MESSAGE_MB | 64 | largest request or response message (1..1000) |
@@ -30,6 +31,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from tierank.server.jobs.replica import DEFAULT_LEASE_S
 from tierank.server.rpc.auth import AUTH_KEYS, AUTH_NONE
 from tierank.server.storage.by_url import PoolSettings
 
@@ -46,6 +48,7 @@ class ServerSettings:
     db: str | Path = Path("tierank.db")
     db_pool_size: int = 10
     db_statement_timeout_s: float = 30.0
+    lease_s: float = DEFAULT_LEASE_S
     sqlite_synchronous: str = "FULL"
     judges_config: Path | None = None
     max_message_mb: int = 64
@@ -110,6 +113,14 @@ def parser() -> argparse.ArgumentParser:
         type=float,
         default=env("TIERANK_DB_STATEMENT_TIMEOUT", "30"),
         help="PostgreSQL: seconds one statement may run (env TIERANK_DB_STATEMENT_TIMEOUT)",
+    )
+    p.add_argument(
+        "--lease-seconds",
+        type=_lease_seconds,
+        default=env("TIERANK_LEASE_SECONDS", str(DEFAULT_LEASE_S)),
+        help="PostgreSQL: how long a replica's hold on a job outlives its last renewal; a "
+        "replica that dies has its jobs taken over after at most this long (2..3600, default "
+        f"{DEFAULT_LEASE_S:g}; env TIERANK_LEASE_SECONDS)",
     )
     p.add_argument(
         "--sqlite-synchronous",
@@ -207,6 +218,15 @@ def _optional_path(text: str) -> Path | None:
     return Path(text) if text.strip() else None
 
 
+def _lease_seconds(text: str) -> float:
+    value = float(text)
+    # Renewed every quarter of it, at most once a second: below 2 s one slow round trip to the
+    # database could cost a replica its jobs.
+    if not 2 <= value <= 3600:
+        raise argparse.ArgumentTypeError("must be between 2 and 3600 seconds")
+    return value
+
+
 def _positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -233,6 +253,7 @@ def from_args(argv: list[str] | None = None) -> ServerSettings:
         db=args.db,
         db_pool_size=args.db_pool_size,
         db_statement_timeout_s=args.db_statement_timeout,
+        lease_s=args.lease_seconds,
         sqlite_synchronous=args.sqlite_synchronous,
         judges_config=args.judges_config,
         max_message_mb=args.max_message_mb,

@@ -15,7 +15,13 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from postgres_cluster import NoPostgres, drop_schema, fresh_schema, postgres_for_tests
+from postgres_cluster import (
+    NoPostgres,
+    drop_schema,
+    fresh_schema,
+    postgres_for_tests,
+    schema_url_for,
+)
 
 from tierank.client import LocalServer
 from tierank.server.app import background_server
@@ -141,3 +147,9 @@ def pg_schema(postgres_url: str) -> Iterator[str]:
     schema = fresh_schema()
     yield schema
     drop_schema(postgres_url, schema)
+
+
+@pytest.fixture
+def schema_url(postgres_url: str, pg_schema: str) -> str:
+    """The test database with a schema of this test's own first on the search path."""
+    return schema_url_for(postgres_url, pg_schema)

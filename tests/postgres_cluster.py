@@ -15,10 +15,12 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
 
 SUPERUSER = "postgres"
 DATABASE = "test"
@@ -28,6 +30,7 @@ START_TIMEOUT_S = 30
 # A Unix socket path is limited to 107 bytes; PostgreSQL adds "/.s.PGSQL.<port>.lock".
 _MAX_SOCKET_DIR_LEN = 107 - len("/.s.PGSQL.65535.lock")
 _LOG_TAIL_CHARS = 4000
+_RESTART_ATTEMPTS = 3
 
 
 def find_bin_dir(path: str | None = None, debian_root: Path = DEBIAN_ROOT) -> Path:
@@ -156,26 +159,63 @@ def _unreachable_by(directory: Path, account: pwd.struct_passwd) -> bool:
     return False
 
 
+def _pg_ctl_start(
+    runner: _Runner, data: Path, log: Path, port: int, sockets: Path
+) -> subprocess.CompletedProcess[str]:
+    # fsync off: nothing in a throwaway cluster must survive a crash, and it is faster.
+    options = f"-c listen_addresses=127.0.0.1 -p {port} -k {shlex.quote(str(sockets))} -c fsync=off"
+    return runner.run(
+        "pg_ctl",
+        "start",
+        "-D",
+        str(data),
+        "-l",
+        str(log),
+        "-w",
+        "-t",
+        str(START_TIMEOUT_S),
+        "-o",
+        options,
+        timeout=START_TIMEOUT_S + 10,
+    )
+
+
+def stop_cluster(base_dir: Path) -> None:
+    """Stop the cluster `throwaway_cluster(base_dir)` runs (fast: sessions are disconnected)."""
+    base_dir = base_dir.resolve()
+    runner = _Runner(find_bin_dir(), cwd=base_dir)
+    stopped = runner.run(
+        "pg_ctl", "stop", "-D", str(base_dir / "data"), "-m", "fast", "-w", timeout=60
+    )
+    if stopped.returncode != 0:
+        raise RuntimeError(f"pg_ctl stop failed: {stopped.stderr}")
+
+
+def start_cluster(base_dir: Path, url: str) -> None:
+    """Start a cluster stopped by `stop_cluster` again, on the port of its `url`."""
+    base_dir = base_dir.resolve()
+    runner = _Runner(find_bin_dir(), cwd=base_dir)
+    data, sockets, log = base_dir / "data", base_dir / "sockets", base_dir / "server.log"
+    port = int(url.rsplit(":", 1)[1].split("/", 1)[0])
+    # Once in CI pg_ctl exited non-zero with nothing on stderr and nothing in the server log
+    # (killed, it seems); a second try is what an operator would do too.
+    for attempt in range(_RESTART_ATTEMPTS):
+        started = _pg_ctl_start(runner, data, log, port, sockets)
+        if started.returncode == 0:
+            return
+        time.sleep(1.0 + attempt)
+    raise RuntimeError(
+        f"pg_ctl start exited {started.returncode}: {started.stdout}{started.stderr}\n"
+        f"server log ({log}):\n{_log_tail(log)}"
+    )
+
+
 def _start(runner: _Runner, data: Path, sockets: Path, log: Path) -> int:
     """Start the server on a free port; another process may take the port first, so retry."""
     for _ in range(3):
         port = free_port()
         log.unlink(missing_ok=True)
-        result = runner.run(
-            "pg_ctl",
-            "start",
-            "-D",
-            str(data),
-            "-l",
-            str(log),
-            "-w",
-            "-t",
-            str(START_TIMEOUT_S),
-            "-o",
-            # fsync off: nothing in a throwaway cluster must survive a crash, and it is faster.
-            f"-c listen_addresses=127.0.0.1 -p {port} -k {shlex.quote(str(sockets))} -c fsync=off",
-            timeout=START_TIMEOUT_S + 10,
-        )
+        result = _pg_ctl_start(runner, data, log, port, sockets)
         if result.returncode == 0:
             return port
         tail = _log_tail(log)
@@ -246,3 +286,14 @@ def drop_schema(url: str, schema: str) -> None:
 
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+def schema_url_for(url: str, schema: str) -> str:
+    """`url` with `schema` created and first on the search path (a libpq option), as an
+    operator gives a server one schema of a shared database."""
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+    return f"{url}?options={quote(f'-csearch_path={schema}')}"

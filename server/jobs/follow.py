@@ -61,7 +61,8 @@ async def follow_events(
                     # It finished between our read and this check: its last events are stored.
                     caught_up = False
                     continue
-            await channel.wait_beyond(last)
+            # False after a poll interval or a resync: then storage is read again.
+            caught_up = await channel.wait_beyond(last, hub.poll_s)
 
 
 def _decoded(rows: list[EventRow]) -> Iterator[rank_pb2.JobEvent]:

@@ -3,14 +3,22 @@
 Storage is the source of truth; the hub only keeps a short window of recent events so that
 watchers who are caught up are served from memory. A watcher that falls behind the window
 reads the gap from storage, so it misses nothing however slow it is.
+
+A job run by another replica publishes nothing here: its commits arrive as wake-ups
+(`notify`, from the database's notifications) that send its watchers to storage. Where other
+replicas share the database, a watcher also looks at storage every `poll_s` seconds, so a lost
+notification costs a moment, never an event.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+import anyio
 
 from tierank.server.errors import resource_exhausted
 from tierank.server.names import job_name
@@ -26,6 +34,7 @@ class JobChannel:
     def __init__(self) -> None:
         self._recent: deque[rank_pb2.JobEvent] = deque(maxlen=WINDOW)
         self._latest = 0
+        self._resyncs = 0
         self._changed = asyncio.Condition()
         self.watchers = 0
 
@@ -35,22 +44,57 @@ class JobChannel:
             self._latest = events[-1].sequence
             self._changed.notify_all()
 
+    async def notify(self, sequence: int) -> None:
+        """Events up to `sequence` are stored (by another replica): wake the watchers."""
+        async with self._changed:
+            if sequence > self._latest:
+                self._latest = sequence
+                self._changed.notify_all()
+
     def events_after(self, sequence: int) -> list[rank_pb2.JobEvent] | None:
-        """Recent events after `sequence`, or None when the window no longer reaches back."""
-        if not self._recent or sequence >= self._latest:
+        """Recent events after `sequence`, or None when the window does not hold them all
+        (they were stored elsewhere, or the window no longer reaches back)."""
+        if sequence >= self._latest:
             return []
-        if self._recent[0].sequence > sequence + 1:
+        if not self._recent or self._recent[0].sequence > sequence + 1:
+            return None
+        if self._recent[-1].sequence < self._latest:
             return None
         return [e for e in self._recent if e.sequence > sequence]
 
-    async def wait_beyond(self, sequence: int) -> None:
+    async def resync(self) -> None:
         async with self._changed:
-            await self._changed.wait_for(lambda: self._latest > sequence)
+            self._resyncs += 1
+            self._changed.notify_all()
+
+    async def wait_beyond(self, sequence: int, poll_s: float | None) -> bool:
+        """Wait until events past `sequence` are known (True), or until storage should be read
+        anyway (False): after `poll_s` seconds (None: never), or a resync."""
+        resyncs = self._resyncs
+        with anyio.move_on_after(math.inf if poll_s is None else poll_s):
+            async with self._changed:
+                await self._changed.wait_for(
+                    lambda: self._latest > sequence or self._resyncs != resyncs
+                )
+        return self._latest > sequence
 
 
 class EventHub:
-    def __init__(self) -> None:
+    def __init__(self, poll_s: float | None = None) -> None:
+        """`poll_s`: how often a waiting watcher looks at storage anyway; None where this
+        process is the only writer (every commit is then published here)."""
         self._channels: dict[str, JobChannel] = {}
+        self.poll_s = poll_s
+
+    async def notify(self, job_id: str, sequence: int) -> None:
+        channel = self._channels.get(job_id)
+        if channel is not None:
+            await channel.notify(sequence)
+
+    async def resync(self) -> None:
+        """Notifications may have been missed: every watcher looks at storage again."""
+        for channel in list(self._channels.values()):
+            await channel.resync()
 
     async def publish(self, job_id: str, events: list[rank_pb2.JobEvent]) -> None:
         # A job nobody watches keeps no window: a watcher who arrives later reads storage.

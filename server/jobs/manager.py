@@ -1,8 +1,17 @@
-"""Creates, resumes, cancels and drains jobs. Every runner is a task in one task group."""
+"""Creates, claims, cancels and drains jobs. Every runner is a task in one task group.
+
+A job runs on the replica holding its lease (server/storage/base.py: Lease). Each replica
+beats every tick: it renews the leases of the jobs it runs (a lease lost to another replica
+stops its runner at once), and claims free jobs up to its share, the unfinished jobs divided
+among the live replicas, so that no replica takes everything at start-up. A job created here is
+claimed here; one handed back by a draining replica, or left by a dead one once its lease
+expires, is claimed by whoever looks first. Cancels and event wake-ups from other replicas
+arrive as storage changes.
+"""
 
 from __future__ import annotations
 
-import secrets
+import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -24,18 +33,26 @@ from tierank.server.errors import (
     unavailable,
 )
 from tierank.server.job_states import TERMINAL_STATES
+from tierank.server.jobs.admission import admit, as_requested
 from tierank.server.jobs.convert import judge_config, pool_context
 from tierank.server.jobs.hub import EventHub
+from tierank.server.jobs.replica import Replica
 from tierank.server.jobs.runner import JobRunner
 from tierank.server.jobs.views import job_summary
 from tierank.server.judges.base import Judge, JudgeConfigError, PoolContext
 from tierank.server.judges.registry import JudgeFactory
-from tierank.server.names import job_name
+from tierank.server.names import job_name, new_sortable_id
 from tierank.server.storage.base import (
+    CANCEL,
+    EVENTS,
+    FREED,
+    RESYNC,
+    Claim,
     DuplicateRequest,
     EventRow,
     JobRecord,
     JobUpdate,
+    Lease,
     Limits,
     Storage,
     StorageError,
@@ -44,23 +61,22 @@ from tierank.server.tenancy.provider_accounts import ProviderAccounts
 from tierank.server.tenancy.spending import SpendLedger
 from tierank.v1 import rank_pb2
 
+# A write on the way out (a lease handed back, leaving the membership) waits no longer than
+# this for an unreachable database: the lease expires anyway.
+_LAST_WRITE_S = 2.0
 # What a client refused during a shutdown is told, and how long to wait before retrying.
 SHUTTING_DOWN = "the server is shutting down; retry on another server"
 SHUTTING_DOWN_RETRY_AFTER_S = 1.0
 
 
-def new_job_id() -> str:
-    """Sortable by creation time, so listing newest-first needs no extra index."""
-    return f"{time.time_ns() // 1_000_000:012x}{secrets.token_hex(6)}"
-
-
 def same_request(stored_spec: bytes, spec: rank_pb2.JobSpec) -> bool:
     """Whether a stored job was created from this spec (compared as messages: serialized
-    bytes are not canonical, e.g. map order)."""
+    bytes are not canonical, e.g. map order), less what admission filled in."""
     try:
-        return rank_pb2.JobSpec.FromString(stored_spec) == spec
+        stored = rank_pb2.JobSpec.FromString(stored_spec)
     except DecodeError:
         return False
+    return as_requested(stored) == as_requested(spec)
 
 
 @dataclass
@@ -74,32 +90,32 @@ class _Creation:
 
 class JobManager:
     def __init__(
-        self, storage: Storage, factory: JudgeFactory, hub: EventHub, accounts: ProviderAccounts
+        self,
+        storage: Storage,
+        factory: JudgeFactory,
+        hub: EventHub,
+        accounts: ProviderAccounts,
+        spending: SpendLedger,
+        replica: Replica,
     ) -> None:
         self._storage = storage
         self._factory = factory
         self._hub = hub
         self._accounts = accounts
-        self._spending = SpendLedger(storage)
+        self._spending = spending
+        self._replica = replica
         self._runners: dict[str, JobRunner] = {}
+        self._leases: dict[str, Lease] = {}
         self._tasks: TaskGroup | None = None
         self._draining = False
-        self._log = structlog.get_logger()
+        self._look_now = anyio.Event()
+        self._log = structlog.get_logger().bind(replica=replica.replica_id)
 
     async def __aenter__(self) -> JobManager:
         self._tasks = anyio.create_task_group()
         await self._tasks.__aenter__()
-        try:
-            released = await self._storage.release_reservations()
-        except StorageError as error:
-            # Open reservations keep holding their spend (the safe side); the next start
-            # settles them.
-            self._log.warning("could not settle the last run's reservations", error=str(error))
-        else:
-            if released:
-                # Calls in flight when the server stopped may have been paid for: kept as spent.
-                self._log.info("settled reservations left by the last run", count=released)
-        await self._resume_unfinished()
+        self._tasks.start_soon(self._keep_beating, name="leases")
+        self._tasks.start_soon(self._follow_changes, name="changes")
         return self
 
     async def __aexit__(
@@ -110,17 +126,25 @@ class JobManager:
     ) -> bool | None:
         assert self._tasks is not None
         self._tasks.cancel_scope.cancel()
-        return await self._tasks.__aexit__(exc_type, exc, tb)
+        try:
+            return await self._tasks.__aexit__(exc_type, exc, tb)
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_LAST_WRITE_S):
+                try:
+                    await self._storage.leave(self._replica.replica_id)
+                except StorageError as error:
+                    self._log.warning("could not leave the replica membership", error=str(error))
 
     @property
     def active_jobs(self) -> int:
         return len(self._runners)
 
     async def _build_judges(
-        self, spec: rank_pb2.JobSpec, tenant: str
+        self, spec: rank_pb2.JobSpec, tenant: str, admitting: bool = False
     ) -> tuple[PoolContext, list[Judge]]:
         """The job's passages and its judges, on the tenant's own provider keys where it has
-        them; the runner gets the same pool, built once."""
+        them; the runner gets the same pool, built once. `admitting`: a new job, whose judges
+        are then admitted on their qualifications (this fills in `spec`)."""
         accounts = await self._accounts.resolve(
             tenant, ((f"spec.judges[{i}].provider", j.provider) for i, j in enumerate(spec.judges))
         )
@@ -138,7 +162,77 @@ class JobManager:
                 violations.append(FieldViolation(f"spec.judges[{i}]", str(error)))
         if violations:
             raise invalid_argument(violations)
+        if admitting:
+            try:
+                await admit(spec, judges, tenant, self._storage)
+            except BaseException:
+                for built in judges:
+                    await built.aclose()
+                raise
         return pool, judges
+
+    # -- leases -----------------------------------------------------------------------------
+
+    async def _keep_beating(self) -> None:
+        failing = False
+        while True:
+            try:
+                await self._beat()
+            except StorageError as error:
+                # Leases run out while the database is away; runners that lose theirs stop
+                # when it is back (the renewal says so, or their next commit is refused).
+                if not failing:
+                    self._log.warning("cannot renew leases", error=str(error))
+                failing = True
+            else:
+                if failing:
+                    self._log.info("renewing leases again")
+                failing = False
+            with anyio.move_on_after(self._replica.tick_s):
+                await self._look_now.wait()
+            self._look_now = anyio.Event()
+
+    async def _beat(self) -> None:
+        """Announce this replica, renew its leases, and claim free jobs up to its share."""
+        replica = self._replica
+        membership = await self._storage.heartbeat(
+            replica.replica_id, replica.lease_s, draining=self._draining
+        )
+        leases = list(self._leases.values())
+        held = await self._storage.renew_leases(leases, replica.lease_s)
+        for lease in leases:
+            runner = self._runners.get(lease.job_id)
+            if runner is None or self._leases.get(lease.job_id) != lease:
+                continue  # it ended (or was claimed again) meanwhile
+            if lease.job_id not in held:
+                self._log.warning("lease lost to another replica", job_id=lease.job_id)
+                runner.abandon()
+            elif held[lease.job_id]:
+                runner.request_cancel()
+        # A draining replica still lands its calls: it counts itself until it has left.
+        self._factory.share_limits(membership.live_replicas + self._draining)
+        if self._draining or not membership.live_replicas:
+            return
+        share = math.ceil(membership.unfinished_jobs / membership.live_replicas)
+        for claim in await self._storage.claim_jobs(
+            replica.replica_id, replica.lease_s, share - len(self._leases)
+        ):
+            self._log.info("claimed job", job_id=claim.job.job_id, epoch=claim.lease.epoch)
+            await self._resume(claim)
+
+    async def _follow_changes(self) -> None:
+        async for change in self._storage.changes():
+            if change.kind == EVENTS:
+                await self._hub.notify(change.job_id, change.sequence)
+            elif change.kind == CANCEL:
+                runner = self._runners.get(change.job_id)
+                if runner is not None:
+                    runner.request_cancel()
+            elif change.kind == FREED:
+                self._look_now.set()
+            elif change.kind == RESYNC:
+                await self._hub.resync()
+                self._look_now.set()
 
     def knows_provider(self, provider: str) -> bool:
         return self._factory.knows(provider)
@@ -154,10 +248,13 @@ class JobManager:
         """
         if self._draining:
             raise unavailable(SHUTTING_DOWN, SHUTTING_DOWN_RETRY_AFTER_S)
-        pool, judges = await self._build_judges(spec, tenant)
+        requested = spec
+        spec = rank_pb2.JobSpec()
+        spec.CopyFrom(requested)
+        pool, judges = await self._build_judges(spec, tenant, admitting=True)
         now = time.time()
         record = JobRecord(
-            job_id=new_job_id(),
+            job_id=new_sortable_id(),
             tenant=tenant,
             request_id=request_id,
             state=rank_pb2.JOB_STATE_PENDING,
@@ -211,10 +308,19 @@ class JobManager:
             creation.error = error
         finally:
             creation.done.set()
-        stored = creation.stored is not None and creation.stored.job_id == record.job_id
-        if stored:
+        claim = None
+        if creation.stored is not None and creation.stored.job_id == record.job_id:
             metrics.JOBS_CREATED.labels(record.tenant).inc()
-        await self._supervise(runner, run=stored)
+            try:
+                claim = await self._storage.claim_job(
+                    record.job_id, self._replica.replica_id, self._replica.lease_s
+                )
+            except StorageError as error:  # stored, so whichever replica looks first runs it
+                self._log.warning(
+                    "could not claim a new job", job_id=record.job_id, error=str(error)
+                )
+        # Unclaimed (another replica was quicker, or the database went away): released here.
+        await self._supervise(runner, claim.lease if claim else None)
 
     def _runner(
         self, record: JobRecord, spec: rank_pb2.JobSpec, pool: PoolContext, judges: list[Judge]
@@ -241,51 +347,57 @@ class JobManager:
         assert self._tasks is not None
         self._tasks.start_soon(task, *args, name=runner.name)
 
-    async def _supervise(self, runner: JobRunner, run: bool = True) -> None:
-        """Run the runner (or only release it, for a job that was not stored), then forget it."""
+    async def _supervise(self, runner: JobRunner, lease: Lease | None) -> None:
+        """Run the runner under `lease` (or only release it, without one), then forget it and
+        hand the lease back: another replica can claim the job at once if it is unfinished."""
         try:
-            if run:
-                await runner.run()
-            else:
+            if lease is None:
                 await runner.discard()
+            else:
+                self._leases[runner.job_id] = lease
+                await runner.run(lease)
         finally:
             self._runners.pop(runner.job_id, None)
+            if lease is not None and self._leases.get(runner.job_id) == lease:
+                del self._leases[runner.job_id]
+                with anyio.CancelScope(shield=True), anyio.move_on_after(_LAST_WRITE_S):
+                    try:
+                        await self._storage.release_lease(lease)
+                    except StorageError as error:  # it expires instead
+                        self._log.warning(
+                            "could not hand a job back", job_id=runner.job_id, error=str(error)
+                        )
 
-    async def _resume_unfinished(self) -> None:
-        for record in await self._storage.unfinished_jobs():
-            self._log.info("resuming job", job_id=record.job_id)
-            await self._resume(record)
-
-    async def _resume(self, record: JobRecord) -> JobRunner | None:
-        """Start a stored job's runner again; a job that cannot run any more fails alone."""
+    async def _resume(self, claim: Claim) -> JobRunner | None:
+        """Start a claimed job's runner; a job that cannot run any more fails alone."""
+        record, lease = claim.job, claim.lease
         try:
             spec = rank_pb2.JobSpec.FromString(record.spec)
         except DecodeError as error:
-            self._fail_soon(record, f"its stored spec is damaged and cannot be read: {error}")
+            self._fail_soon(claim, f"its stored spec is damaged and cannot be read: {error}")
             return None
         try:
             pool, judges = await self._build_judges(spec, record.tenant)
         except ApiError as error:
-            self._fail_soon(record, f"cannot rebuild judges: {error.status.message}")
+            self._fail_soon(claim, f"cannot rebuild judges: {error.status.message}")
             return None
         except Exception as error:
-            self._fail_soon(record, f"cannot rebuild judges: {error}")
+            self._fail_soon(claim, f"cannot rebuild judges: {error}")
             return None
-        started = self._runners.get(record.job_id)
-        if started is not None:  # a concurrent cancel resumed it meanwhile
-            for judge in judges:
-                await judge.aclose()
-            return started
         runner = self._runner(record, spec, pool, judges)
-        self._start(runner, self._supervise, runner)
+        if claim.cancel_requested:
+            runner.request_cancel()
+        self._start(runner, self._supervise, runner, lease)
         return runner
 
-    def _fail_soon(self, record: JobRecord, message: str) -> None:
-        self._log.error("job cannot resume", job_id=record.job_id, error=message)
+    def _fail_soon(self, claim: Claim, message: str) -> None:
+        self._log.error("job cannot resume", job_id=claim.job.job_id, error=message)
         assert self._tasks is not None
-        self._tasks.start_soon(self._fail_unresumable, record, message)
+        self._leases[claim.job.job_id] = claim.lease
+        self._tasks.start_soon(self._fail_unresumable, claim, message)
 
-    async def _fail_unresumable(self, record: JobRecord, message: str) -> None:
+    async def _fail_unresumable(self, claim: Claim, message: str) -> None:
+        record = claim.job
         message = clip(message, MAX_ERROR_TEXT_BYTES)
         error = rank_pb2.JobError(code=code_pb2.FAILED_PRECONDITION, message=message)
         sequence = record.last_sequence + 1
@@ -301,35 +413,50 @@ class JobManager:
             error_message=message,
         )
         try:
-            await self._storage.commit(record.job_id, update)
-        except Exception:  # the job stays unfinished; the next start tries again
+            await self._storage.commit(record.job_id, update, claim.lease)
+        except Exception:  # the job stays unfinished; its lease expires and it is tried again
             self._log.exception("could not record that a job cannot resume", job_id=record.job_id)
             return
+        finally:
+            self._leases.pop(record.job_id, None)
         await self._hub.publish(record.job_id, [event])
 
     async def cancel(self, record: JobRecord) -> None:
-        """End a job as cancelled, whatever its state; a finished job is left as it is."""
-        job_id = record.job_id
+        """End a job as cancelled, whatever its state and wherever it runs; a finished job is
+        left as it is. Returns once the job has ended."""
+        job_id, tenant = record.job_id, record.tenant
         runner = self._runners.get(job_id)
         if runner is None:
-            record = await self._storage.get_job(record.tenant, job_id)
-            # Checked again after the read: a concurrent cancel may have started one.
+            if not await self._storage.request_cancel(tenant, job_id):
+                return  # finished meanwhile, or gone
+            # Checked again after the write: a concurrent cancel may have started one.
             runner = self._runners.get(job_id)
-            if runner is None:
-                if record is None or record.state in TERMINAL_STATES:
-                    return
-                # An unfinished job with no runner here (e.g. stopped by a drain) runs again
-                # only to record what it has and end as cancelled.
-                runner = await self._resume(record)
-                if runner is None:
-                    return
+        if runner is None:
+            # Nobody runs it (e.g. stopped by a drain): it runs here only to record what it has
+            # and end as cancelled. Otherwise its replica hears of the cancel and ends it.
+            claim = await self._storage.claim_job(
+                job_id, self._replica.replica_id, self._replica.lease_s
+            )
+            runner = await self._resume(claim) if claim is not None else None
+        if runner is None:
+            await self._until_finished(tenant, job_id)
+            return
         runner.request_cancel()
         await runner.finished.wait()
 
+    async def _until_finished(self, tenant: str, job_id: str) -> None:
+        with self._hub.watching(job_id) as channel:
+            while True:
+                record = await self._storage.get_job(tenant, job_id)
+                if record is None or record.state in TERMINAL_STATES:
+                    return
+                await channel.wait_beyond(record.last_sequence, self._replica.tick_s)
+
     async def drain(self, grace_s: float) -> None:
-        """Refuse new jobs, stop planning new calls and let the calls in flight land; jobs
-        stay resumable."""
+        """Refuse new jobs, stop planning new calls and let the calls in flight land, then hand
+        every job back; jobs stay resumable, here or on another replica."""
         self._draining = True
+        self._look_now.set()  # others stop counting this replica in their share
         runners = list(self._runners.values())
         for runner in runners:
             runner.request_drain()

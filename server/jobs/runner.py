@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import enum
 import hashlib
-import json
 import math
 import time
 from collections import deque
@@ -29,12 +28,13 @@ import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from google.rpc import code_pb2
 
-from tierank.scheduler import Tournament
-from tierank.scheduler.types import Cost, JudgeCall, StopReason, Tier, Verdict
+from tierank.scheduler import PLANNER_VERSION, Tournament
+from tierank.scheduler.types import Cost, JudgeCall, StopReason, Tier, TournamentConfig, Verdict
 from tierank.server import metrics
 from tierank.server.errors import MAX_ERROR_TEXT_BYTES, clip
 from tierank.server.jobs.convert import tiers_to_proto, timestamp, tournament_config
 from tierank.server.jobs.hub import EventHub
+from tierank.server.jobs.journal import decode_plan, decode_planner, encode_plan, encode_planner
 from tierank.server.jobs.stats import StatsBook
 from tierank.server.judges.base import (
     BatchRequest,
@@ -53,10 +53,12 @@ from tierank.server.storage.base import (
     EventRow,
     JobUpdate,
     JournalRow,
+    Lease,
+    LeaseLost,
     QuotaExceeded,
-    Spend,
     Storage,
     StorageFull,
+    StorageUnavailable,
     VerdictAudit,
 )
 from tierank.server.tenancy.spending import SpendLedger, spend_of
@@ -82,6 +84,14 @@ _REASONS = {
 
 class _Wake(enum.Enum):
     WAKE = enum.auto()
+
+
+class _Diverged(Exception):
+    """Replaying a journal planned differently than the recorded plan at entry `index`."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__(f"journal replay diverged at entry {index}")
+        self.index = index
 
 
 @dataclass(frozen=True)
@@ -156,6 +166,8 @@ class JobRunner:
         # The tournament plans only right after a record, so plans depend on answers, not timing.
         self._plan_due = True
         self.finished = anyio.Event()
+        self._lease: Lease | None = None
+        self._abandoned = anyio.CancelScope()
 
     # -- control from the job manager ---------------------------------------------------
 
@@ -183,13 +195,28 @@ class JobRunner:
 
     # -- the job ------------------------------------------------------------------------
 
-    async def run(self) -> None:
-        """Run the job to its end; never raises, whatever happens to this job (a storage or
-        programming error fails this job only, and the server goes on)."""
+    def abandon(self) -> None:
+        """Stop at once without writing anything more: another replica runs the job now."""
+        self._abandoned.cancel()
+
+    async def run(self, lease: Lease) -> None:
+        """Run the job under `lease` to its end, or until the lease is lost; never raises,
+        whatever happens to this job (a storage or programming error fails this job only, and
+        the server goes on)."""
+        self._lease = lease
         metrics.ACTIVE_JOBS.labels(self._tenant).inc()
         try:
-            await self._run()
+            with self._abandoned:
+                await self._run()
         except Exception as error:
+            if _holds(error, LeaseLost):
+                self._log.warning("job taken over by another replica", error=str(error))
+                return
+            if _holds(error, StorageUnavailable):
+                # Not the job's fault: it stays unfinished, and runs on (from its journal, here
+                # or elsewhere) once the database is back and its lease is free.
+                self._log.warning("job paused: the database is unreachable", error=str(error))
+                return
             self._log.exception("job failed")
             try:
                 await self._fail(f"{type(error).__name__}: {error}")
@@ -263,20 +290,59 @@ class JobRunner:
         self,
     ) -> tuple[Tournament, StatsBook, list[list[JudgeCall]], dict[str, _Answer]]:
         """Replay the journal; returns the plans not yet wholly applied, and the answers to
-        their calls that were stored but not applied before the restart."""
-        tournament = Tournament(
-            [c.id for c in self._spec.candidates], tournament_config(self._spec)
-        )
+        their calls that were stored but not applied before the restart.
+
+        The tournament is rebuilt with the config the job was planned with (journals from
+        before that was recorded: today's). A journal planned by this planner version replays
+        exactly: every plan is made again and must match the recorded one. One planned by
+        another version (a rolling upgrade), or one that does not match anyway, is resumed
+        from its recorded calls instead, never re-planned: no answer is asked for twice, and
+        planning goes on under today's rules from there.
+        """
+        rows = await self._storage.read_journal(self.job_id)
+        self._journal_index = len(rows)
+        planner = decode_planner(rows[0].payload) if rows and rows[0].kind == "planner" else None
+        config = planner.config if planner else tournament_config(self._spec)
+        exact = planner is None or planner.version == PLANNER_VERSION
+        try:
+            tournament, stats, planned, groups = self._replay(rows, config, exact)
+        except _Diverged as diverged:
+            self._log.warning("journal replay diverged: resuming its calls", entry=diverged.index)
+            tournament, stats, planned, groups = self._replay(rows, config, exact=False)
+        unapplied = [[planned[i] for i in group if i in planned] for group in groups]
+        stored = await self._storage.read_verdicts(self.job_id, list(planned))
+        arrived = {
+            call_id: _Answer(planned[call_id], rank_pb2.VerdictReceived.FromString(data), data)
+            for call_id, data in stored.items()
+        }
+        return tournament, stats, [group for group in unapplied if group], arrived
+
+    def _replay(
+        self, rows: Sequence[JournalRow], config: TournamentConfig, exact: bool
+    ) -> tuple[Tournament, StatsBook, dict[str, JudgeCall], list[list[str]]]:
+        """Rebuild the tournament from `rows`: with `exact` by planning again (_Diverged where
+        a plan differs from the recorded one), else by adopting the recorded calls. Returns
+        the calls no verdict row answers, and each plan's call ids."""
+        tournament = Tournament([c.id for c in self._spec.candidates], config)
         stats = StatsBook([j.name for j in self._judges])
         planned: dict[str, JudgeCall] = {}
         groups: list[list[str]] = []
-        rows = await self._storage.read_journal(self.job_id)
         for row in rows:
             if row.kind == "plan":
-                expected = json.loads(row.payload)
-                calls = tournament.plan(self._estimate)
-                if [c.call_id for c in calls] != expected:
-                    raise RuntimeError(f"journal replay diverged at entry {row.index}")
+                recorded = decode_plan(row.payload)
+                if exact:
+                    calls = tournament.plan(self._estimate)
+                    if [c.call_id for c in calls] != recorded.call_ids or (
+                        recorded.calls is not None and calls != recorded.calls
+                    ):
+                        raise _Diverged(row.index)
+                elif recorded.calls is None:
+                    raise RuntimeError(
+                        f"journal replay diverged; plan entry {row.index} names no calls to resume"
+                    )
+                else:
+                    calls = recorded.calls
+                    tournament.adopt(calls, self._estimate)
                 planned.update((c.call_id, c) for c in calls)
                 groups.append([c.call_id for c in calls])
             elif row.kind == "verdict":
@@ -287,14 +353,7 @@ class JobRunner:
                 judge = int(row.payload)
                 tournament.disable_judge(judge)
                 stats.disable(judge)
-        self._journal_index = len(rows)
-        unapplied = [[planned[i] for i in group if i in planned] for group in groups]
-        stored = await self._storage.read_verdicts(self.job_id, list(planned))
-        arrived = {
-            call_id: _Answer(planned[call_id], rank_pb2.VerdictReceived.FromString(data), data)
-            for call_id, data in stored.items()
-        }
-        return tournament, stats, [group for group in unapplied if group], arrived
+        return tournament, stats, planned, groups
 
     # -- judge calls --------------------------------------------------------------------
 
@@ -363,9 +422,16 @@ class JobRunner:
                 await self._keep(call, JudgeReply(ordering), send, cached=True)
                 return
         try:
-            reservation = await self._spending.reserve(
+            async with self._spending.held(
                 self._tenant, judge.name, judge.estimate(request)
-            )
+            ) as bill:
+                try:
+                    reply = await judge.judge(request)
+                except Exception as error:  # a judge bug must not take the job down
+                    self._log.exception("judge raised", judge=judge.name, call_id=call.call_id)
+                    failure = JudgeFailure(FailureKind.SERVER_ERROR, repr(error))
+                    reply = JudgeReply((), failure=failure)
+                bill.spent = spend_of(reply.usage, reply.failure)
         except QuotaExceeded as exceeded:
             # Never sent, so never answered: the loop sees the budget gone and ends the job.
             self._log.info("tenant budget exhausted", limit=exceeded.limit, call_id=call.call_id)
@@ -373,19 +439,6 @@ class JobRunner:
             self._over_budget = exceeded
             self._nudge()
             return
-        spent: Spend | None = None
-        try:
-            try:
-                reply = await judge.judge(request)
-            except Exception as error:  # a judge bug must not take the job down
-                self._log.exception("judge raised", judge=judge.name, call_id=call.call_id)
-                failure = JudgeFailure(FailureKind.SERVER_ERROR, repr(error))
-                reply = JudgeReply((), failure=failure)
-            spent = spend_of(reply.usage, reply.failure)
-        finally:
-            # Shielded: a call cancelled mid-flight is still settled (at its reservation).
-            with anyio.CancelScope(shield=True):
-                await self._spending.settle(reservation, spent)
         await self._keep(call, _checked(reply, call), send, cached=False, cache_as=key)
 
     async def _keep(
@@ -447,8 +500,10 @@ class JobRunner:
             if self._plan_due and not (self._draining or landing):
                 planned = tournament.plan(self._estimate)
                 if planned:
-                    payload = json.dumps([c.call_id for c in planned]).encode()
-                    step.journal.append(self._journal("plan", payload))
+                    if self._journal_index == 0:  # a new job: what plans it comes first
+                        header = encode_planner(PLANNER_VERSION, tournament.config)
+                        step.journal.append(self._journal("planner", header))
+                    step.journal.append(self._journal("plan", encode_plan(planned)))
                     step.to_start.extend(planned)
                     order.append(planned)
             self._plan_due = False
@@ -561,7 +616,7 @@ class JobRunner:
         while True:
             try:
                 with anyio.CancelScope(shield=True):
-                    await self._storage.commit(self.job_id, update)
+                    await self._storage.commit(self.job_id, update, self._lease)
             except StorageFull as error:
                 if not paused:
                     self._log.error("job paused until disk space is freed", error=str(error))
@@ -605,6 +660,13 @@ class JobRunner:
             error_code=error.code,
             error_message=message,
         )
+
+
+def _holds(error: BaseException, kind: type[Exception]) -> bool:
+    """Whether `error` is, or (from the task group of calls) holds, an error of `kind`."""
+    if isinstance(error, BaseExceptionGroup):
+        return error.subgroup(kind) is not None
+    return isinstance(error, kind)
 
 
 async def _drain(receive: MemoryObjectReceiveStream[_Answer | _Wake]) -> list[_Answer | _Wake]:

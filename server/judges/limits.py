@@ -3,6 +3,13 @@
 Each (provider, model) gets one request limiter and one token limiter (aiolimiter leaky
 buckets sized from the settings); each provider gets a cap on calls in flight. A call holds its
 slot only while its HTTP request runs, not while it sleeps before a retry.
+
+Several replicas on one database share a provider's request and token rates: each takes an
+equal part (`ReplicaShare`, set from the replica membership every beat), so the total never
+exceeds the configured limit. The price is precision, never a database round trip per call: a
+replica cannot lend the part it does not use to a busy one, and for one beat after a replica
+joins, the others still spend their larger parts (a fresh bucket also starts full). The cap on
+calls in flight stays per replica: it protects this process as much as the provider.
 """
 
 from __future__ import annotations
@@ -16,9 +23,18 @@ from aiolimiter import AsyncLimiter
 from tierank.server.judges.settings import JudgeSettings
 
 
+class ReplicaShare:
+    """How many replicas split each rate limit (1 for a server on its own)."""
+
+    def __init__(self) -> None:
+        self.replicas = 1
+
+
 class ProviderLimits:
-    def __init__(self, settings: JudgeSettings) -> None:
+    def __init__(self, settings: JudgeSettings, share: ReplicaShare) -> None:
         self._settings = settings
+        self._share = share
+        self._sized_for = share.replicas
         self._request_limiters: dict[tuple[str, str], AsyncLimiter | None] = {}
         self._token_limiters: dict[tuple[str, str], AsyncLimiter | None] = {}
         self._in_flight: dict[str, asyncio.Semaphore] = {}
@@ -26,15 +42,16 @@ class ProviderLimits:
     def _limiters(
         self, provider: str, model: str
     ) -> tuple[AsyncLimiter | None, AsyncLimiter | None]:
+        if self._sized_for != self._share.replicas:
+            self._sized_for = self._share.replicas
+            self._request_limiters.clear()
+            self._token_limiters.clear()
         key = (provider, model)
         if key not in self._request_limiters:
             limit = self._settings.rate_limit(provider, model)
-            requests = limit and limit.requests
-            tokens = limit and limit.tokens
-            self._request_limiters[key] = (
-                AsyncLimiter(requests, limit.period_s) if requests else None
-            )
-            self._token_limiters[key] = AsyncLimiter(tokens, limit.period_s) if tokens else None
+            parts = self._sized_for
+            self._request_limiters[key] = limit and _bucket(limit.requests, limit.period_s, parts)
+            self._token_limiters[key] = limit and _bucket(limit.tokens, limit.period_s, parts)
         return self._request_limiters[key], self._token_limiters[key]
 
     def _semaphore(self, provider: str) -> asyncio.Semaphore:
@@ -54,3 +71,15 @@ class ProviderLimits:
             await token_bucket.acquire(min(tokens, token_bucket.max_rate))
         async with self._semaphore(provider):
             yield
+
+
+def _bucket(amount: float | None, period_s: float, parts: int) -> AsyncLimiter | None:
+    """A leaky bucket for one part of `amount` per `period_s` (None: no limit). A part below
+    one request keeps the rate with a bucket of one over a longer period: a request never
+    needs more than the bucket holds."""
+    if not amount:
+        return None
+    share = amount / parts
+    if share >= 1:
+        return AsyncLimiter(share, period_s)
+    return AsyncLimiter(1, period_s / share)

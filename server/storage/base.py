@@ -1,4 +1,5 @@
-"""The storage interface. SQLite is the embedded default; PostgreSQL can implement the same.
+"""The storage interface: SQLite, the embedded default, for one server; PostgreSQL for one or
+several replicas of it, which share jobs under leases.
 
 Storage is proto-agnostic: specs and events are opaque bytes, so a backend never needs to know
 the wire types. Every method that writes is one transaction: it is durable when it returns.
@@ -7,8 +8,10 @@ the wire types. Every method that writes is one transaction: it is durable when 
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+
+import anyio
 
 
 @dataclass(frozen=True)
@@ -26,6 +29,50 @@ class JobRecord:
     completion_reason: int = 0
     error_code: int = 0
     error_message: str = ""
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A replica's right to run a job. Every commit a runner makes carries it, and storage
+    refuses the commit (LeaseLost) once another replica has claimed the job: a claim raises the
+    epoch, so a replica that held an older one can never write into the job again."""
+
+    job_id: str
+    owner: str
+    epoch: int
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A job claimed to run here, and whether a client asked to cancel it meanwhile."""
+
+    job: JobRecord
+    lease: Lease
+    cancel_requested: bool = False
+
+
+@dataclass(frozen=True)
+class Membership:
+    """What a replica's heartbeat reads back: how many replicas are alive and not draining
+    (this one included, unless it drains) and how many jobs are unfinished, from which it
+    takes its share."""
+
+    live_replicas: int
+    unfinished_jobs: int
+
+
+@dataclass(frozen=True)
+class Change:
+    """A wake-up from another replica: `kind` is EVENTS (`job_id` has events up to `sequence`),
+    CANCEL (a client asked to cancel `job_id`), FREED (`job_id` can be claimed now) or RESYNC
+    (listening (re)started: changes may have been missed, so look at storage again)."""
+
+    kind: str
+    job_id: str
+    sequence: int = 0
+
+
+EVENTS, CANCEL, FREED, RESYNC = "events", "cancel", "freed", "resync"
 
 
 @dataclass(frozen=True)
@@ -78,6 +125,16 @@ class JobUpdate:
 class StorageError(Exception):
     """A storage failure explained in plain words, never a driver's class name, so the RPC layer
     can tell a client what happened."""
+
+
+class StorageUnavailable(StorageError):
+    """The database cannot be reached now (refused, restarting, connection lost); nothing is
+    wrong with the data, and the same call can succeed once it is back."""
+
+
+class LeaseLost(StorageError):
+    """The job's lease has passed to another replica (this one was paused or cut off past its
+    expiry): nothing was written, and this replica must stop running the job."""
 
 
 class StorageFull(StorageError):
@@ -146,6 +203,23 @@ class Reservation:
     day: str  # UTC, YYYY-MM-DD
     judge: str
     spend: Spend
+    # The replica whose call it holds: a replica that stops beating has its reservations
+    # settled (at the reserved spend) by the others' heartbeats.
+    owner: str = ""
+
+
+@dataclass(frozen=True)
+class QualificationRecord:
+    """A judge's qualification against human labels, stored for its tenant; `payload` is the
+    whole report (opaque here), `usable` and `weight` what jobs decide by."""
+
+    qualification_id: str
+    tenant: str
+    judge_identity: str
+    create_time: float
+    usable: bool
+    weight: float
+    payload: bytes
 
 
 @dataclass(frozen=True)
@@ -175,6 +249,10 @@ class DuplicateRequest(Exception):
 
 
 class Storage(abc.ABC):
+    # Whether other server processes write to this database too (replicas): then what they
+    # commit reaches this one only through `changes()`, which can miss a wake-up.
+    shared = False
+
     @abc.abstractmethod
     async def create_job(
         self, job: JobRecord, first_event: EventRow, limits: Limits = Limits()
@@ -199,8 +277,72 @@ class Storage(abc.ABC):
     async def unfinished_jobs(self) -> list[JobRecord]: ...
 
     @abc.abstractmethod
-    async def commit(self, job_id: str, update: JobUpdate) -> None:
-        """Append events and journal rows and change the job's state, in one transaction."""
+    async def commit(self, job_id: str, update: JobUpdate, fence: Lease | None = None) -> None:
+        """Append events and journal rows and change the job's state, in one transaction.
+
+        With `fence`, only while that lease is the job's current one: otherwise nothing is
+        written and LeaseLost is raised."""
+
+    # -- leases: which replica runs which job ---------------------------------------------
+
+    @abc.abstractmethod
+    async def heartbeat(self, replica: str, ttl_s: float, draining: bool = False) -> Membership:
+        """Record `replica` as alive for `ttl_s` more seconds; returns the membership, in which
+        a draining replica (shutting down, handing its jobs back) takes no share of the jobs.
+
+        It also settles the open reservations of replicas that are not alive any more (every
+        reservation a previous server left, where one process owns the database) at their
+        reserved spend: their calls may have been paid for."""
+
+    @abc.abstractmethod
+    async def leave(self, replica: str) -> None:
+        """Remove `replica` from the membership at once (the end of a clean shutdown)."""
+
+    @abc.abstractmethod
+    async def claim_jobs(self, owner: str, lease_s: float, limit: int) -> list[Claim]:
+        """Lease up to `limit` unfinished jobs that no replica holds (never leased, handed
+        back, or whose lease expired), oldest first, to `owner` for `lease_s` seconds; each
+        claim raises the job's epoch. Replicas claiming at once never claim one job twice."""
+
+    @abc.abstractmethod
+    async def claim_job(self, job_id: str, owner: str, lease_s: float) -> Claim | None:
+        """Lease this job to `owner`, if it is unfinished and no replica holds it."""
+
+    @abc.abstractmethod
+    async def renew_leases(self, leases: Sequence[Lease], lease_s: float) -> dict[str, bool]:
+        """Extend the leases that are still current by `lease_s` seconds from now. Returns
+        those still held (a lease missing was lost to another replica; a finished job's lease
+        stays held until released), each with whether a client asked to cancel its job."""
+
+    @abc.abstractmethod
+    async def release_lease(self, lease: Lease) -> None:
+        """Hand a job back (if the lease is still current), so that another replica can claim
+        it at once rather than after the lease expires."""
+
+    @abc.abstractmethod
+    async def request_cancel(self, tenant: str, job_id: str) -> bool:
+        """Mark the tenant's unfinished job as to be cancelled, for whichever replica runs it
+        or claims it next; False when there is no such unfinished job."""
+
+    @abc.abstractmethod
+    async def hold_watcher(self, watch_id: str, replica: str, tenant: str, limit: int) -> None:
+        """Count one more open watch stream of `tenant`, on `replica`. Raises QuotaExceeded
+        (max_watchers), holding nothing, when the tenant already has `limit` open on live
+        replicas; check and hold are one transaction. A dead replica's streams stop counting
+        once its heartbeat lapses."""
+
+    @abc.abstractmethod
+    async def release_watcher(self, watch_id: str) -> None: ...
+
+    @abc.abstractmethod
+    async def ping(self) -> None:
+        """Raise StorageError unless the database answers now."""
+
+    async def changes(self) -> AsyncIterator[Change]:
+        """What other replicas did, as it happens: a wake-up only, never the data (a missed
+        change must cost at most a poll interval). Storage that one process owns has none."""
+        await anyio.sleep_forever()
+        yield Change("", "", 0)  # pragma: no cover - never reached
 
     @abc.abstractmethod
     async def read_events(
@@ -295,12 +437,18 @@ class Storage(abc.ABC):
         (tenant, day, judge) usage, in one transaction. Unknown ids are ignored."""
 
     @abc.abstractmethod
-    async def release_reservations(self) -> int:
-        """Settle every open reservation at its reserved (worst-case) spend: their calls may
-        have been paid for before the server stopped. Run at start-up; returns how many."""
+    async def usage(self, tenant: str, day: str) -> UsageReport: ...
+
+    # -- judge qualifications ---------------------------------------------------------------
 
     @abc.abstractmethod
-    async def usage(self, tenant: str, day: str) -> UsageReport: ...
+    async def put_qualification(self, record: QualificationRecord) -> None: ...
+
+    @abc.abstractmethod
+    async def list_qualifications(
+        self, tenant: str, judge_identity: str | None, limit: int
+    ) -> list[QualificationRecord]:
+        """The tenant's qualifications (of one judge identity, or all), newest first."""
 
     @abc.abstractmethod
     async def close(self) -> None: ...

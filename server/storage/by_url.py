@@ -58,7 +58,6 @@ async def open_storage(
             text,
             pool_size=pool.size,
             statement_timeout_s=pool.statement_timeout_s,
-            exclusive=True,
         )
     from tierank.server.storage.sqlite import SqliteStorage
 

@@ -145,8 +145,48 @@ CREATE TABLE reservations (
 CREATE INDEX reservations_day ON reservations (tenant, day);
 """
 
+# Several replicas on one database: a job is run by the replica holding its lease (owner,
+# epoch, expiry on the database's clock), replicas announce themselves in `replicas`, and a
+# reservation names the replica whose call it holds, so that only a dead replica's are settled.
+_REPLICAS = f"""
+ALTER TABLE jobs
+    ADD COLUMN lease_owner {_TEXT},
+    ADD COLUMN lease_epoch BIGINT NOT NULL DEFAULT 0,
+    ADD COLUMN lease_until DOUBLE PRECISION NOT NULL DEFAULT 0,
+    ADD COLUMN cancel_requested BOOLEAN NOT NULL DEFAULT FALSE;
+CREATE INDEX jobs_claimable ON jobs (job_id) WHERE {UNFINISHED_JOBS};
+CREATE TABLE replicas (
+    replica_id {_TEXT} PRIMARY KEY,
+    alive_until DOUBLE PRECISION NOT NULL,
+    draining BOOLEAN NOT NULL DEFAULT FALSE
+);
+ALTER TABLE reservations ADD COLUMN owner {_TEXT} NOT NULL DEFAULT '';
+CREATE TABLE watchers (
+    watch_id {_TEXT} PRIMARY KEY,
+    replica_id {_TEXT} NOT NULL,
+    tenant {_TEXT} NOT NULL
+);
+CREATE INDEX watchers_tenant ON watchers (tenant);
+"""
+
+_QUALIFICATIONS = f"""
+CREATE TABLE qualifications (
+    qualification_id {_TEXT} PRIMARY KEY,
+    tenant {_TEXT} NOT NULL,
+    judge_identity {_TEXT} NOT NULL,
+    create_time DOUBLE PRECISION NOT NULL,
+    usable BOOLEAN NOT NULL,
+    weight DOUBLE PRECISION NOT NULL,
+    payload BYTEA NOT NULL
+);
+CREATE INDEX qualifications_judge ON qualifications (tenant, judge_identity, create_time);
+CREATE INDEX qualifications_tenant ON qualifications (tenant, create_time);
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "jobs, events, journal, verdicts; tenants, keys, usage, reservations", _INITIAL),
+    Migration(2, "job leases, replicas, reservation owners, watchers", _REPLICAS),
+    Migration(3, "judge qualifications", _QUALIFICATIONS),
 )
 
 _LEDGER = """

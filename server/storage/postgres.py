@@ -14,6 +14,13 @@ Semantics are SQLite's (server/storage/sqlite.py), with what several processes n
   counts before another's write is visible, and limits hold in total, not per replica. Tenants
   without limits take no lock.
 - Reads that must see one state (usage, a tenant with its provider keys) are single statements.
+- Leases (owner, epoch, expiry by the database's clock) say which replica runs a job; claims
+  skip rows other replicas are claiming (SKIP LOCKED), and a runner's commit locks its job's
+  row and checks the epoch in the same statement, so a replica that lost its lease writes
+  nothing. Watch slots are rows, counted under a per-tenant advisory lock like the quotas.
+- Commits with events, cancel requests and handed-back leases NOTIFY the schema's channel; each
+  replica LISTENs on one connection outside the pool (a session of its own: LISTEN does not
+  survive transaction pooling, e.g. PgBouncer's transaction mode).
 
 Connections are in autocommit; a write opens its transaction explicitly. Every driver error
 leaves this module as a StorageError in plain words, never a driver's class name.
@@ -26,20 +33,32 @@ import dataclasses
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+import anyio
 import psycopg
+import structlog
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
 from tierank.server.storage.base import (
+    CANCEL,
+    EVENTS,
+    FREED,
     LIMIT_NAMES,
+    RESYNC,
     CacheEntry,
+    Change,
+    Claim,
     DuplicateRequest,
     EventRow,
     JobRecord,
     JobUpdate,
     JournalRow,
     KeyRecord,
+    Lease,
+    LeaseLost,
     Limits,
+    Membership,
+    QualificationRecord,
     QuotaExceeded,
     Reservation,
     Spend,
@@ -47,6 +66,7 @@ from tierank.server.storage.base import (
     StorageDamaged,
     StorageError,
     StorageFull,
+    StorageUnavailable,
     TenantRecord,
     UsageReport,
     VerdictAudit,
@@ -72,6 +92,7 @@ _NO_LIMITS = Limits()
 # One tenant's job creations and spend reservations then never wait on each other.
 _JOB_QUOTA_LOCK = 0x74720001
 _SPEND_LOCK = 0x74720002
+_WATCH_LOCK = 0x74720003
 # How long a caller waits for a pooled connection when statements have no timeout.
 _DEFAULT_CONNECTION_WAIT_S = 30.0
 # Driver messages can quote a damaged row's bytes; a client is told the gist only.
@@ -101,7 +122,7 @@ def _plain(error: psycopg.Error) -> StorageError:
         or (not state and isinstance(error, psycopg.OperationalError | psycopg.InterfaceError))
     )
     if unreachable:
-        return StorageError(f"the database is unreachable: {detail}")
+        return StorageUnavailable(f"the database is unreachable: {detail}")
     return StorageError(f"the database failed: {detail}")
 
 
@@ -134,6 +155,9 @@ _JOB_COLUMNS = (
 _TENANT_COLUMNS = (
     f"tenant, {', '.join(LIMIT_NAMES)}, allow_server_provider_keys, create_time, update_time"
 )
+_QUALIFICATION_COLUMNS = (
+    "qualification_id, tenant, judge_identity, create_time, usable, weight, payload"
+)
 _KEY_COLUMNS = (
     "key_id, tenant, role, display_name, secret_hash, create_time, revoke_time, certificate_subject"
 )
@@ -159,11 +183,11 @@ _DAILY_LIMITED = (
 )
 _HOLD = (
     "INSERT INTO reservations (reservation_id, tenant, day, judge, calls, input_tokens, "
-    "output_tokens, cost_usd)"
+    "output_tokens, cost_usd, owner)"
 )
 _HELD_VALUES = (
     "%(id)s, %(tenant)s, %(day)s, %(judge)s, %(calls)s, %(input_tokens)s, %(output_tokens)s, "
-    "%(cost_usd)s"
+    "%(cost_usd)s, %(owner)s"
 )
 
 # Another tenant's job must look like no job at all: rows of a job are read only while the job
@@ -183,36 +207,117 @@ _ADD_USAGE = (
 _INSERT_EVENTS = (
     "INSERT INTO events (job_id, sequence, kind, time, payload) SELECT %(job)s, * FROM "
     "unnest(%(sequences)s::bigint[], %(kinds)s::text[], %(times)s::float8[], "
-    "%(payloads)s::bytea[])"
+    "%(payloads)s::bytea[]) AS new_event"
 )
-_CACHE_UPSERT = (
+_CACHE_SELECT = (
     "INSERT INTO verdict_cache (key, payload) "
-    "SELECT * FROM unnest(%(keys)s::text[], %(cache_payloads)s::bytea[]) "
-    "ON CONFLICT (key) DO UPDATE SET payload = excluded.payload"
+    "SELECT * FROM unnest(%(keys)s::text[], %(cache_payloads)s::bytea[])"
 )
+_CACHE_CONFLICT = "ON CONFLICT (key) DO UPDATE SET payload = excluded.payload"
+_CACHE_UPSERT = f"{_CACHE_SELECT} {_CACHE_CONFLICT}"
 # A commit is one statement: all of it or nothing, in one round trip. Every data-modifying
 # part of a WITH runs, referenced or not; a job column whose value is NULL keeps its value.
+# The database's clock, in seconds: every replica measures leases by the same clock.
+_NOW = "extract(epoch FROM clock_timestamp())::float8"
+# A fenced commit first locks the job's row if its lease epoch is still the one given (a claim
+# by another replica waits for this commit, or this commit sees the claim and writes nothing);
+# an unfenced one (epoch NULL) writes unconditionally.
+_ALLOWED = "(%(epoch)s::bigint IS NULL OR EXISTS (SELECT 1 FROM fence))"
 _COMMIT = f"""
-WITH new_events AS ({_INSERT_EVENTS}),
+WITH fence AS MATERIALIZED (
+    SELECT job_id FROM jobs WHERE job_id = %(job)s AND lease_epoch = %(epoch)s::bigint FOR UPDATE
+),
+new_events AS ({_INSERT_EVENTS} WHERE {_ALLOWED}),
 new_journal AS (
     INSERT INTO journal (job_id, idx, kind, payload) SELECT %(job)s, * FROM
     unnest(%(indexes)s::bigint[], %(journal_kinds)s::text[], %(journal_payloads)s::bytea[])
+    WHERE {_ALLOWED}
 ),
-new_cache AS ({_CACHE_UPSERT}),
+new_cache AS ({_CACHE_SELECT} WHERE {_ALLOWED} {_CACHE_CONFLICT}),
 new_audit AS (
     INSERT INTO verdict_audit (job_id, call_id, verdict, prompt, raw_answer)
     SELECT %(job)s, * FROM unnest(%(calls)s::text[], %(verdicts)s::bytea[],
         %(prompts)s::bytea[], %(answers)s::bytea[])
+    WHERE {_ALLOWED}
+),
+job AS (
+    UPDATE jobs SET
+        last_sequence = COALESCE(%(last_sequence)s::bigint, last_sequence),
+        update_time = COALESCE(%(update_time)s::float8, update_time),
+        state = COALESCE(%(state)s::integer, state),
+        completion_reason = COALESCE(%(completion_reason)s::integer, completion_reason),
+        error_code = COALESCE(%(error_code)s::integer, error_code),
+        error_message = COALESCE(%(error_message)s::bytea, error_message)
+    WHERE job_id = %(job)s AND %(changes_job)s AND {_ALLOWED}
 )
-UPDATE jobs SET
-    last_sequence = COALESCE(%(last_sequence)s::bigint, last_sequence),
-    update_time = COALESCE(%(update_time)s::float8, update_time),
-    state = COALESCE(%(state)s::integer, state),
-    completion_reason = COALESCE(%(completion_reason)s::integer, completion_reason),
-    error_code = COALESCE(%(error_code)s::integer, error_code),
-    error_message = COALESCE(%(error_message)s::bytea, error_message)
-WHERE job_id = %(job)s AND %(changes_job)s
+SELECT {_ALLOWED}, CASE WHEN %(last_sequence)s::bigint IS NOT NULL AND {_ALLOWED}
+    THEN pg_notify(%(channel)s, 'events ' || %(job)s || ' ' || %(last_sequence)s::bigint) END
 """
+
+
+_CLAIMED_COLUMNS = ", ".join(
+    f"jobs.{column}" for column in (*_JOB_COLUMNS.split(", "), "lease_epoch", "cancel_requested")
+)
+# `{which}` narrows the claim to one job. SKIP LOCKED: replicas claiming at once each take
+# other jobs rather than queueing behind one another's locks.
+_CLAIM = f"""
+WITH claimable AS (
+    SELECT job_id FROM jobs WHERE {UNFINISHED_JOBS} {{which}}
+    AND (lease_owner IS NULL OR lease_until < {_NOW})
+    ORDER BY job_id LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+)
+UPDATE jobs SET lease_owner = %(owner)s, lease_epoch = jobs.lease_epoch + 1,
+    lease_until = {_NOW} + %(lease)s
+FROM claimable WHERE jobs.job_id = claimable.job_id
+RETURNING {_CLAIMED_COLUMNS}
+"""
+_LIVE = f"alive_until >= {_NOW}"
+# A replica's heartbeat also clears up after replicas that stopped beating: their rows, their
+# watch slots, and their open reservations, settled at the reserved (worst-case) spend, since
+# their calls may have been paid for. One statement: one round trip a second per replica.
+_HEARTBEAT = f"""
+WITH me AS (
+    INSERT INTO replicas (replica_id, alive_until, draining)
+    VALUES (%(replica)s, {_NOW} + %(ttl)s, %(draining)s)
+    ON CONFLICT (replica_id) DO UPDATE
+    SET alive_until = excluded.alive_until, draining = excluded.draining
+),
+gone AS (DELETE FROM replicas WHERE NOT ({_LIVE}) AND replica_id <> %(replica)s),
+unwatched AS (
+    DELETE FROM watchers w WHERE w.replica_id <> %(replica)s AND NOT EXISTS
+    (SELECT 1 FROM replicas r WHERE r.replica_id = w.replica_id AND r.{_LIVE})
+),
+released AS (
+    DELETE FROM reservations held WHERE held.owner <> %(replica)s AND NOT EXISTS
+    (SELECT 1 FROM replicas r WHERE r.replica_id = held.owner AND r.{_LIVE})
+    RETURNING tenant, day, judge, calls, input_tokens, output_tokens, cost_usd
+),
+settled AS (
+    INSERT INTO usage (tenant, day, judge, calls, input_tokens, output_tokens, cost_usd)
+    SELECT tenant, day, judge, SUM(calls), SUM(input_tokens), SUM(output_tokens), SUM(cost_usd)
+    FROM released GROUP BY tenant, day, judge {_ADD_USAGE}
+)
+SELECT (NOT %(draining)s)::int + (SELECT COUNT(*) FROM replicas
+        WHERE {_LIVE} AND NOT draining AND replica_id <> %(replica)s),
+    (SELECT COUNT(*) FROM jobs WHERE {UNFINISHED_JOBS})
+"""
+# After a lost connection, listening again waits this long between attempts.
+_RELISTEN_S = 1.0
+
+
+def _claim(owner: str, row: Sequence[Any]) -> Claim:
+    job = _job_from_row(row[:-2])
+    return Claim(job, Lease(job.job_id, owner, row[-2]), cancel_requested=row[-1])
+
+
+def _change(payload: str) -> Change | None:
+    """A notification's payload, `KIND JOB_ID [SEQUENCE]`; None for one this version does not
+    know (a newer replica's)."""
+    kind, _, rest = payload.partition(" ")
+    job_id, _, sequence = rest.partition(" ")
+    if kind not in (EVENTS, CANCEL, FREED) or not job_id:
+        return None
+    return Change(kind, job_id, int(sequence) if sequence.isdigit() else 0)
 
 
 def _job_from_row(row: Sequence[Any]) -> JobRecord:
@@ -259,34 +364,6 @@ async def _configure(
 # Connections run in autocommit (a write opens its own transaction); the name shows in
 # pg_stat_activity unless the URL names the application itself.
 _CONNECTION_OPTIONS: dict[str, Any] = {"autocommit": True, "fallback_application_name": "tierank"}
-# The session advisory lock a server holds on its schema: (class, hash of the schema's name).
-_SERVER_LOCK_CLASS = 0x7469_6572
-
-
-class DatabaseInUse(StorageError):
-    """Another tierank server holds this PostgreSQL schema."""
-
-
-async def _take_ownership(
-    url: str, schema: str | None, statement_timeout_s: float
-) -> psycopg.AsyncConnection:
-    try:
-        conn = await psycopg.AsyncConnection.connect(url, **_CONNECTION_OPTIONS)
-        await _configure(conn, schema, statement_timeout_s)
-        cursor = await conn.execute(
-            "SELECT pg_try_advisory_lock(%s, hashtext(current_schema())), current_schema()",
-            (_SERVER_LOCK_CLASS,),
-        )
-        taken, held_schema = await cursor.fetchone()  # type: ignore[misc]
-    except psycopg.Error as error:
-        raise _plain(error) from error
-    if not taken:
-        await conn.close()
-        raise DatabaseInUse(
-            f"another tierank server is using schema {held_schema!r} of this PostgreSQL "
-            "database (one server per database until jobs run under leases)"
-        )
-    return conn
 
 
 @contextlib.asynccontextmanager
@@ -320,11 +397,14 @@ async def migration_status(url: str, schema: str | None = None) -> list[tuple[in
 class PostgresStorage(Storage):
     """Open one with `PostgresStorage.connect`."""
 
-    def __init__(
-        self, pool: AsyncConnectionPool, owner: psycopg.AsyncConnection | None = None
-    ) -> None:
+    shared = True
+
+    def __init__(self, pool: AsyncConnectionPool, url: str, channel: str) -> None:
         self._pool = pool
-        self._owner = owner
+        self._url = url
+        # Notifications reach every session of the database: the channel is the schema's, so
+        # that servers on other schemas of one database never wake each other.
+        self._channel = channel
 
     @classmethod
     async def connect(
@@ -334,20 +414,14 @@ class PostgresStorage(Storage):
         pool_size: int = 10,
         statement_timeout_s: float = 30.0,
         schema: str | None = None,
-        exclusive: bool = False,
     ) -> PostgresStorage:
         """Apply pending migrations, then open a pool of `pool_size` connections whose
         statements are cancelled after `statement_timeout_s` (0: never). `schema` (created if
         missing) holds the tables instead of the search_path's first schema. Raises
-        StorageError when the database is unreachable or a migration fails.
-
-        `exclusive`: hold a session advisory lock on the schema for as long as this storage is
-        open, and raise DatabaseInUse when another server holds it. A server takes it: until
-        jobs run under leases, two servers on one database would both resume every job."""
+        StorageError when the database is unreachable or a migration fails."""
         # Migrations run first on a connection of their own: a refused connection or a failed
         # migration is then reported as it is, rather than as a pool that never fills.
         await migrate(url, schema)
-        owner = await _take_ownership(url, schema, statement_timeout_s) if exclusive else None
 
         async def configure(conn: psycopg.AsyncConnection) -> None:
             await _configure(conn, schema, statement_timeout_s)
@@ -365,12 +439,13 @@ class PostgresStorage(Storage):
         )
         try:
             await pool.open(wait=True, timeout=wait_s)
+            async with pool.connection() as conn:
+                cursor = await conn.execute("SELECT current_schema()")
+                (current,) = await cursor.fetchone()  # type: ignore[misc]
         except psycopg.Error as error:
             await pool.close()
-            if owner is not None:
-                await owner.close()
             raise _plain(error) from error
-        return cls(pool, owner)
+        return cls(pool, url, f"tierank:{current}")
 
     @contextlib.asynccontextmanager
     async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection]:
@@ -499,16 +574,18 @@ class PostgresStorage(Storage):
         )
         return [_job_from_row(row) for row in rows]
 
-    async def commit(self, job_id: str, update: JobUpdate) -> None:
+    async def commit(self, job_id: str, update: JobUpdate, fence: Lease | None = None) -> None:
         last = update.events[-1] if update.events else None
         changes_job = last is not None or any(
             getattr(update, column) is not None
             for column in ("state", "completion_reason", "error_code", "error_message")
         )
-        await self._execute(
+        allowed, _ = await self._fetchone(
             _COMMIT,
             {
                 "job": job_id,
+                "epoch": None if fence is None else fence.epoch,
+                "channel": self._channel,
                 **_event_arrays(update.events),
                 "indexes": [j.index for j in update.journal],
                 "journal_kinds": [j.kind for j in update.journal],
@@ -529,6 +606,147 @@ class PostgresStorage(Storage):
                 ),
             },
         )
+        if not allowed:
+            raise LeaseLost(f"job {job_id} is run by another replica now (lease epoch moved on)")
+
+    # -- leases ---------------------------------------------------------------------------
+
+    async def heartbeat(self, replica: str, ttl_s: float, draining: bool = False) -> Membership:
+        row = await self._fetchone(
+            _HEARTBEAT, {"replica": replica, "ttl": ttl_s, "draining": draining}
+        )
+        return Membership(live_replicas=row[0], unfinished_jobs=row[1])
+
+    async def leave(self, replica: str) -> None:
+        await self._execute(
+            "WITH gone AS (DELETE FROM replicas WHERE replica_id = %(replica)s), "
+            "unwatched AS (DELETE FROM watchers WHERE replica_id = %(replica)s) SELECT 1",
+            {"replica": replica},
+        )
+
+    async def claim_jobs(self, owner: str, lease_s: float, limit: int) -> list[Claim]:
+        if limit <= 0:
+            return []
+        rows = await self._fetchall(
+            _CLAIM.format(which=""), {"owner": owner, "lease": lease_s, "limit": limit}
+        )
+        return [_claim(owner, row) for row in rows]
+
+    async def claim_job(self, job_id: str, owner: str, lease_s: float) -> Claim | None:
+        row = await self._fetchone(
+            _CLAIM.format(which="AND job_id = %(job)s"),
+            {"owner": owner, "lease": lease_s, "limit": 1, "job": job_id},
+        )
+        return _claim(owner, row) if row else None
+
+    async def renew_leases(self, leases: Sequence[Lease], lease_s: float) -> dict[str, bool]:
+        if not leases:
+            return {}
+        rows = await self._fetchall(
+            f"UPDATE jobs SET lease_until = {_NOW} + %(lease)s "
+            "FROM unnest(%(jobs)s::text[], %(epochs)s::bigint[]) AS held(job_id, epoch) "
+            "WHERE jobs.job_id = held.job_id AND jobs.lease_epoch = held.epoch "
+            "AND jobs.lease_owner = %(owner)s RETURNING jobs.job_id, jobs.cancel_requested",
+            {
+                "lease": lease_s,
+                "owner": leases[0].owner,
+                "jobs": [lease.job_id for lease in leases],
+                "epochs": [lease.epoch for lease in leases],
+            },
+        )
+        return dict(rows)
+
+    async def release_lease(self, lease: Lease) -> None:
+        await self._execute(
+            "WITH freed AS (UPDATE jobs SET lease_owner = NULL, lease_until = 0 "
+            "WHERE job_id = %(job)s AND lease_epoch = %(epoch)s "
+            f"AND {UNFINISHED_JOBS} RETURNING job_id) "
+            "SELECT pg_notify(%(channel)s, 'freed ' || job_id) FROM freed",
+            {"job": lease.job_id, "epoch": lease.epoch, "channel": self._channel},
+        )
+
+    async def request_cancel(self, tenant: str, job_id: str) -> bool:
+        row = await self._fetchone(
+            "WITH marked AS (UPDATE jobs SET cancel_requested = TRUE "
+            f"WHERE job_id = %(job)s AND tenant = %(tenant)s AND {UNFINISHED_JOBS} "
+            "RETURNING job_id) "
+            "SELECT COUNT(pg_notify(%(channel)s, 'cancel ' || job_id)) FROM marked",
+            {"job": job_id, "tenant": tenant, "channel": self._channel},
+        )
+        return bool(row[0])
+
+    async def hold_watcher(self, watch_id: str, replica: str, tenant: str, limit: int) -> None:
+        values = {
+            "watch": watch_id,
+            "replica": replica,
+            "tenant": tenant,
+            "limit": limit,
+            "lock": _WATCH_LOCK,
+        }
+        async with self._transaction() as conn:
+            # The lock in a statement of its own, as in reserve_spend: the count's snapshot is
+            # taken after it, so it sees every stream held by whoever held the lock before.
+            await conn.execute(
+                "SELECT pg_advisory_xact_lock(%(lock)s, hashtext(%(tenant)s))", values
+            )
+            held = await conn.execute(
+                "INSERT INTO watchers (watch_id, replica_id, tenant) "
+                "SELECT %(watch)s, %(replica)s, %(tenant)s WHERE (SELECT COUNT(*) FROM watchers w "
+                "JOIN replicas r USING (replica_id) "
+                f"WHERE w.tenant = %(tenant)s AND r.{_LIVE}) < %(limit)s RETURNING 1",
+                values,
+            )
+            if await held.fetchone() is None:
+                raise QuotaExceeded("max_watchers", limit)
+
+    async def release_watcher(self, watch_id: str) -> None:
+        await self._execute("DELETE FROM watchers WHERE watch_id = %s", (watch_id,))
+
+    async def put_qualification(self, record: QualificationRecord) -> None:
+        await self._execute(
+            f"INSERT INTO qualifications ({_QUALIFICATION_COLUMNS}) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            dataclasses.astuple(record),
+        )
+
+    async def list_qualifications(
+        self, tenant: str, judge_identity: str | None, limit: int
+    ) -> list[QualificationRecord]:
+        rows = await self._fetchall(
+            f"SELECT {_QUALIFICATION_COLUMNS} FROM qualifications WHERE tenant = %(tenant)s "
+            "AND (%(judge)s::text IS NULL OR judge_identity = %(judge)s) "
+            "ORDER BY create_time DESC, qualification_id DESC LIMIT %(limit)s",
+            {"tenant": tenant, "judge": judge_identity, "limit": limit},
+        )
+        return [QualificationRecord(*row[:-1], bytes(row[-1])) for row in rows]
+
+    async def ping(self) -> None:
+        await self._fetchone("SELECT 1", None)
+
+    async def changes(self) -> AsyncIterator[Change]:
+        """Notifications on a connection of its own (LISTEN needs a session: see the module
+        docstring), reconnecting with a pause while the database is away."""
+        log = structlog.get_logger()
+        while True:
+            try:
+                conn = await psycopg.AsyncConnection.connect(self._url, **_CONNECTION_OPTIONS)
+            except psycopg.Error as error:
+                log.warning("cannot listen for other replicas' changes", error=str(_plain(error)))
+                await anyio.sleep(_RELISTEN_S)
+                continue
+            try:
+                await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
+                yield Change(RESYNC, "")
+                async for notice in conn.notifies():
+                    change = _change(notice.payload)
+                    if change is not None:
+                        yield change
+            except psycopg.Error as error:
+                log.warning("stopped listening for changes", error=str(_plain(error)))
+                await anyio.sleep(_RELISTEN_S)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await conn.close()
 
     async def read_events(
         self, tenant: str, job_id: str, after_sequence: int, limit: int, max_bytes: int
@@ -731,6 +949,7 @@ class PostgresStorage(Storage):
             "tenant": r.tenant,
             "day": r.day,
             "judge": r.judge,
+            "owner": r.owner,
             **dataclasses.asdict(r.spend),
             "lock": _SPEND_LOCK,
         }
@@ -769,21 +988,6 @@ class PostgresStorage(Storage):
             (reservation_id, *dataclasses.astuple(actual)),
         )
 
-    async def release_reservations(self) -> int:
-        # One statement: rows of one (tenant, day, judge) are summed first, as one INSERT may
-        # not update a row twice.
-        row = await self._fetchone(
-            "WITH released AS (DELETE FROM reservations RETURNING tenant, day, judge, calls, "
-            "input_tokens, output_tokens, cost_usd), "
-            "added AS (INSERT INTO usage (tenant, day, judge, calls, input_tokens, "
-            "output_tokens, cost_usd) SELECT tenant, day, judge, SUM(calls), "
-            "SUM(input_tokens), SUM(output_tokens), SUM(cost_usd) FROM released "
-            f"GROUP BY tenant, day, judge {_ADD_USAGE}) "
-            "SELECT COUNT(*) FROM released",
-            None,
-        )
-        return row[0]
-
     async def usage(self, tenant: str, day: str) -> UsageReport:
         # One statement, hence one snapshot: a settle moving spend from `reserved` to `today`
         # meanwhile is counted exactly once.
@@ -814,8 +1018,6 @@ class PostgresStorage(Storage):
 
     async def close(self) -> None:
         await self._pool.close()
-        if self._owner is not None:
-            await self._owner.close()  # releases the lock
 
 
 async def _job_by_request(conn: psycopg.AsyncConnection, job: JobRecord) -> JobRecord | None:

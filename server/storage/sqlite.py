@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import dataclasses
 import fcntl
+import itertools
 import os
 import queue
 import sqlite3
@@ -29,13 +30,18 @@ from tierank.server.job_states import TERMINAL_STATES
 from tierank.server.storage.base import (
     LIMIT_NAMES,
     CacheEntry,
+    Claim,
     DuplicateRequest,
     EventRow,
     JobRecord,
     JobUpdate,
     JournalRow,
     KeyRecord,
+    Lease,
+    LeaseLost,
     Limits,
+    Membership,
+    QualificationRecord,
     QuotaExceeded,
     Reservation,
     Spend,
@@ -166,6 +172,18 @@ CREATE TABLE IF NOT EXISTS reservations (
     cost_usd REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS reservations_day ON reservations (tenant, day);
+CREATE TABLE IF NOT EXISTS qualifications (
+    qualification_id TEXT PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    judge_identity TEXT NOT NULL,
+    create_time REAL NOT NULL,
+    usable INTEGER NOT NULL,
+    weight REAL NOT NULL,
+    payload BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS qualifications_judge
+    ON qualifications (tenant, judge_identity, create_time);
+CREATE INDEX IF NOT EXISTS qualifications_tenant ON qualifications (tenant, create_time);
 """
 
 
@@ -304,6 +322,16 @@ _JOB_COLUMNS = (
 )
 
 
+_QUALIFICATION_COLUMNS = (
+    "qualification_id, tenant, judge_identity, create_time, usable, weight, payload"
+)
+
+
+def _qualification(row: Sequence[Any]) -> QualificationRecord:
+    *head, usable, weight, payload = row
+    return QualificationRecord(*head, bool(usable), weight, bytes(payload))
+
+
 class SqliteStorage(Storage):
     def __init__(self, path: str | os.PathLike[str], synchronous: str = "FULL") -> None:
         """Open (or create) the database; raises DatabaseLocked when another server holds it,
@@ -318,6 +346,13 @@ class SqliteStorage(Storage):
             raise
         self._writer = _Worker(writer_conn, "tierank-sqlite-writer", transactional=True)
         self._reader = _Worker(reader_conn, "tierank-sqlite-reader", transactional=False)
+        # The file lock makes this process the database's only server, so leases live in
+        # memory: every lease in the file's past belonged to a process that is gone.
+        self._leases: dict[str, int] = {}
+        self._epochs = itertools.count(1)
+        self._cancel_requested: set[str] = set()
+        self._watchers: dict[str, str] = {}  # open watch streams: id -> tenant
+        self._orphans_settled = False
 
     async def create_job(
         self, job: JobRecord, first_event: EventRow, limits: Limits = _NO_LIMITS
@@ -397,7 +432,10 @@ class SqliteStorage(Storage):
 
         return await self._reader.submit(read)
 
-    async def commit(self, job_id: str, update: JobUpdate) -> None:
+    async def commit(self, job_id: str, update: JobUpdate, fence: Lease | None = None) -> None:
+        if fence is not None and self._leases.get(job_id) != fence.epoch:
+            raise LeaseLost(f"job {job_id} is not leased to {fence.owner} any more")
+
         def write(conn: sqlite3.Connection) -> None:
             _insert_events(conn, job_id, update.events)
             conn.executemany(
@@ -426,6 +464,8 @@ class SqliteStorage(Storage):
                 )
 
         await self._writer.submit(write)
+        if update.state in TERMINAL_STATES:
+            self._cancel_requested.discard(job_id)
 
     async def read_events(
         self, tenant: str, job_id: str, after_sequence: int, limit: int, max_bytes: int
@@ -701,7 +741,107 @@ class SqliteStorage(Storage):
 
         await self._writer.submit(write)
 
-    async def release_reservations(self) -> int:
+    # -- leases (in memory: see __init__) -----------------------------------------------------
+
+    async def heartbeat(self, replica: str, ttl_s: float, draining: bool = False) -> Membership:
+        if not self._orphans_settled:
+            released = await self._settle_orphans()
+            self._orphans_settled = True
+            if released:
+                # Calls in flight when the last server stopped may have been paid for.
+                structlog.get_logger().info(
+                    "settled reservations left by the last run", count=released
+                )
+        (unfinished,) = await self._reader.submit(
+            lambda conn: conn.execute(
+                f"SELECT COUNT(*) FROM jobs WHERE state NOT IN ({_TERMINAL_STATES})"
+            ).fetchone()
+        )
+        return Membership(live_replicas=0 if draining else 1, unfinished_jobs=unfinished)
+
+    async def leave(self, replica: str) -> None:
+        self._leases.clear()
+
+    async def claim_jobs(self, owner: str, lease_s: float, limit: int) -> list[Claim]:
+        free = [job for job in await self.unfinished_jobs() if job.job_id not in self._leases]
+        return [self._claim(job, owner) for job in free[: max(limit, 0)]]
+
+    async def claim_job(self, job_id: str, owner: str, lease_s: float) -> Claim | None:
+        if job_id in self._leases:
+            return None
+
+        def read(conn: sqlite3.Connection) -> JobRecord | None:
+            row = conn.execute(
+                f"SELECT {_JOB_COLUMNS} FROM jobs WHERE job_id = ? AND {_UNFINISHED}", (job_id,)
+            ).fetchone()
+            return _job_from_row(row) if row else None
+
+        job = await self._reader.submit(read)
+        return None if job is None or job_id in self._leases else self._claim(job, owner)
+
+    def _claim(self, job: JobRecord, owner: str) -> Claim:
+        epoch = next(self._epochs)
+        self._leases[job.job_id] = epoch
+        return Claim(job, Lease(job.job_id, owner, epoch), job.job_id in self._cancel_requested)
+
+    async def renew_leases(self, leases: Sequence[Lease], lease_s: float) -> dict[str, bool]:
+        return {
+            lease.job_id: lease.job_id in self._cancel_requested
+            for lease in leases
+            if self._leases.get(lease.job_id) == lease.epoch
+        }
+
+    async def release_lease(self, lease: Lease) -> None:
+        if self._leases.get(lease.job_id) == lease.epoch:
+            del self._leases[lease.job_id]
+
+    async def request_cancel(self, tenant: str, job_id: str) -> bool:
+        job = await self.get_job(tenant, job_id)
+        if job is None or job.state in TERMINAL_STATES:
+            return False
+        self._cancel_requested.add(job_id)
+        return True
+
+    async def hold_watcher(self, watch_id: str, replica: str, tenant: str, limit: int) -> None:
+        if sum(held == tenant for held in self._watchers.values()) >= limit:
+            raise QuotaExceeded("max_watchers", limit)
+        self._watchers[watch_id] = tenant
+
+    async def release_watcher(self, watch_id: str) -> None:
+        self._watchers.pop(watch_id, None)
+
+    async def put_qualification(self, record: QualificationRecord) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                f"INSERT INTO qualifications ({_QUALIFICATION_COLUMNS}) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                dataclasses.astuple(record),
+            )
+
+        await self._writer.submit(write)
+
+    async def list_qualifications(
+        self, tenant: str, judge_identity: str | None, limit: int
+    ) -> list[QualificationRecord]:
+        clauses, params = ["tenant = ?"], [tenant]
+        if judge_identity is not None:
+            clauses.append("judge_identity = ?")
+            params.append(judge_identity)
+        query = (
+            f"SELECT {_QUALIFICATION_COLUMNS} FROM qualifications WHERE {' AND '.join(clauses)} "
+            "ORDER BY create_time DESC, qualification_id DESC LIMIT ?"
+        )
+
+        def read(conn: sqlite3.Connection) -> list[QualificationRecord]:
+            rows = conn.execute(query, (*params, limit)).fetchall()
+            return [_qualification(row) for row in rows]
+
+        return await self._reader.submit(read)
+
+    async def ping(self) -> None:
+        await self._reader.submit(lambda conn: conn.execute("SELECT 1").fetchone())
+
+    async def _settle_orphans(self) -> int:
         def write(conn: sqlite3.Connection) -> int:
             rows = conn.execute(
                 "SELECT tenant, day, judge, calls, input_tokens, output_tokens, cost_usd "

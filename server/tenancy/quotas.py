@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
+import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
 
 from tierank.server.storage.base import Limits, QuotaExceeded, Storage
 
@@ -21,19 +23,23 @@ def check_candidates(limits: Limits, candidates: int) -> None:
 
 
 class WatcherSlots:
-    """Open WatchJob and Rank streams per tenant, on this server."""
+    """Open WatchJob and Rank streams per tenant, counted in storage so that max_watchers
+    holds across replicas. Tenants without the limit cost nothing."""
 
-    def __init__(self) -> None:
-        self._open: Counter[str] = Counter()
+    def __init__(self, storage: Storage, replica: str) -> None:
+        self._storage = storage
+        self._replica = replica
 
-    @contextmanager
-    def hold(self, tenant: str, limits: Limits) -> Iterator[None]:
-        if limits.max_watchers is not None and self._open[tenant] >= limits.max_watchers:
-            raise QuotaExceeded("max_watchers", limits.max_watchers)
-        self._open[tenant] += 1
+    @asynccontextmanager
+    async def hold(self, tenant: str, limits: Limits) -> AsyncIterator[None]:
+        if limits.max_watchers is None:
+            yield
+            return
+        watch_id = secrets.token_hex(8)
+        await self._storage.hold_watcher(watch_id, self._replica, tenant, limits.max_watchers)
         try:
             yield
         finally:
-            self._open[tenant] -= 1
-            if not self._open[tenant]:
-                del self._open[tenant]
+            # A stream cancelled by its client still gives its slot back.
+            with anyio.CancelScope(shield=True):
+                await self._storage.release_watcher(watch_id)

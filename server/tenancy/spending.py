@@ -12,6 +12,11 @@ from __future__ import annotations
 
 import datetime
 import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import anyio
 
 from tierank.server.judges.base import FailureKind, JudgeFailure, JudgeUsage
 from tierank.server.storage.base import Reservation, Spend, Storage
@@ -33,9 +38,18 @@ def spend_of(usage: JudgeUsage, failure: JudgeFailure | None = None) -> Spend:
     )
 
 
+@dataclass
+class Bill:
+    """What a held call spent, filled in by the caller once known (None: unknown)."""
+
+    spent: Spend | None = None
+
+
 class SpendLedger:
-    def __init__(self, storage: Storage) -> None:
+    def __init__(self, storage: Storage, replica: str) -> None:
+        """`replica` owns the reservations this ledger makes (see Storage.heartbeat)."""
         self._storage = storage
+        self._replica = replica
 
     async def reserve(self, tenant: str, judge: str, worst_case: JudgeUsage) -> Reservation:
         """Hold a call's worst case; raises QuotaExceeded (holding nothing) past a limit."""
@@ -45,6 +59,7 @@ class SpendLedger:
             day=utc_day(),
             judge=judge,
             spend=spend_of(worst_case),
+            owner=self._replica,
         )
         await self._storage.reserve_spend(reservation)
         return reservation
@@ -54,3 +69,16 @@ class SpendLedger:
         await self._storage.settle_spend(
             reservation.reservation_id, reservation.spend if actual is None else actual
         )
+
+    @asynccontextmanager
+    async def held(self, tenant: str, judge: str, worst_case: JudgeUsage) -> AsyncIterator[Bill]:
+        """Reserve a call's worst case for the block (QuotaExceeded before it, past a limit),
+        then settle at the bill, or at the reservation if the block ended without one."""
+        reservation = await self.reserve(tenant, judge, worst_case)
+        bill = Bill()
+        try:
+            yield bill
+        finally:
+            # Shielded: a call cancelled mid-flight is still settled (at its reservation).
+            with anyio.CancelScope(shield=True):
+                await self.settle(reservation, bill.spent)

@@ -36,7 +36,7 @@ from tierank.client import LocalServer, candidate, job_spec, judge
 from tierank.v1 import rank_pb2, rank_pb2_grpc
 
 FLAVOR = "openai"
-KILLS = 6
+KILLS = 4
 # An answer is stored this long after the fake sends it, at most, on a busy machine. Answers
 # wait for the rest of their plan far longer than this (up to the jitter of the fake's delays),
 # so a server that stored answers only with their whole plan is caught re-buying them.

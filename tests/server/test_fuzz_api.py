@@ -156,9 +156,9 @@ def near_valid_spec(draw: st.DrawFn) -> rank_pb2.JobSpec:
     return spec
 
 
-def _requests() -> st.SearchStrategy[tuple[str, str, Message]]:
-    """(service, method, request) for every RPC of every service."""
-    options: list[st.SearchStrategy[tuple[str, str, Message]]] = []
+def _requests() -> list[tuple[str, str, st.SearchStrategy[Message]]]:
+    """(service, method, requests) for every RPC of every service."""
+    rpcs: list[tuple[str, str, st.SearchStrategy[Message]]] = []
     for module in API_MODULES:
         for service in module.DESCRIPTOR.services_by_name.values():
             for method in service.methods:
@@ -172,8 +172,8 @@ def _requests() -> st.SearchStrategy[tuple[str, str, Message]]:
                             st.integers(*_INT32),
                         ),
                     )
-                options.append(st.tuples(st.just(service.name), st.just(method.name), request))
-    return st.one_of(options)
+                rpcs.append((service.name, method.name, request))
+    return rpcs
 
 
 def _with_spec(cls: type[Message], spec: rank_pb2.JobSpec, view: int) -> Message:
@@ -216,29 +216,38 @@ def _call(channel: grpc.Channel, service: str, method: str, request: Message) ->
 def test_fuzzed_requests_never_get_unknown_or_internal(fuzz_server: LocalServer) -> None:
     tried: dict[str, int] = {}
     options = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
+    rpcs = _requests()
     with grpc.insecure_channel(fuzz_server.address, options=options) as channel:
-
-        @settings(
-            max_examples=EXAMPLES,
-            deadline=None,
-            database=None,
-            suppress_health_check=list(HealthCheck),
-        )
-        @given(_requests())
-        def one(drawn: tuple[str, str, Message]) -> None:
-            service, method, request = drawn
-            creates = method in ("CreateJob", "Rank")
-            before = _stored(channel) if creates else 0
-            code = _call(channel, service, method, request)
-            tried[method] = tried.get(method, 0) + 1
-            assert code not in NEVER, (method, code, str(request)[:500])
-            if creates and code not in (grpc.StatusCode.OK, grpc.StatusCode.CANCELLED):
-                assert _stored(channel) == before, f"a rejected {method} stored a job ({code})"
-
-        one()
-        rpcs = sum(
-            len(s.methods) for m in API_MODULES for s in m.DESCRIPTOR.services_by_name.values()
-        )
-        assert len(tried) == rpcs, f"every RPC was tried: {sorted(tried)}"
+        # Each RPC gets its share of the examples: drawing RPCs at random could miss one.
+        for service, method, requests in rpcs:
+            _fuzz(channel, service, method, requests, max(EXAMPLES // len(rpcs), 5), tried)
+        assert len(tried) == len(rpcs), f"every RPC was tried: {sorted(tried)}"
         print(f"fuzzed {sum(tried.values())} requests: {tried}")
         assert _stored(channel) >= 0  # the server still answers
+
+
+def _fuzz(
+    channel: grpc.Channel,
+    service: str,
+    method: str,
+    requests: st.SearchStrategy[Message],
+    examples: int,
+    tried: dict[str, int],
+) -> None:
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(requests)
+    def one(request: Message) -> None:
+        creates = method in ("CreateJob", "Rank")
+        before = _stored(channel) if creates else 0
+        code = _call(channel, service, method, request)
+        tried[method] = tried.get(method, 0) + 1
+        assert code not in NEVER, (method, code, str(request)[:500])
+        if creates and code not in (grpc.StatusCode.OK, grpc.StatusCode.CANCELLED):
+            assert _stored(channel) == before, f"a rejected {method} stored a job ({code})"
+
+    one()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import subprocess
@@ -108,7 +109,9 @@ def test_damage_found_at_start_up_is_logged(tmp_path: Path, make_spec):
     with LocalServer(db=db) as server, grpc.insecure_channel(server.address) as channel:
         name = _stub(channel).CreateJob(rank_pb2.CreateJobRequest(spec=make_spec(n=8))).name
         list(_stub(channel).WatchJob(rank_pb2.WatchJobRequest(name=name), timeout=20))
-    with sqlite3.connect(db) as conn:
+    # Closed, not only committed: the last connection's close checkpoints the WAL, so the
+    # cache's pages are the last ones of the file itself.
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
         conn.executemany(
             "INSERT INTO verdict_cache (key, payload) VALUES (?, ?)",
             [(f"k{i}", os.urandom(500)) for i in range(2000)],

@@ -23,6 +23,7 @@ from tierank.server.storage.base import (
     JournalRow,
     KeyRecord,
     Limits,
+    QualificationRecord,
     QuotaExceeded,
     Reservation,
     Spend,
@@ -30,6 +31,7 @@ from tierank.server.storage.base import (
     StorageDamaged,
     StorageError,
     StorageFull,
+    StorageUnavailable,
     VerdictAudit,
 )
 from tierank.server.storage.pg_migrations import MIGRATIONS
@@ -364,8 +366,10 @@ async def test_data_survives_reopening(backend: Backend):
         assert await reopened.read_journal("j1") == [JournalRow(0, "plan", b"p")]
         with pytest.raises(DuplicateRequest):
             await reopened.create_job(_job("acme", "j2", request_id="r"), _event())
-        assert await reopened.release_reservations() == 1
-        assert (await reopened.usage("acme", DAY)).today == {"judge-a": Spend(1, 5)}
+        # The reservation's replica is gone: the next one's first heartbeat settles it.
+        await reopened.heartbeat("replica-b", 10.0)
+        report = await reopened.usage("acme", DAY)
+        assert (report.today, report.reserved) == ({"judge-a": Spend(1, 5)}, Spend())
     finally:
         await reopened.close()
 
@@ -489,8 +493,9 @@ async def test_concurrent_reservations_never_pass_a_daily_limit(storage: Storage
     assert report.today == {"judge-a": Spend(2, 80, 14, 1.0)}
     assert report.reserved == Spend(calls=9, input_tokens=900)
 
-    assert await storage.release_reservations() == 9
-    assert await storage.release_reservations() == 0
+    # Their replica (no owner named) is not alive: a heartbeat settles them at their reservation.
+    await storage.heartbeat("next-replica", 10.0)
+    await storage.heartbeat("next-replica", 10.0)
     report = await storage.usage("acme", DAY)
     assert report.today == {"judge-a": Spend(11, 980, 14, 1.0)}
     assert report.reserved == Spend()
@@ -532,12 +537,24 @@ async def test_other_days_and_tenants_do_not_count(storage: Storage):
     assert (empty.today, empty.total, empty.reserved, empty.unfinished_jobs) == ({}, {}, Spend(), 0)
 
 
-async def test_release_sums_several_reservations_of_one_judge(storage: Storage):
-    for i in range(3):
-        await storage.reserve_spend(Reservation(f"r{i}", "acme", DAY, "j", Spend(1, 10, 2, 0.25)))
-    await storage.reserve_spend(Reservation("r-old", "acme", OTHER_DAY, "j", Spend(1, 1)))
-    assert await storage.release_reservations() == 4
-    report = await storage.usage("acme", DAY)
+async def test_a_dead_replicas_reservations_are_settled_summed_per_judge(backend: Backend):
+    first = await backend.open()
+    try:
+        for i in range(3):
+            await first.reserve_spend(
+                Reservation(f"r{i}", "acme", DAY, "j", Spend(1, 10, 2, 0.25), owner="gone")
+            )
+        await first.reserve_spend(
+            Reservation("r-old", "acme", OTHER_DAY, "j", Spend(1, 1), owner="gone")
+        )
+    finally:
+        await first.close()
+    storage = await backend.open()
+    try:
+        await storage.heartbeat("next", 10.0)
+        report = await storage.usage("acme", DAY)
+    finally:
+        await storage.close()
     assert report.today == {"j": Spend(3, 30, 6, 0.75)}
     assert report.total == {"j": Spend(4, 31, 6, 0.75)}
 
@@ -837,8 +854,16 @@ async def test_connections_the_server_closed_are_replaced_before_use(
         (psycopg.errors.DiskFull("could not extend file"), StorageFull, "the disk holding"),
         (psycopg.errors.DataCorrupted("invalid page"), StorageDamaged, "the database is damaged"),
         (psycopg.errors.IndexCorrupted("bad index"), StorageDamaged, "the database is damaged"),
-        (psycopg.errors.AdminShutdown("terminating"), StorageError, "the database is unreachable"),
-        (psycopg.OperationalError("connection reset"), StorageError, "the database is unreachable"),
+        (
+            psycopg.errors.AdminShutdown("terminating"),
+            StorageUnavailable,
+            "the database is unreachable",
+        ),
+        (
+            psycopg.OperationalError("connection reset"),
+            StorageUnavailable,
+            "the database is unreachable",
+        ),
         (psycopg.errors.UniqueViolation("duplicate key"), StorageError, "the database failed"),
     ],
 )
@@ -847,3 +872,27 @@ def test_driver_errors_become_plain_words(error: psycopg.Error, kind: type, star
     assert type(plain) is kind
     assert str(plain).startswith(start) and str(error) in str(plain)
     assert type(error).__name__ not in str(plain)
+
+
+# -- judge qualifications ---------------------------------------------------------------------
+
+
+async def test_qualifications_list_newest_first_per_tenant_and_judge(storage: Storage):
+    def record(qid: str, tenant: str, judge: str, at: float, usable: bool) -> QualificationRecord:
+        return QualificationRecord(qid, tenant, judge, at, usable, 1.5 if usable else 0.0, b"\x00r")
+
+    for made in [
+        record("q1", "acme", "oracle/noise=1", 1.0, True),
+        record("q2", "acme", "oracle/noise=9", 2.0, False),
+        record("q3", "acme", "oracle/noise=1", 3.0, False),
+        record("q4", "globex", "oracle/noise=1", 4.0, True),
+    ]:
+        await storage.put_qualification(made)
+    listed = await storage.list_qualifications("acme", None, 10)
+    assert [q.qualification_id for q in listed] == ["q3", "q2", "q1"]
+    latest = await storage.list_qualifications("acme", "oracle/noise=1", 1)
+    assert latest == [record("q3", "acme", "oracle/noise=1", 3.0, False)]
+    assert [q.qualification_id for q in await storage.list_qualifications("globex", None, 10)] == [
+        "q4"
+    ]
+    assert await storage.list_qualifications("nobody", None, 10) == []
