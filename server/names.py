@@ -1,16 +1,20 @@
 """Resource names (AIP-122): the one place that builds and parses them.
 
 A job is `jobs/{job_id}`; one of its verdicts is `jobs/{job_id}/verdicts/{call_id}`; an API key
-is `keys/{key_id}`; a tenant is `tenants/{tenant}`.
+is `keys/{key_id}`; a tenant is `tenants/{tenant}`; a judge's qualification is
+`qualifications/{id}`.
 """
 
 from __future__ import annotations
 
 import re
+import secrets
+import time
 
 JOB_COLLECTION = "jobs"
 KEY_COLLECTION = "keys"
 TENANT_COLLECTION = "tenants"
+QUALIFICATION_COLLECTION = "qualifications"
 _VERDICTS = "verdicts"
 _ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _CALL_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
@@ -20,6 +24,15 @@ TENANT_RULE = f"must be {_ID_RULE}"
 
 class BadName(ValueError):
     """A resource name that does not have its collection's shape; the message is the rule."""
+
+
+def new_sortable_id() -> str:
+    """Sortable by creation time, so listing newest-first needs no extra index."""
+    return f"{time.time_ns() // 1_000_000:012x}{secrets.token_hex(6)}"
+
+
+def qualification_name(qualification_id: str) -> str:
+    return f"{QUALIFICATION_COLLECTION}/{qualification_id}"
 
 
 def job_name(job_id: str) -> str:

@@ -18,7 +18,6 @@ import os
 import subprocess
 import sys
 from datetime import UTC
-from pathlib import Path
 
 import grpc
 from google.protobuf import json_format, timestamp_pb2
@@ -57,10 +56,9 @@ def add_admin_options(parser: argparse.ArgumentParser) -> None:
     add_server_option(where, "; needs an admin key", from_env=False)
     where.add_argument(
         "--db",
-        type=Path,
-        metavar="FILE",
-        help="work on this database file directly, with no server running (how the first"
-        " admin key is made)",
+        metavar="FILE_OR_URL",
+        help="work on this database directly (a SQLite file, or a postgresql:// URL), with no"
+        " server running (how the first admin key is made)",
     )
     add_security_options(where)
     where.add_argument(
@@ -93,7 +91,7 @@ def admin_call(args: argparse.Namespace, method: str, request: Message) -> Messa
 
 
 def _through_admin_tool(
-    db: Path, method: str, request: Message, response_class: type[Message], timeout: float
+    db: str, method: str, request: Message, response_class: type[Message], timeout: float
 ) -> Message:
     # The request goes on stdin, never in argv, where a provider key would show in `ps`.
     try:

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import TypeVar
 
 import grpc
+from rich import box
+from rich.table import Table
 
 from tierank.client._errors import error_from_rpc
 from tierank.client._spec import JUDGE_SYNTAX
@@ -183,3 +185,15 @@ def number(value: float | None) -> str:
 
 def optional(message: object, field: str) -> float | None:
     return getattr(message, field) if message.HasField(field) else None  # type: ignore[attr-defined]
+
+
+def confusion_table(confusion: eval_pb2.ConfusionMatrix, corner: str) -> Table:
+    """A confusion matrix as a table: one row per row grade, one column per column grade."""
+    grades = list(confusion.grades)
+    matrix = Table(box=box.SIMPLE_HEAD)
+    matrix.add_column(corner, justify="right")
+    for grade in grades:
+        matrix.add_column(str(grade), justify="right")
+    for grade, row in zip(grades, confusion.rows, strict=True):
+        matrix.add_row(str(grade), *(str(c) for c in row.counts))
+    return matrix

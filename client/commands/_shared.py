@@ -32,6 +32,8 @@ EXIT_USAGE = 2
 # `tierank rank` only: the job ended, but its result is not what was asked for.
 EXIT_NO_VERDICTS = 3
 EXIT_PROVISIONAL = 4
+# `tierank qualify` only: the judge was measured, and found no better than chance.
+EXIT_NOT_QUALIFIED = 5
 # What a shell reports for a process killed by SIGPIPE (128 + 13), as for any Unix tool whose
 # reader went away (`tierank watch J | head -5`).
 EXIT_BROKEN_PIPE = 141

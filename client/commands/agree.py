@@ -14,6 +14,7 @@ from tierank.client.commands._eval_shared import (
     add_connection_options,
     add_tier_options,
     call,
+    confusion_table,
     number,
     optional,
     plural,
@@ -137,15 +138,8 @@ def print_report(response: eval_pb2.CompareLabelsResponse) -> None:
         f"binary (grade >= {response.relevance_threshold}) "
         f"{number(optional(response, 'binary_kappa'))}"
     )
-    grades = list(response.confusion.grades)
     console.print("confusion matrix (rows: A's grade, columns: B's grade)")
-    matrix = Table(box=box.SIMPLE_HEAD)
-    matrix.add_column("A \\ B", justify="right")
-    for grade in grades:
-        matrix.add_column(str(grade), justify="right")
-    for grade, row in zip(grades, response.confusion.rows, strict=True):
-        matrix.add_row(str(grade), *(str(c) for c in row.counts))
-    console.print(matrix)
+    console.print(confusion_table(response.confusion, "A \\ B"))
     if not response.HasField("systems"):
         return
     systems = response.systems

@@ -56,7 +56,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     sources.add_argument(
         "--rubric",
         default="",
-        help="what 'relevant' means for this task; @FILE reads it from FILE (default: the"
+        help="what 'relevant' means for this task; @FILE reads it from FILE;"
+        " preset:NAME[@VERSION] names a preset (list them with `tierank rubrics`) (default: the"
         f" server's definition: {DEFAULT_RUBRIC.replace('%', '%%')!r})",
     )
 
@@ -69,7 +70,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         metavar=JUDGE_SYNTAX,
         help="a judge, repeatable (default: lexical); e.g. oracle, openai:gpt-4.1-mini,"
         f" 'openai-compatible:qwen?temperature=0&weight=2'. Keys: {', '.join(JUDGE_KEYS)};"
-        " any other key is a provider option (e.g. noise=0 for oracle)",
+        " any other key is a provider option (e.g. noise=0 for oracle). weight=qualified"
+        " takes the weight from the judge's latest `tierank qualify`",
     )
     judging.add_argument(
         "--k", type=positive_int, help="candidates per judge call (server default 10)"
@@ -113,6 +115,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--deadline", type=float, default=0.0, help="job deadline in seconds (0: none)"
     )
     judging.add_argument(
+        "--allow-unqualified-judges",
+        action="store_true",
+        help="use judges even where their latest qualification (tierank qualify) found them "
+        "no better than chance; without it such a job is refused",
+    )
+    judging.add_argument(
         "--request-id",
         default="",
         help="idempotency key: rerunning with it never starts a second job",
@@ -151,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
         max_input_tokens=args.max_input_tokens,
         max_cost_usd=args.max_cost,
         deadline_seconds=args.deadline,
+        allow_unqualified_judges=args.allow_unqualified_judges,
     )
     live = sys.stdout.isatty() and sys.stderr.isatty()
     progress = LiveProgress(Console(stderr=True)) if live else PlainProgress(sys.stderr)

@@ -142,6 +142,11 @@ class ConfiguredJudge(abc.ABC):
     def cache_identity(self) -> str:
         """Provider, model, parameters and prompt-template version, as one stable string."""
 
+    def judge_identity(self) -> str:
+        """What a qualification of this judge is stored under: its cache identity, less
+        anything that depends on the job's pool (a judge is qualified once, for every pool)."""
+        return self.cache_identity()
+
     async def prepare(self) -> None:
         """Learn what `cacheable` and `cache_identity` depend on beyond the spec (what a
         self-hosted server says it serves). Call it before reading them; it is cheap again."""

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from tierank.server.judges.accounts import ProviderAccount
 from tierank.server.judges.base import JudgeConfig, JudgeConfigError
-from tierank.server.judges.limits import ProviderLimits
+from tierank.server.judges.limits import ProviderLimits, ReplicaShare
 from tierank.server.judges.llm import LLMJudge, ProviderShared
 from tierank.server.judges.settings import PROVIDERS, JudgeSettings, ProviderSettings
 
@@ -41,8 +41,10 @@ def _scope(provider: str, account: ProviderAccount | None) -> Scope:
 class LLMProviders:
     def __init__(self, settings: JudgeSettings) -> None:
         self.settings = settings
+        # Every limiter's part of the limits, when replicas share them.
+        self.share = ReplicaShare()
         # The server's key's limits; each tenant account gets its own (see shared()).
-        self.limits = ProviderLimits(settings)
+        self.limits = ProviderLimits(settings, self.share)
         self._shared: dict[Scope, ProviderShared] = {}
         # With the account each client was made for: a tenant's key replaced by an admin gets
         # a new client, while jobs already running keep the old one until aclose().
@@ -67,7 +69,7 @@ class LLMProviders:
     def shared(self, provider: str, account: ProviderAccount | None = None) -> ProviderShared:
         scope = _scope(provider, account)
         if scope not in self._shared:
-            limits = self.limits if account is None else ProviderLimits(self.settings)
+            limits = self.limits if account is None else ProviderLimits(self.settings, self.share)
             shared = ProviderShared(provider, self.settings, limits, scope[1])
             server_key = self.settings.provider(provider).api_key
             if account is None and server_key:

@@ -115,7 +115,10 @@ class LexicalJudge(_OfflineJudge):
 
     def cache_identity(self) -> str:
         # Scores and ties depend on the whole pool, so a verdict is only reusable in the same pool.
-        return f"lexical/bm25(k1={self.K1},b={self.B})/pool={self._pool_digest}"
+        return f"{self.judge_identity()}/pool={self._pool_digest}"
+
+    def judge_identity(self) -> str:
+        return f"lexical/bm25(k1={self.K1},b={self.B})"
 
     async def judge(self, request: BatchRequest) -> JudgeReply:
         return self._reply(request, self._scores, self._pool_rank)

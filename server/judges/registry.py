@@ -30,6 +30,10 @@ class JudgeFactory:
     def providers(self) -> tuple[str, ...]:
         return tuple(sorted((*_OFFLINE, *PROVIDERS)))
 
+    def share_limits(self, replicas: int) -> None:
+        """Split every provider rate limit among `replicas` replicas (see judges/limits.py)."""
+        self._llm.share.replicas = max(1, replicas)
+
     def knows(self, provider: str) -> bool:
         return provider in _OFFLINE or provider in PROVIDERS
 
@@ -44,6 +48,15 @@ class JudgeFactory:
         if config.provider not in PROVIDERS:
             raise ValueError(f"unknown judge provider {config.provider!r}")
         return self._llm.build(config, account)
+
+    async def identity(self, config: JudgeConfig, account: ProviderAccount | None = None) -> str:
+        """The judge identity (Judge.judge_identity) of `config`, without a job to build it in."""
+        judge = self.build(config, PoolContext("", "", ()), account)
+        try:
+            await judge.prepare()
+            return judge.judge_identity()
+        finally:
+            await judge.aclose()
 
     def build_grader(self, config: JudgeConfig, account: ProviderAccount | None = None) -> Grader:
         """A pointwise grader on the same provider clients, limits and breakers as the

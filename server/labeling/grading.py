@@ -23,7 +23,7 @@ from tierank.server.judges.verdict_cache import cache_key
 from tierank.server.storage.base import CacheEntry, Spend, Storage
 from tierank.server.tenancy.provider_accounts import ProviderAccounts
 from tierank.server.tenancy.spending import SpendLedger, spend_of
-from tierank.v1 import rank_pb2
+from tierank.v1 import eval_pb2, rank_pb2
 
 
 @dataclass(frozen=True)
@@ -50,11 +50,38 @@ class GradingTally:
     usage: list[JudgeUsage] = field(default_factory=list)
 
     def add(self, graded: GradedPair) -> None:
+        self.add_call(graded.reply.usage, graded.reply.failure is not None, graded.cached)
+
+    def add_call(self, usage: JudgeUsage, failed: bool, cached: bool = False) -> None:
         self.calls += 1
-        self.cached_calls += graded.cached
-        self.failed_calls += graded.reply.failure is not None
-        if not graded.cached:
-            self.usage.append(graded.reply.usage)
+        self.cached_calls += cached
+        self.failed_calls += failed
+        if not cached:
+            self.usage.append(usage)
+
+    def absorb(self, other: GradingTally) -> None:
+        self.calls += other.calls
+        self.cached_calls += other.cached_calls
+        self.failed_calls += other.failed_calls
+        self.usage.extend(other.usage)
+
+    def to_proto(self) -> eval_pb2.GradingStats:
+        return eval_pb2.GradingStats(
+            calls=self.calls,
+            cached_calls=self.cached_calls,
+            failed_calls=self.failed_calls,
+            usage=usage_total(self.usage),
+        )
+
+
+def usage_total(parts: Sequence[JudgeUsage]) -> rank_pb2.Usage:
+    return rank_pb2.Usage(
+        input_tokens=sum(u.input_tokens for u in parts),
+        output_tokens=sum(u.output_tokens for u in parts),
+        cached_input_tokens=sum(u.cached_input_tokens for u in parts),
+        cost_usd=sum(u.cost_usd for u in parts),
+        latency_seconds=sum(u.latency_s for u in parts),
+    )
 
 
 async def build_grader(
@@ -84,6 +111,7 @@ class PairGrader:
         self,
         grader: Grader,
         storage: Storage,
+        spending: SpendLedger,
         *,
         tenant: str,
         rubric: str,
@@ -96,7 +124,7 @@ class PairGrader:
         self._rubric = rubric
         self._seed = seed
         self._slots = anyio.Semaphore(max_in_flight)
-        self._spending = SpendLedger(storage)
+        self._spending = spending
         self.tally = GradingTally()
 
     async def grade(self, pair: Pair) -> GradedPair:
@@ -118,21 +146,16 @@ class PairGrader:
             passage=pair.passage,
             seed=call_seed(self._seed, f"{pair.query_id}/{pair.passage.id}"),
         )
-        async with self._slots:
-            reservation = await self._spending.reserve(
-                self._tenant, grader.name, grader.estimate(request)
-            )
-            spent: Spend | None = None
+        async with (
+            self._slots,
+            self._spending.held(self._tenant, grader.name, grader.estimate(request)) as bill,
+        ):
             try:
                 reply = await grader.grade(request)
-                spent = spend_of(reply.usage, reply.failure)
             except UngradablePassage as error:
-                spent = Spend()
+                bill.spent = Spend()
                 raise invalid_argument([FieldViolation(pair.field, str(error))]) from None
-            finally:
-                # Shielded: a call cancelled mid-flight is still settled (at its reservation).
-                with anyio.CancelScope(shield=True):
-                    await self._spending.settle(reservation, spent)
+            bill.spent = spend_of(reply.usage, reply.failure)
         if key is not None and reply.grade is not None:
             payload = json.dumps({"grade": reply.grade}).encode()
             await self._storage.cache_put([CacheEntry(key, payload)])

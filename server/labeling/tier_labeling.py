@@ -30,6 +30,7 @@ from tierank.server.labeling.grading import Pair, PairGrader, build_grader
 from tierank.server.names import BadName, parse_job_name
 from tierank.server.storage.base import Storage
 from tierank.server.tenancy.provider_accounts import ProviderAccounts
+from tierank.server.tenancy.spending import SpendLedger
 from tierank.v1 import eval_pb2, rank_pb2
 
 # Calls in flight across the jobs being anchored at once.
@@ -129,6 +130,7 @@ async def tier_labels(
     storage: Storage,
     factory: JudgeFactory,
     accounts: ProviderAccounts,
+    spending: SpendLedger,
     tenant: str,
 ) -> tuple[Qrels, list[eval_pb2.LabelingReport]]:
     """Qrels from the jobs' tiers under the request's mapping, and how each job was labeled."""
@@ -142,7 +144,13 @@ async def tier_labels(
             tenant,
         )
         return await _anchored(
-            f"{field}.mapping.pointwise", labels.mapping.pointwise, jobs, storage, grader, tenant
+            f"{field}.mapping.pointwise",
+            labels.mapping.pointwise,
+            jobs,
+            storage,
+            spending,
+            grader,
+            tenant,
         )
     mapping = _fixed_mapping(field, labels.mapping)
     qrels: Qrels = {}
@@ -170,6 +178,7 @@ async def _anchored(
     anchoring: eval_pb2.PointwiseAnchoring,
     jobs: Sequence[_LabeledJob],
     storage: Storage,
+    spending: SpendLedger,
     grader: Grader,
     tenant: str,
 ) -> tuple[Qrels, list[eval_pb2.LabelingReport]]:
@@ -185,6 +194,7 @@ async def _anchored(
         grading = PairGrader(
             grader,
             storage,
+            spending,
             tenant=tenant,
             rubric=spec.rubric,
             seed=anchoring.seed,

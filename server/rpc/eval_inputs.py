@@ -22,6 +22,7 @@ from tierank.evaluation import (
     parse_run,
 )
 from tierank.server.errors import FieldViolation, invalid_argument
+from tierank.server.judges.base import Passage
 from tierank.v1 import eval_pb2
 
 T = TypeVar("T")
@@ -90,6 +91,15 @@ def read_passages(field: str, file: eval_pb2.TextFile) -> dict[str, Candidate]:
         raise invalid_argument(violations)
     assert passages is not None
     return {p.id: p for p in passages}
+
+
+# Relevant when grade >= this, where a request leaves it 0: TREC DL's convention.
+DEFAULT_RELEVANCE_THRESHOLD = 2
+
+
+def as_passage(candidate: Candidate) -> Passage:
+    """A passage file's record as judges see it."""
+    return Passage(candidate.id, candidate.text, {k: str(v) for k, v in candidate.metadata.items()})
 
 
 def read_topics(field: str, file: eval_pb2.TextFile) -> dict[str, str]:

@@ -11,7 +11,6 @@ from collections.abc import Mapping, Sequence
 import grpc
 
 from tierank.evaluation import (
-    Candidate,
     Evaluation,
     Measure,
     Qrels,
@@ -23,17 +22,31 @@ from tierank.evaluation import (
     format_qrels,
     kendall_tau_b,
     rank_biased_overlap,
-    rank_documents,
     spearman_rho,
 )
 from tierank.server.errors import FieldViolation, invalid_argument
 from tierank.server.jobs.convert import passage_of
-from tierank.server.judges.base import Passage
 from tierank.server.judges.registry import JudgeFactory
-from tierank.server.labeling.grading import GradedPair, GradingTally, Pair, PairGrader, build_grader
+from tierank.server.judges.rubric_presets import POINTWISE, current_presets, resolve_rubric
+from tierank.server.labeling.filling import (
+    MAX_HELD_IN_SAMPLE,
+    held_in_agreement,
+    held_in_sample,
+    run_tops,
+    unjudged,
+)
+from tierank.server.labeling.grading import (
+    GradedPair,
+    Pair,
+    PairGrader,
+    build_grader,
+    usage_total,
+)
 from tierank.server.labeling.tier_labeling import tier_labels
 from tierank.server.rpc.auth import current_caller
 from tierank.server.rpc.eval_inputs import (
+    DEFAULT_RELEVANCE_THRESHOLD,
+    as_passage,
     read_max_in_flight,
     read_measures,
     read_passages,
@@ -41,22 +54,57 @@ from tierank.server.rpc.eval_inputs import (
     read_runs,
     read_topics,
 )
+from tierank.server.rpc.qualify_requests import Qualifier
 from tierank.server.storage.base import Storage
 from tierank.server.tenancy.provider_accounts import ProviderAccounts
-from tierank.v1 import eval_pb2, eval_pb2_grpc, rank_pb2
+from tierank.server.tenancy.spending import SpendLedger
+from tierank.v1 import eval_pb2, eval_pb2_grpc
 
 EVAL_SERVICE = eval_pb2.DESCRIPTOR.services_by_name["EvalService"].full_name
-DEFAULT_RELEVANCE_THRESHOLD = 2
 DEFAULT_RBO_PERSISTENCE = 0.9
 DEFAULT_FILL_DEPTH = 10
 MAX_PAIRS = 100_000
 
 
 class EvalServicer(eval_pb2_grpc.EvalServiceServicer):
-    def __init__(self, storage: Storage, factory: JudgeFactory, accounts: ProviderAccounts) -> None:
+    def __init__(
+        self,
+        storage: Storage,
+        factory: JudgeFactory,
+        accounts: ProviderAccounts,
+        spending: SpendLedger,
+    ) -> None:
         self._storage = storage
         self._factory = factory
         self._accounts = accounts
+        self._spending = spending
+        self._qualifier = Qualifier(storage, factory, accounts, spending)
+
+    async def QualifyJudge(
+        self, request: eval_pb2.QualifyJudgeRequest, context: grpc.aio.ServicerContext
+    ) -> eval_pb2.Qualification:
+        return await self._qualifier.qualify(request)
+
+    async def ListQualifications(
+        self, request: eval_pb2.ListQualificationsRequest, context: grpc.aio.ServicerContext
+    ) -> eval_pb2.ListQualificationsResponse:
+        return await self._qualifier.list(request)
+
+    async def ListRubrics(
+        self, request: eval_pb2.ListRubricsRequest, context: grpc.aio.ServicerContext
+    ) -> eval_pb2.ListRubricsResponse:
+        return eval_pb2.ListRubricsResponse(
+            presets=[
+                eval_pb2.RubricPreset(
+                    name=p.name,
+                    version=p.version,
+                    kind=p.kind,
+                    description=p.description,
+                    text=p.text,
+                )
+                for p in current_presets()
+            ]
+        )
 
     async def _labels(
         self, field: str, source: eval_pb2.LabelSource
@@ -71,6 +119,7 @@ class EvalServicer(eval_pb2_grpc.EvalServiceServicer):
                 self._storage,
                 self._factory,
                 self._accounts,
+                self._spending,
                 current_caller().tenant,
             )
         raise invalid_argument([FieldViolation(field, "give either qrels or tiers")])
@@ -124,6 +173,7 @@ class EvalServicer(eval_pb2_grpc.EvalServiceServicer):
             self._storage,
             self._factory,
             self._accounts,
+            self._spending,
             current_caller().tenant,
         )
         return eval_pb2.ExportQrelsResponse(qrels=format_qrels(qrels), labeling=labeling)
@@ -135,7 +185,7 @@ class EvalServicer(eval_pb2_grpc.EvalServiceServicer):
         grading = await self._pair_grader(request)
         graded = await grading.grade_all(pairs)
         return eval_pb2.GradePairsResponse(
-            grades=[_pair_grade(g) for g in graded], stats=_stats(grading.tally)
+            grades=[_pair_grade(g) for g in graded], stats=grading.tally.to_proto()
         )
 
     async def FillQrels(
@@ -143,13 +193,18 @@ class EvalServicer(eval_pb2_grpc.EvalServiceServicer):
     ) -> eval_pb2.FillQrelsResponse:
         if request.depth < 0:
             raise invalid_argument([FieldViolation("depth", "must not be negative")])
+        if not 0 <= request.held_in_sample <= MAX_HELD_IN_SAMPLE:
+            raise invalid_argument(
+                [FieldViolation("held_in_sample", f"must be between 0 and {MAX_HELD_IN_SAMPLE}")]
+            )
         qrels = read_qrels("qrels", request.qrels)
         if not request.runs:
             raise invalid_argument([FieldViolation("runs", "must hold at least one run")])
         runs = read_runs("runs", request.runs)
         topics = read_topics("topics", request.topics)
         passages = read_passages("passages", request.passages)
-        holes = _holes(qrels, runs, request.depth or DEFAULT_FILL_DEPTH)
+        tops = run_tops(runs, request.depth or DEFAULT_FILL_DEPTH)
+        holes = unjudged(qrels, tops)
         missing = [f"{q} {d}" for q, d in holes if q not in topics or d not in passages]
         if missing:
             raise invalid_argument(
@@ -160,33 +215,53 @@ class EvalServicer(eval_pb2_grpc.EvalServiceServicer):
                     )
                 ]
             )
-        pairs = [Pair(q, topics[q], _passage(passages[d]), "passages") for q, d in holes]
+        held_in = held_in_sample(
+            qrels,
+            tops,
+            request.held_in_sample,
+            request.seed,
+            lambda q, d: q in topics and d in passages,
+        )
+        pairs = [
+            Pair(q, topics[q], as_passage(passages[d]), "passages") for q, d in holes + held_in
+        ]
         _check_pair_count("runs", len(pairs))
         grading = await self._pair_grader(request)
+        # One batch: held-in pairs share the holes' call slots, spending checks and seeds.
         graded = await grading.grade_all(pairs)
+        filled, graded_held_in = graded[: len(holes)], graded[len(holes) :]
         added = "".join(
             f"{g.pair.query_id} 0 {g.pair.passage.id} {g.reply.grade}\n"
-            for g in graded
+            for g in filled
             if g.reply.grade is not None
         )
         original = request.qrels.content
         separator = "" if not original or original.endswith("\n") else "\n"
-        return eval_pb2.FillQrelsResponse(
+        response = eval_pb2.FillQrelsResponse(
             qrels=original + separator + added,
-            added=[_pair_grade(g) for g in graded],
-            stats=_stats(grading.tally),
+            added=[_pair_grade(g) for g in filled],
+            stats=grading.tally.to_proto(),
         )
+        if request.held_in_sample:
+            response.held_in.CopyFrom(
+                held_in_agreement(
+                    [qrels[q][d] for q, d in held_in], [g.reply.grade for g in graded_held_in]
+                )
+            )
+        return response
 
     async def _pair_grader(
         self, request: eval_pb2.GradePairsRequest | eval_pb2.FillQrelsRequest
     ) -> PairGrader:
         max_in_flight = read_max_in_flight("max_in_flight", request)
+        rubric, _ = resolve_rubric("rubric", request.rubric, POINTWISE)
         tenant = current_caller().tenant
         return PairGrader(
             await build_grader("judge", request.judge, self._factory, self._accounts, tenant),
             self._storage,
+            self._spending,
             tenant=tenant,
-            rubric=request.rubric,
+            rubric=rubric,
             seed=request.seed,
             max_in_flight=max_in_flight,
         )
@@ -276,10 +351,6 @@ def _system_agreement(
 # -- pointwise grading --------------------------------------------------------------------------
 
 
-def _passage(candidate: Candidate) -> Passage:
-    return Passage(candidate.id, candidate.text, {k: str(v) for k, v in candidate.metadata.items()})
-
-
 def _read_pairs(pairs: Sequence[eval_pb2.GradePair]) -> list[Pair]:
     violations: list[FieldViolation] = []
     if not pairs:
@@ -307,28 +378,6 @@ def _check_pair_count(field: str, count: int) -> None:
         )
 
 
-def _holes(qrels: Qrels, runs: Sequence[tuple[str, Run]], depth: int) -> list[tuple[str, str]]:
-    """Unjudged (query, document) pairs in the top `depth` of any run, first seen first."""
-    holes: dict[tuple[str, str], None] = {}
-    for _, run in runs:
-        for qid, scores in run.items():
-            judged = qrels.get(qid, {})
-            for docid in rank_documents(scores)[:depth]:
-                if docid not in judged:
-                    holes.setdefault((qid, docid))
-    return list(holes)
-
-
-def _usage(parts: Sequence) -> rank_pb2.Usage:
-    return rank_pb2.Usage(
-        input_tokens=sum(u.input_tokens for u in parts),
-        output_tokens=sum(u.output_tokens for u in parts),
-        cached_input_tokens=sum(u.cached_input_tokens for u in parts),
-        cost_usd=sum(u.cost_usd for u in parts),
-        latency_seconds=sum(u.latency_s for u in parts),
-    )
-
-
 def _pair_grade(graded: GradedPair) -> eval_pb2.PairGrade:
     reply = graded.reply
     return eval_pb2.PairGrade(
@@ -337,14 +386,5 @@ def _pair_grade(graded: GradedPair) -> eval_pb2.PairGrade:
         grade=reply.grade,
         cached=graded.cached,
         failure_reason=str(reply.failure) if reply.failure else "",
-        usage=_usage([] if graded.cached else [reply.usage]),
-    )
-
-
-def _stats(tally: GradingTally) -> eval_pb2.GradingStats:
-    return eval_pb2.GradingStats(
-        calls=tally.calls,
-        cached_calls=tally.cached_calls,
-        failed_calls=tally.failed_calls,
-        usage=_usage(tally.usage),
+        usage=usage_total([] if graded.cached else [reply.usage]),
     )

@@ -37,10 +37,17 @@ from tierank.server.errors import (
     unavailable,
 )
 from tierank.server.rpc.auth import Authenticator, current_caller, set_caller
-from tierank.server.storage.base import QuotaExceeded, StorageDamaged, StorageFull
+from tierank.server.storage.base import (
+    QuotaExceeded,
+    StorageDamaged,
+    StorageFull,
+    StorageUnavailable,
+)
 
 # A full disk is freed by an operator, not in a moment: retrying sooner only adds load.
 _STORAGE_FULL_RETRY_S = 30.0
+# A database restart or failover takes seconds.
+_STORAGE_UNAVAILABLE_RETRY_S = 2.0
 _REQUEST_ID_HEADER = "x-request-id"
 _QUOTA_ADVICE = "an admin can change it with `tierank tenants set`"
 
@@ -182,6 +189,12 @@ class _Call:
                 "reads still work, try again later",
                 _STORAGE_FULL_RETRY_S,
             )
+        if isinstance(error, StorageUnavailable):
+            log.warning("storage unavailable", error=str(error))
+            return unavailable(
+                f"the server cannot reach its database now ({error}); try again shortly",
+                _STORAGE_UNAVAILABLE_RETRY_S,
+            )
         if isinstance(error, StorageDamaged):
             log.error("storage damaged", error=str(error))
             return data_loss(f"stored data could not be read: {error}")
@@ -196,6 +209,10 @@ def _cause(error: Exception) -> Exception:
         return error
     leaves = [_cause(e) for e in error.exceptions]
     meaningful = [
-        e for e in leaves if isinstance(e, ApiError | QuotaExceeded | StorageFull | StorageDamaged)
+        e
+        for e in leaves
+        if isinstance(
+            e, ApiError | QuotaExceeded | StorageFull | StorageDamaged | StorageUnavailable
+        )
     ]
     return (meaningful or leaves)[0]

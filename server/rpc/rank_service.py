@@ -22,6 +22,7 @@ from tierank.server.rpc.validation import (
     MAX_REQUEST_ID_BYTES,
     NUL,
     NUL_RULE,
+    resolve_preset,
     validate_size,
     validate_spec,
 )
@@ -59,13 +60,14 @@ class RankServicer(rank_pb2_grpc.RankServiceServicer):
         storage: Storage,
         hub: EventHub,
         *,
+        replica: str,
         max_message_bytes: int,
     ) -> None:
         self._manager = manager
         self._storage = storage
         self._hub = hub
         self._max_message_bytes = max_message_bytes
-        self._watchers = WatcherSlots()
+        self._watchers = WatcherSlots(storage, replica)
 
     async def _record(self, name: str) -> JobRecord:
         """The caller's job by name; another tenant's job is not found, exactly like a job that
@@ -81,8 +83,11 @@ class RankServicer(rank_pb2_grpc.RankServiceServicer):
 
     async def _create(self, spec: rank_pb2.JobSpec, request_id: str) -> JobRecord:
         # A job too big to answer about is never created: its size is a rule like the others.
-        violations = validate_spec(spec, self._manager.knows_provider) + validate_size(
-            spec, self._max_message_bytes
+        # A preset is resolved first, so that the rules measure the rubric the job will hold.
+        violations = (
+            resolve_preset(spec)
+            + validate_spec(spec, self._manager.knows_provider)
+            + validate_size(spec, self._max_message_bytes)
         )
         if len(request_id.encode()) > MAX_REQUEST_ID_BYTES:
             violations.append(
@@ -100,7 +105,7 @@ class RankServicer(rank_pb2_grpc.RankServiceServicer):
 
     async def _follow(self, record: JobRecord, after: int) -> AsyncIterator[rank_pb2.JobEvent]:
         limits = await limits_of(self._storage, record.tenant)
-        with self._watchers.hold(record.tenant, limits):
+        async with self._watchers.hold(record.tenant, limits):
             async for event in follow_events(
                 self._storage, self._hub, record.tenant, record.job_id, after
             ):

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from tierank.server.errors import MAX_ERROR_TEXT_BYTES, FieldViolation, shown
 from tierank.server.jobs.convert import judge_config
+from tierank.server.judges.rubric_presets import LISTWISE, UnknownPreset, find_preset
 from tierank.v1 import rank_pb2
 
 MAX_CANDIDATES = 10_000
@@ -74,6 +75,19 @@ def validate_spec(
     if spec.ensemble_mode not in _ENSEMBLE_MODES:
         bad("ensemble_mode", f"unknown value {spec.ensemble_mode}")
     return violations
+
+
+def resolve_preset(spec: rank_pb2.JobSpec) -> list[FieldViolation]:
+    """Replace a rubric that names a preset (`preset:NAME[@VERSION]`) by the preset's text, so
+    that what is measured, stored, prompted and cached is the text itself; the violation when
+    it names no known preset."""
+    try:
+        preset = find_preset(spec.rubric, LISTWISE)
+    except UnknownPreset as unknown:
+        return [FieldViolation("spec.rubric", unknown.rule)]
+    if preset is not None:
+        spec.rubric = preset.text
+    return []
 
 
 def validate_size(spec: rank_pb2.JobSpec, max_message_bytes: int) -> list[FieldViolation]:
@@ -147,6 +161,8 @@ def _validate_judges(
             bad(f"{field}.provider", f"unknown provider {shown(judge.provider)}")
         if judge.weight != 0 and not MIN_WEIGHT <= judge.weight <= MAX_WEIGHT:
             bad(f"{field}.weight", f"must be between {MIN_WEIGHT:g} and {MAX_WEIGHT:g} (0 means 1)")
+        if judge.weight_from_qualification and judge.weight != 0:
+            bad(f"{field}.weight", "must be 0 (unset) when weight_from_qualification is set")
         _check_bytes(f"{field}.model", judge.model, MAX_MODEL_BYTES, bad)
         _check_bytes(f"{field}.name", judge.name, MAX_JUDGE_NAME_BYTES, bad)
         for part, value in (("model", judge.model), ("name", judge.name)):

@@ -26,7 +26,9 @@ def test_every_package_folder_is_configured() -> None:
     folders = {
         "tierank." + ".".join(init.parent.relative_to(REPO_ROOT).parts)
         for init in REPO_ROOT.glob("*/**/__init__.py")
-        if init.relative_to(REPO_ROOT).parts[0] not in NOT_INSTALLED | {".venv"}
+        # Hidden top-level folders are virtual environments and tool caches (.venv, .venv-llm).
+        if init.relative_to(REPO_ROOT).parts[0] not in NOT_INSTALLED
+        and not init.relative_to(REPO_ROOT).parts[0].startswith(".")
     }
     assert folders <= configured_packages()
 

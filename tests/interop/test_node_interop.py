@@ -1,4 +1,5 @@
-"""Runs the Node.js interop test (tests/interop/node) against a real tierank server.
+"""Runs the Node.js interop tests (tests/interop/node: ranking, and the qualification API) against
+a real tierank server.
 
 Needs node >= 18 and `npm ci --prefix tests/interop/node`; fails, rather than skips, without
 them, so a CI that forgot to install them cannot pass silently.
@@ -60,11 +61,11 @@ def test_node_client_interoperates(server_environment: dict[str, str]) -> None:
     if not (NODE_DIR / "node_modules" / "@grpc" / "grpc-js").is_dir():
         pytest.fail(f"{NODE_DIR}/node_modules is missing; run: npm ci --prefix tests/interop/node")
     result = subprocess.run(
-        [node, "--test", str(NODE_DIR / "rank.test.mjs")],
+        [node, "--test", str(NODE_DIR / "rank.test.mjs"), str(NODE_DIR / "qualify.test.mjs")],
         capture_output=True,
         text=True,
         timeout=120,
         env={**os.environ, **server_environment},
     )
     assert result.returncode == 0, f"node interop test failed:\n{result.stdout}\n{result.stderr}"
-    assert "# pass 5" in result.stdout
+    assert "# pass 8" in result.stdout

@@ -1,3 +1,6 @@
+import datetime
+
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from tierank.v1 import rank_pb2 as _rank_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
@@ -318,7 +321,7 @@ class GradePairsResponse(_message.Message):
     def __init__(self, grades: _Optional[_Iterable[_Union[PairGrade, _Mapping]]] = ..., stats: _Optional[_Union[GradingStats, _Mapping]] = ...) -> None: ...
 
 class FillQrelsRequest(_message.Message):
-    __slots__ = ("qrels", "runs", "depth", "topics", "passages", "judge", "rubric", "seed", "max_in_flight")
+    __slots__ = ("qrels", "runs", "depth", "topics", "passages", "judge", "rubric", "seed", "max_in_flight", "held_in_sample")
     QRELS_FIELD_NUMBER: _ClassVar[int]
     RUNS_FIELD_NUMBER: _ClassVar[int]
     DEPTH_FIELD_NUMBER: _ClassVar[int]
@@ -328,6 +331,7 @@ class FillQrelsRequest(_message.Message):
     RUBRIC_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
     MAX_IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    HELD_IN_SAMPLE_FIELD_NUMBER: _ClassVar[int]
     qrels: TextFile
     runs: _containers.RepeatedCompositeFieldContainer[TextFile]
     depth: int
@@ -337,14 +341,201 @@ class FillQrelsRequest(_message.Message):
     rubric: str
     seed: int
     max_in_flight: int
-    def __init__(self, qrels: _Optional[_Union[TextFile, _Mapping]] = ..., runs: _Optional[_Iterable[_Union[TextFile, _Mapping]]] = ..., depth: _Optional[int] = ..., topics: _Optional[_Union[TextFile, _Mapping]] = ..., passages: _Optional[_Union[TextFile, _Mapping]] = ..., judge: _Optional[_Union[_rank_pb2.JudgeSpec, _Mapping]] = ..., rubric: _Optional[str] = ..., seed: _Optional[int] = ..., max_in_flight: _Optional[int] = ...) -> None: ...
+    held_in_sample: int
+    def __init__(self, qrels: _Optional[_Union[TextFile, _Mapping]] = ..., runs: _Optional[_Iterable[_Union[TextFile, _Mapping]]] = ..., depth: _Optional[int] = ..., topics: _Optional[_Union[TextFile, _Mapping]] = ..., passages: _Optional[_Union[TextFile, _Mapping]] = ..., judge: _Optional[_Union[_rank_pb2.JudgeSpec, _Mapping]] = ..., rubric: _Optional[str] = ..., seed: _Optional[int] = ..., max_in_flight: _Optional[int] = ..., held_in_sample: _Optional[int] = ...) -> None: ...
 
 class FillQrelsResponse(_message.Message):
-    __slots__ = ("qrels", "added", "stats")
+    __slots__ = ("qrels", "added", "stats", "held_in")
     QRELS_FIELD_NUMBER: _ClassVar[int]
     ADDED_FIELD_NUMBER: _ClassVar[int]
     STATS_FIELD_NUMBER: _ClassVar[int]
+    HELD_IN_FIELD_NUMBER: _ClassVar[int]
     qrels: str
     added: _containers.RepeatedCompositeFieldContainer[PairGrade]
     stats: GradingStats
-    def __init__(self, qrels: _Optional[str] = ..., added: _Optional[_Iterable[_Union[PairGrade, _Mapping]]] = ..., stats: _Optional[_Union[GradingStats, _Mapping]] = ...) -> None: ...
+    held_in: HeldInAgreement
+    def __init__(self, qrels: _Optional[str] = ..., added: _Optional[_Iterable[_Union[PairGrade, _Mapping]]] = ..., stats: _Optional[_Union[GradingStats, _Mapping]] = ..., held_in: _Optional[_Union[HeldInAgreement, _Mapping]] = ...) -> None: ...
+
+class HeldInAgreement(_message.Message):
+    __slots__ = ("pairs", "kappa", "quadratic_weighted_kappa", "binary_agreement", "confusion")
+    PAIRS_FIELD_NUMBER: _ClassVar[int]
+    KAPPA_FIELD_NUMBER: _ClassVar[int]
+    QUADRATIC_WEIGHTED_KAPPA_FIELD_NUMBER: _ClassVar[int]
+    BINARY_AGREEMENT_FIELD_NUMBER: _ClassVar[int]
+    CONFUSION_FIELD_NUMBER: _ClassVar[int]
+    pairs: int
+    kappa: float
+    quadratic_weighted_kappa: float
+    binary_agreement: Proportion
+    confusion: ConfusionMatrix
+    def __init__(self, pairs: _Optional[int] = ..., kappa: _Optional[float] = ..., quadratic_weighted_kappa: _Optional[float] = ..., binary_agreement: _Optional[_Union[Proportion, _Mapping]] = ..., confusion: _Optional[_Union[ConfusionMatrix, _Mapping]] = ...) -> None: ...
+
+class Proportion(_message.Message):
+    __slots__ = ("value", "low", "high", "count", "total")
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    LOW_FIELD_NUMBER: _ClassVar[int]
+    HIGH_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    value: float
+    low: float
+    high: float
+    count: int
+    total: int
+    def __init__(self, value: _Optional[float] = ..., low: _Optional[float] = ..., high: _Optional[float] = ..., count: _Optional[int] = ..., total: _Optional[int] = ...) -> None: ...
+
+class QualifyJudgeRequest(_message.Message):
+    __slots__ = ("judge", "qrels", "topics", "passages", "run", "rubric", "batch_size", "shuffles", "max_queries", "batches_per_query", "seed", "max_in_flight", "pointwise", "relevance_threshold")
+    JUDGE_FIELD_NUMBER: _ClassVar[int]
+    QRELS_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    PASSAGES_FIELD_NUMBER: _ClassVar[int]
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    RUBRIC_FIELD_NUMBER: _ClassVar[int]
+    BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    SHUFFLES_FIELD_NUMBER: _ClassVar[int]
+    MAX_QUERIES_FIELD_NUMBER: _ClassVar[int]
+    BATCHES_PER_QUERY_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    MAX_IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    POINTWISE_FIELD_NUMBER: _ClassVar[int]
+    RELEVANCE_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    judge: _rank_pb2.JudgeSpec
+    qrels: TextFile
+    topics: TextFile
+    passages: TextFile
+    run: TextFile
+    rubric: str
+    batch_size: int
+    shuffles: int
+    max_queries: int
+    batches_per_query: int
+    seed: int
+    max_in_flight: int
+    pointwise: bool
+    relevance_threshold: int
+    def __init__(self, judge: _Optional[_Union[_rank_pb2.JudgeSpec, _Mapping]] = ..., qrels: _Optional[_Union[TextFile, _Mapping]] = ..., topics: _Optional[_Union[TextFile, _Mapping]] = ..., passages: _Optional[_Union[TextFile, _Mapping]] = ..., run: _Optional[_Union[TextFile, _Mapping]] = ..., rubric: _Optional[str] = ..., batch_size: _Optional[int] = ..., shuffles: _Optional[int] = ..., max_queries: _Optional[int] = ..., batches_per_query: _Optional[int] = ..., seed: _Optional[int] = ..., max_in_flight: _Optional[int] = ..., pointwise: _Optional[bool] = ..., relevance_threshold: _Optional[int] = ...) -> None: ...
+
+class GapAccuracy(_message.Message):
+    __slots__ = ("gap", "accuracy")
+    GAP_FIELD_NUMBER: _ClassVar[int]
+    ACCURACY_FIELD_NUMBER: _ClassVar[int]
+    gap: int
+    accuracy: Proportion
+    def __init__(self, gap: _Optional[int] = ..., accuracy: _Optional[_Union[Proportion, _Mapping]] = ...) -> None: ...
+
+class PositionShare(_message.Message):
+    __slots__ = ("position", "ranked_first", "chance")
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    RANKED_FIRST_FIELD_NUMBER: _ClassVar[int]
+    CHANCE_FIELD_NUMBER: _ClassVar[int]
+    position: int
+    ranked_first: Proportion
+    chance: float
+    def __init__(self, position: _Optional[int] = ..., ranked_first: _Optional[_Union[Proportion, _Mapping]] = ..., chance: _Optional[float] = ...) -> None: ...
+
+class ListwiseQuality(_message.Message):
+    __slots__ = ("batch_size", "pair_accuracy", "by_gap", "first_position", "repeats_shown_order", "reverses_shown_order", "self_consistency", "cyclic_triples")
+    BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAIR_ACCURACY_FIELD_NUMBER: _ClassVar[int]
+    BY_GAP_FIELD_NUMBER: _ClassVar[int]
+    FIRST_POSITION_FIELD_NUMBER: _ClassVar[int]
+    REPEATS_SHOWN_ORDER_FIELD_NUMBER: _ClassVar[int]
+    REVERSES_SHOWN_ORDER_FIELD_NUMBER: _ClassVar[int]
+    SELF_CONSISTENCY_FIELD_NUMBER: _ClassVar[int]
+    CYCLIC_TRIPLES_FIELD_NUMBER: _ClassVar[int]
+    batch_size: int
+    pair_accuracy: Proportion
+    by_gap: _containers.RepeatedCompositeFieldContainer[GapAccuracy]
+    first_position: _containers.RepeatedCompositeFieldContainer[PositionShare]
+    repeats_shown_order: Proportion
+    reverses_shown_order: Proportion
+    self_consistency: Proportion
+    cyclic_triples: Proportion
+    def __init__(self, batch_size: _Optional[int] = ..., pair_accuracy: _Optional[_Union[Proportion, _Mapping]] = ..., by_gap: _Optional[_Iterable[_Union[GapAccuracy, _Mapping]]] = ..., first_position: _Optional[_Iterable[_Union[PositionShare, _Mapping]]] = ..., repeats_shown_order: _Optional[_Union[Proportion, _Mapping]] = ..., reverses_shown_order: _Optional[_Union[Proportion, _Mapping]] = ..., self_consistency: _Optional[_Union[Proportion, _Mapping]] = ..., cyclic_triples: _Optional[_Union[Proportion, _Mapping]] = ...) -> None: ...
+
+class PointwiseQuality(_message.Message):
+    __slots__ = ("relevance_threshold", "confusion", "linear_weighted_kappa", "quadratic_weighted_kappa", "precision", "recall", "f1")
+    RELEVANCE_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    CONFUSION_FIELD_NUMBER: _ClassVar[int]
+    LINEAR_WEIGHTED_KAPPA_FIELD_NUMBER: _ClassVar[int]
+    QUADRATIC_WEIGHTED_KAPPA_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
+    RECALL_FIELD_NUMBER: _ClassVar[int]
+    F1_FIELD_NUMBER: _ClassVar[int]
+    relevance_threshold: int
+    confusion: ConfusionMatrix
+    linear_weighted_kappa: float
+    quadratic_weighted_kappa: float
+    precision: Proportion
+    recall: Proportion
+    f1: float
+    def __init__(self, relevance_threshold: _Optional[int] = ..., confusion: _Optional[_Union[ConfusionMatrix, _Mapping]] = ..., linear_weighted_kappa: _Optional[float] = ..., quadratic_weighted_kappa: _Optional[float] = ..., precision: _Optional[_Union[Proportion, _Mapping]] = ..., recall: _Optional[_Union[Proportion, _Mapping]] = ..., f1: _Optional[float] = ...) -> None: ...
+
+class Qualification(_message.Message):
+    __slots__ = ("name", "judge", "judge_identity", "create_time", "query_count", "listwise", "pointwise", "cost", "mean_latency_seconds", "usable", "verdict", "weight", "rubric_preset")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    JUDGE_FIELD_NUMBER: _ClassVar[int]
+    JUDGE_IDENTITY_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    QUERY_COUNT_FIELD_NUMBER: _ClassVar[int]
+    LISTWISE_FIELD_NUMBER: _ClassVar[int]
+    POINTWISE_FIELD_NUMBER: _ClassVar[int]
+    COST_FIELD_NUMBER: _ClassVar[int]
+    MEAN_LATENCY_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    USABLE_FIELD_NUMBER: _ClassVar[int]
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    RUBRIC_PRESET_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    judge: _rank_pb2.JudgeSpec
+    judge_identity: str
+    create_time: _timestamp_pb2.Timestamp
+    query_count: int
+    listwise: ListwiseQuality
+    pointwise: PointwiseQuality
+    cost: GradingStats
+    mean_latency_seconds: float
+    usable: bool
+    verdict: str
+    weight: float
+    rubric_preset: str
+    def __init__(self, name: _Optional[str] = ..., judge: _Optional[_Union[_rank_pb2.JudgeSpec, _Mapping]] = ..., judge_identity: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., query_count: _Optional[int] = ..., listwise: _Optional[_Union[ListwiseQuality, _Mapping]] = ..., pointwise: _Optional[_Union[PointwiseQuality, _Mapping]] = ..., cost: _Optional[_Union[GradingStats, _Mapping]] = ..., mean_latency_seconds: _Optional[float] = ..., usable: _Optional[bool] = ..., verdict: _Optional[str] = ..., weight: _Optional[float] = ..., rubric_preset: _Optional[str] = ...) -> None: ...
+
+class ListQualificationsRequest(_message.Message):
+    __slots__ = ("judge_identity", "page_size")
+    JUDGE_IDENTITY_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    judge_identity: str
+    page_size: int
+    def __init__(self, judge_identity: _Optional[str] = ..., page_size: _Optional[int] = ...) -> None: ...
+
+class ListQualificationsResponse(_message.Message):
+    __slots__ = ("qualifications",)
+    QUALIFICATIONS_FIELD_NUMBER: _ClassVar[int]
+    qualifications: _containers.RepeatedCompositeFieldContainer[Qualification]
+    def __init__(self, qualifications: _Optional[_Iterable[_Union[Qualification, _Mapping]]] = ...) -> None: ...
+
+class ListRubricsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class RubricPreset(_message.Message):
+    __slots__ = ("name", "version", "kind", "description", "text")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    version: int
+    kind: str
+    description: str
+    text: str
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[int] = ..., kind: _Optional[str] = ..., description: _Optional[str] = ..., text: _Optional[str] = ...) -> None: ...
+
+class ListRubricsResponse(_message.Message):
+    __slots__ = ("presets",)
+    PRESETS_FIELD_NUMBER: _ClassVar[int]
+    presets: _containers.RepeatedCompositeFieldContainer[RubricPreset]
+    def __init__(self, presets: _Optional[_Iterable[_Union[RubricPreset, _Mapping]]] = ...) -> None: ...

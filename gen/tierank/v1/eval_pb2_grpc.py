@@ -59,6 +59,21 @@ class EvalServiceStub:
                 request_serializer=tierank_dot_v1_dot_eval__pb2.FillQrelsRequest.SerializeToString,
                 response_deserializer=tierank_dot_v1_dot_eval__pb2.FillQrelsResponse.FromString,
                 _registered_method=True)
+        self.QualifyJudge = channel.unary_unary(
+                '/tierank.v1.EvalService/QualifyJudge',
+                request_serializer=tierank_dot_v1_dot_eval__pb2.QualifyJudgeRequest.SerializeToString,
+                response_deserializer=tierank_dot_v1_dot_eval__pb2.Qualification.FromString,
+                _registered_method=True)
+        self.ListQualifications = channel.unary_unary(
+                '/tierank.v1.EvalService/ListQualifications',
+                request_serializer=tierank_dot_v1_dot_eval__pb2.ListQualificationsRequest.SerializeToString,
+                response_deserializer=tierank_dot_v1_dot_eval__pb2.ListQualificationsResponse.FromString,
+                _registered_method=True)
+        self.ListRubrics = channel.unary_unary(
+                '/tierank.v1.EvalService/ListRubrics',
+                request_serializer=tierank_dot_v1_dot_eval__pb2.ListRubricsRequest.SerializeToString,
+                response_deserializer=tierank_dot_v1_dot_eval__pb2.ListRubricsResponse.FromString,
+                _registered_method=True)
 
 
 class EvalServiceServicer:
@@ -100,6 +115,29 @@ class EvalServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def QualifyJudge(self, request, context):
+        """Measures a judge against a small human-labelled set before it is trusted (pair accuracy,
+        position bias, self-consistency, transitivity; agreement of its pointwise grades), stores
+        the result for the caller's tenant and returns it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListQualifications(self, request, context):
+        """The caller's tenant's stored qualifications, newest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListRubrics(self, request, context):
+        """The rubric presets this server knows ("preset:NAME" in any rubric field).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EvalServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -127,6 +165,21 @@ def add_EvalServiceServicer_to_server(servicer, server):
                     servicer.FillQrels,
                     request_deserializer=tierank_dot_v1_dot_eval__pb2.FillQrelsRequest.FromString,
                     response_serializer=tierank_dot_v1_dot_eval__pb2.FillQrelsResponse.SerializeToString,
+            ),
+            'QualifyJudge': grpc.unary_unary_rpc_method_handler(
+                    servicer.QualifyJudge,
+                    request_deserializer=tierank_dot_v1_dot_eval__pb2.QualifyJudgeRequest.FromString,
+                    response_serializer=tierank_dot_v1_dot_eval__pb2.Qualification.SerializeToString,
+            ),
+            'ListQualifications': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListQualifications,
+                    request_deserializer=tierank_dot_v1_dot_eval__pb2.ListQualificationsRequest.FromString,
+                    response_serializer=tierank_dot_v1_dot_eval__pb2.ListQualificationsResponse.SerializeToString,
+            ),
+            'ListRubrics': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListRubrics,
+                    request_deserializer=tierank_dot_v1_dot_eval__pb2.ListRubricsRequest.FromString,
+                    response_serializer=tierank_dot_v1_dot_eval__pb2.ListRubricsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -264,6 +317,87 @@ class EvalService:
             '/tierank.v1.EvalService/FillQrels',
             tierank_dot_v1_dot_eval__pb2.FillQrelsRequest.SerializeToString,
             tierank_dot_v1_dot_eval__pb2.FillQrelsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def QualifyJudge(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tierank.v1.EvalService/QualifyJudge',
+            tierank_dot_v1_dot_eval__pb2.QualifyJudgeRequest.SerializeToString,
+            tierank_dot_v1_dot_eval__pb2.Qualification.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListQualifications(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tierank.v1.EvalService/ListQualifications',
+            tierank_dot_v1_dot_eval__pb2.ListQualificationsRequest.SerializeToString,
+            tierank_dot_v1_dot_eval__pb2.ListQualificationsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListRubrics(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tierank.v1.EvalService/ListRubrics',
+            tierank_dot_v1_dot_eval__pb2.ListRubricsRequest.SerializeToString,
+            tierank_dot_v1_dot_eval__pb2.ListRubricsResponse.FromString,
             options,
             channel_credentials,
             insecure,

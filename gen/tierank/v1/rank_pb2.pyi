@@ -99,18 +99,22 @@ class JudgeParameters(_message.Message):
     def __init__(self, temperature: _Optional[float] = ..., max_output_tokens: _Optional[int] = ..., reasoning: _Optional[bool] = ..., timeout_seconds: _Optional[float] = ..., passage_token_budget: _Optional[int] = ..., options: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class JudgeSpec(_message.Message):
-    __slots__ = ("provider", "model", "weight", "parameters", "name")
+    __slots__ = ("provider", "model", "weight", "parameters", "name", "weight_from_qualification", "qualification")
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_FIELD_NUMBER: _ClassVar[int]
     PARAMETERS_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FROM_QUALIFICATION_FIELD_NUMBER: _ClassVar[int]
+    QUALIFICATION_FIELD_NUMBER: _ClassVar[int]
     provider: str
     model: str
     weight: float
     parameters: JudgeParameters
     name: str
-    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., weight: _Optional[float] = ..., parameters: _Optional[_Union[JudgeParameters, _Mapping]] = ..., name: _Optional[str] = ...) -> None: ...
+    weight_from_qualification: bool
+    qualification: str
+    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., weight: _Optional[float] = ..., parameters: _Optional[_Union[JudgeParameters, _Mapping]] = ..., name: _Optional[str] = ..., weight_from_qualification: _Optional[bool] = ..., qualification: _Optional[str] = ...) -> None: ...
 
 class Budget(_message.Message):
     __slots__ = ("max_judge_calls", "max_input_tokens", "max_cost_usd")
@@ -123,7 +127,7 @@ class Budget(_message.Message):
     def __init__(self, max_judge_calls: _Optional[int] = ..., max_input_tokens: _Optional[int] = ..., max_cost_usd: _Optional[float] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("query", "candidates", "rubric", "judges", "batch_size", "top_k", "budget", "max_in_flight", "seed", "ensemble_mode", "quorum", "deadline_seconds")
+    __slots__ = ("query", "candidates", "rubric", "judges", "batch_size", "top_k", "budget", "max_in_flight", "seed", "ensemble_mode", "quorum", "deadline_seconds", "allow_unqualified_judges")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     CANDIDATES_FIELD_NUMBER: _ClassVar[int]
     RUBRIC_FIELD_NUMBER: _ClassVar[int]
@@ -136,6 +140,7 @@ class JobSpec(_message.Message):
     ENSEMBLE_MODE_FIELD_NUMBER: _ClassVar[int]
     QUORUM_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_UNQUALIFIED_JUDGES_FIELD_NUMBER: _ClassVar[int]
     query: str
     candidates: _containers.RepeatedCompositeFieldContainer[Candidate]
     rubric: str
@@ -148,7 +153,8 @@ class JobSpec(_message.Message):
     ensemble_mode: EnsembleMode
     quorum: int
     deadline_seconds: float
-    def __init__(self, query: _Optional[str] = ..., candidates: _Optional[_Iterable[_Union[Candidate, _Mapping]]] = ..., rubric: _Optional[str] = ..., judges: _Optional[_Iterable[_Union[JudgeSpec, _Mapping]]] = ..., batch_size: _Optional[int] = ..., top_k: _Optional[int] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., max_in_flight: _Optional[int] = ..., seed: _Optional[int] = ..., ensemble_mode: _Optional[_Union[EnsembleMode, str]] = ..., quorum: _Optional[int] = ..., deadline_seconds: _Optional[float] = ...) -> None: ...
+    allow_unqualified_judges: bool
+    def __init__(self, query: _Optional[str] = ..., candidates: _Optional[_Iterable[_Union[Candidate, _Mapping]]] = ..., rubric: _Optional[str] = ..., judges: _Optional[_Iterable[_Union[JudgeSpec, _Mapping]]] = ..., batch_size: _Optional[int] = ..., top_k: _Optional[int] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., max_in_flight: _Optional[int] = ..., seed: _Optional[int] = ..., ensemble_mode: _Optional[_Union[EnsembleMode, str]] = ..., quorum: _Optional[int] = ..., deadline_seconds: _Optional[float] = ..., allow_unqualified_judges: _Optional[bool] = ...) -> None: ...
 
 class Tier(_message.Message):
     __slots__ = ("rank", "candidate_ids", "settled")

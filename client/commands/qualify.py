@@ -1,0 +1,180 @@
+"""`tierank qualify`: measure a judge against a few human labels before trusting it; and
+`tierank qualifications`: the tenant's stored results."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from google.protobuf.json_format import MessageToDict
+
+from tierank.client._spec import JUDGE_SYNTAX
+from tierank.client.commands._eval_shared import add_connection_options, call, text_file
+from tierank.client.commands._shared import (
+    EXIT_NOT_QUALIFIED,
+    EXIT_OK,
+    judge_argument,
+)
+from tierank.v1 import eval_pb2
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "qualify",
+        help="measure a judge against human labels: accuracy, position bias, consistency",
+        description="Run real listwise calls of JUDGE on a small human-labelled set (10-30 "
+        "queries is enough), each batch in several shuffles, and report with 95%% intervals: "
+        "pair accuracy on pairs the humans grade differently (overall and by grade gap), "
+        "position bias (how often each shown position is ranked first, against 1/k; answers "
+        "that repeat or reverse the shown order), self-consistency across shuffles, cyclic "
+        "triples, and with --pointwise the agreement of its 0-3 grades (confusion matrix, "
+        "weighted kappa, precision/recall/F1). The result is stored for your tenant: jobs "
+        "refuse a judge found no better than chance, and `--judge 'J?weight=qualified'` "
+        "votes with the weight its accuracy earned. Exit status 0: usable; "
+        f"{EXIT_NOT_QUALIFIED}: not better than chance.",
+    )
+    parser.add_argument(
+        "--judge", required=True, type=judge_argument, metavar=JUDGE_SYNTAX, help="the judge"
+    )
+    parser.add_argument("--qrels", required=True, type=Path, help="human labels (TREC qrels)")
+    parser.add_argument(
+        "--topics", required=True, type=Path, help="query texts: 'qid<TAB>text' per line"
+    )
+    parser.add_argument(
+        "--passages", required=True, type=Path, help="passage texts (JSONL: id and text)"
+    )
+    parser.add_argument(
+        "--run", type=Path, help="draw candidates from this run's top (judged documents only)"
+    )
+    parser.add_argument(
+        "--rubric",
+        default="",
+        help="what relevant means, or preset:NAME (tierank rubrics); default: the server's",
+    )
+    parser.add_argument("--k", type=int, default=0, help="candidates per call (default 10)")
+    parser.add_argument(
+        "--shuffles", type=int, default=0, help="orders each batch is shown in (default 2)"
+    )
+    parser.add_argument("--queries", type=int, default=0, help="queries used (default 30)")
+    parser.add_argument("--batches", type=int, default=0, help="batches per query (default 2)")
+    parser.add_argument("--seed", type=int, default=0, help="seed for batches and shuffles")
+    parser.add_argument("--max-in-flight", type=int, help="calls at once (default 8)")
+    parser.add_argument(
+        "--pointwise", action="store_true", help="also grade each passage 0-3 and compare"
+    )
+    parser.add_argument(
+        "--threshold", type=int, default=0, help="relevant when grade >= this (default 2)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_connection_options(parser)
+    parser.set_defaults(handler=run)
+
+    listing = subparsers.add_parser(
+        "qualifications",
+        help="list your tenant's judge qualifications, newest first",
+        description="The qualifications `tierank qualify` stored for your tenant, newest first "
+        "(the latest of a judge is the one jobs go by).",
+    )
+    listing.add_argument(
+        "--judge-identity", default="", help="only this judge identity's (as listed)"
+    )
+    listing.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
+    listing.add_argument("--json", action="store_true", help="print JSON")
+    add_connection_options(listing)
+    listing.set_defaults(handler=list_qualifications)
+
+
+def run(args: argparse.Namespace) -> int:
+    request = eval_pb2.QualifyJudgeRequest(
+        judge=args.judge,
+        qrels=text_file(args.qrels),
+        topics=text_file(args.topics),
+        passages=text_file(args.passages),
+        rubric=args.rubric,
+        batch_size=args.k,
+        shuffles=args.shuffles,
+        max_queries=args.queries,
+        batches_per_query=args.batches,
+        seed=args.seed,
+        max_in_flight=args.max_in_flight,
+        pointwise=args.pointwise,
+        relevance_threshold=args.threshold,
+    )
+    if args.run is not None:
+        request.run.CopyFrom(text_file(args.run))
+    result = call(args, lambda stub: stub.QualifyJudge)(request)
+    if args.json:
+        json.dump(as_json(result), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print_report(result)
+    return EXIT_OK if result.usable else EXIT_NOT_QUALIFIED
+
+
+def list_qualifications(args: argparse.Namespace) -> int:
+    request = eval_pb2.ListQualificationsRequest(
+        judge_identity=args.judge_identity, page_size=args.limit
+    )
+    listed = call(args, lambda stub: stub.ListQualifications)(request)
+    if args.json:
+        json.dump([as_json(q) for q in listed.qualifications], sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return EXIT_OK
+    for q in listed.qualifications:
+        made = q.create_time.ToDatetime().strftime("%Y-%m-%d %H:%M")
+        print(f"{q.name}  {made}  {q.judge_identity}  {q.query_count} queries  {q.verdict}")
+    return EXIT_OK
+
+
+def as_json(result: eval_pb2.Qualification) -> dict:
+    return MessageToDict(
+        result, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )
+
+
+def _share(p: eval_pb2.Proportion) -> str:
+    return f"{p.value:.2f} [{p.low:.2f}, {p.high:.2f}] ({p.count}/{p.total})"
+
+
+def print_report(q: eval_pb2.Qualification) -> None:
+    listwise = q.listwise
+    lines = [
+        f"{q.name}: {q.judge_identity}, {q.query_count} queries, k={listwise.batch_size}",
+        f"pair accuracy        {_share(listwise.pair_accuracy)}",
+        *(f"  grade gap {g.gap}        {_share(g.accuracy)}" for g in listwise.by_gap),
+        f"ranked first, by position shown (chance {listwise.first_position[0].chance:.2f}):"
+        if listwise.first_position
+        else "",
+        *(
+            f"  position {p.position:<3}       {_share(p.ranked_first)}"
+            for p in listwise.first_position
+        ),
+        f"repeats shown order  {_share(listwise.repeats_shown_order)}",
+        f"reverses shown order {_share(listwise.reverses_shown_order)}",
+        f"self-consistency     {_share(listwise.self_consistency)}",
+        f"cyclic triples       {_share(listwise.cyclic_triples)}",
+    ]
+    if q.HasField("pointwise"):
+        pw = q.pointwise
+        kappa = (
+            f"{pw.quadratic_weighted_kappa:.2f}"
+            if pw.HasField("quadratic_weighted_kappa")
+            else "NA"
+        )
+        f1 = f"{pw.f1:.2f}" if pw.HasField("f1") else "NA"
+        lines += [
+            f"pointwise: quadratic weighted kappa {kappa}, F1 {f1} at grade >= "
+            f"{pw.relevance_threshold}",
+            f"  precision {_share(pw.precision)}",
+            f"  recall    {_share(pw.recall)}",
+        ]
+    cost = q.cost
+    lines += [
+        f"calls {cost.calls} ({cost.failed_calls} failed), input tokens "
+        f"{cost.usage.input_tokens}, cost ${cost.usage.cost_usd:.4f}, "
+        f"mean latency {q.mean_latency_seconds:.2f} s",
+        q.verdict,
+    ]
+    print("\n".join(line for line in lines if line))

@@ -1,0 +1,67 @@
+"""`tierank rubrics`: the rubric presets the server knows, named as `--rubric preset:NAME`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from google.protobuf.json_format import MessageToDict
+from rich import box
+from rich.table import Table
+
+from tierank.client.commands._admin import plain
+from tierank.client.commands._eval_shared import add_connection_options, call
+from tierank.client.commands._shared import EXIT_OK, UsageError, table_console
+from tierank.v1 import eval_pb2
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "rubrics",
+        help="list the rubric presets (--rubric preset:NAME)",
+        description="List the server's rubric presets: what each one judges, its version and"
+        " kind (listwise: ranking jobs and qualify; pointwise: graders). Any rubric option or"
+        " field takes preset:NAME (the current version) or preset:NAME@VERSION (that version,"
+        " to reproduce an earlier evaluation). With NAME, print that preset's text alone, e.g."
+        " to start a rubric of your own from it (--rubric @FILE).",
+    )
+    parser.add_argument("name", nargs="?", help="print this preset's text")
+    parser.add_argument("--json", action="store_true", help="print the presets as JSON")
+    add_connection_options(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    presets = call(args, lambda stub: stub.ListRubrics)(eval_pb2.ListRubricsRequest()).presets
+    if args.name is not None:
+        chosen = [p for p in presets if p.name == args.name]
+        if not chosen:
+            known = ", ".join(p.name for p in presets)
+            raise UsageError(f"no preset named {args.name!r}; the server has: {known}")
+        presets = chosen
+    if args.json:
+        json.dump(
+            [MessageToDict(p, preserving_proto_field_name=True) for p in presets],
+            sys.stdout,
+            indent=2,
+        )
+        sys.stdout.write("\n")
+    elif args.name is not None:
+        print(presets[0].text)
+    else:
+        table_console().print(_table(presets))
+    return EXIT_OK
+
+
+def _table(presets: list[eval_pb2.RubricPreset]) -> Table:
+    table = Table(box=box.SIMPLE_HEAD)
+    table.add_column("--rubric", no_wrap=True)
+    table.add_column("version", justify="right")
+    table.add_column("kind")
+    table.add_column("what it judges")
+    for preset in presets:
+        table.add_row(
+            *plain(f"preset:{preset.name}", str(preset.version), preset.kind, preset.description)
+        )
+    return table

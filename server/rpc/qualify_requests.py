@@ -1,0 +1,173 @@
+"""QualifyJudge and ListQualifications: requests read and checked at the edge, the work done by
+`labeling.qualify`, the result stored for the caller's tenant."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from tierank.server.errors import FieldViolation, invalid_argument
+from tierank.server.jobs.convert import judge_config
+from tierank.server.judges.base import Judge, JudgeConfigError, PoolContext
+from tierank.server.judges.registry import JudgeFactory
+from tierank.server.judges.rubric_presets import LISTWISE, resolve_rubric
+from tierank.server.labeling.grading import PairGrader, build_grader
+from tierank.server.labeling.qualify import (
+    LabelledSet,
+    QualifySettings,
+    ask_batches,
+    draw_batches,
+    grade_pointwise,
+    qualification,
+)
+from tierank.server.rpc.auth import current_caller
+from tierank.server.rpc.eval_inputs import (
+    DEFAULT_RELEVANCE_THRESHOLD,
+    as_passage,
+    read_max_in_flight,
+    read_passages,
+    read_qrels,
+    read_runs,
+    read_topics,
+)
+from tierank.server.storage.base import Storage
+from tierank.server.tenancy.provider_accounts import ProviderAccounts
+from tierank.server.tenancy.spending import SpendLedger
+from tierank.v1 import eval_pb2
+
+DEFAULT_BATCH_SIZE = 10
+DEFAULT_SHUFFLES = 2
+DEFAULT_MAX_QUERIES = 30
+DEFAULT_BATCHES_PER_QUERY = 2
+DEFAULT_PAGE_SIZE = 50
+MAX_PAGE_SIZE = 500
+# (field, default, low, high) of the request's sizes.
+_RANGES = (
+    ("batch_size", DEFAULT_BATCH_SIZE, 2, 20),
+    ("shuffles", DEFAULT_SHUFFLES, 2, 8),
+    ("max_queries", DEFAULT_MAX_QUERIES, 1, 200),
+    ("batches_per_query", DEFAULT_BATCHES_PER_QUERY, 1, 10),
+    ("relevance_threshold", DEFAULT_RELEVANCE_THRESHOLD, 1, 3),
+)
+
+
+@dataclass
+class Qualifier:
+    storage: Storage
+    factory: JudgeFactory
+    accounts: ProviderAccounts
+    spending: SpendLedger
+
+    async def qualify(self, request: eval_pb2.QualifyJudgeRequest) -> eval_pb2.Qualification:
+        tenant = current_caller().tenant
+        rubric, preset = resolve_rubric("rubric", request.rubric, LISTWISE)
+        settings = _settings(request, rubric)
+        labels = _labelled_set(request)
+        batches = draw_batches(labels, settings)
+        if not batches:
+            raise invalid_argument(
+                [
+                    FieldViolation(
+                        "qrels",
+                        "no query has documents of two different grades with texts in "
+                        "passages and a topic: nothing to measure accuracy on",
+                    )
+                ]
+            )
+        found = await self.accounts.resolve(tenant, [("judge.provider", request.judge.provider)])
+        account = found.get(request.judge.provider)
+        config = judge_config(request.judge)
+        with _judge_errors():
+            identity = await self.factory.identity(config, account)
+
+        def judge_for(pool: PoolContext) -> Judge:
+            # Some judges check the pool they are built for (the oracle's scores).
+            with _judge_errors():
+                return self.factory.build(config, pool, account)
+
+        listwise = await ask_batches(batches, labels, settings, judge_for, self.spending, tenant)
+        pointwise = None
+        if request.pointwise:
+            grader = await build_grader("judge", request.judge, self.factory, self.accounts, tenant)
+            grading = PairGrader(
+                grader,
+                self.storage,
+                self.spending,
+                tenant=tenant,
+                rubric=settings.rubric,
+                seed=settings.seed,
+                max_in_flight=settings.max_in_flight,
+            )
+            pointwise = await grade_pointwise(
+                batches, labels, grading, settings.relevance_threshold
+            )
+        qualified = qualification(
+            tenant=tenant,
+            judge=request.judge,
+            judge_identity=identity,
+            rubric_preset=preset,
+            settings=settings,
+            batches=batches,
+            labels=labels,
+            listwise=listwise,
+            pointwise=pointwise,
+        )
+        await self.storage.put_qualification(qualified.record)
+        return qualified.message
+
+    async def list(
+        self, request: eval_pb2.ListQualificationsRequest
+    ) -> eval_pb2.ListQualificationsResponse:
+        if request.page_size < 0:
+            raise invalid_argument([FieldViolation("page_size", "must not be negative")])
+        records = await self.storage.list_qualifications(
+            current_caller().tenant,
+            request.judge_identity or None,
+            min(request.page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE),
+        )
+        return eval_pb2.ListQualificationsResponse(
+            qualifications=[eval_pb2.Qualification.FromString(r.payload) for r in records]
+        )
+
+
+@contextmanager
+def _judge_errors() -> Iterator[None]:
+    """A judge that cannot be built for this request is INVALID_ARGUMENT naming its field."""
+    try:
+        yield
+    except JudgeConfigError as error:
+        raise invalid_argument([FieldViolation(f"judge.{error.field}", error.rule)]) from None
+    except ValueError as error:
+        raise invalid_argument([FieldViolation("judge", str(error))]) from None
+
+
+def _settings(request: eval_pb2.QualifyJudgeRequest, rubric: str) -> QualifySettings:
+    values: dict[str, int] = {}
+    violations = []
+    for field, default, low, high in _RANGES:
+        value = getattr(request, field) or default
+        if not low <= value <= high:
+            violations.append(FieldViolation(field, f"must be between {low} and {high}"))
+        values[field] = value
+    if violations:
+        raise invalid_argument(violations)
+    return QualifySettings(
+        seed=request.seed,
+        max_in_flight=read_max_in_flight("max_in_flight", request),
+        rubric=rubric,
+        **values,
+    )
+
+
+def _labelled_set(request: eval_pb2.QualifyJudgeRequest) -> LabelledSet:
+    grades = read_qrels("qrels", request.qrels)
+    topics = read_topics("topics", request.topics)
+    passages = {
+        doc: as_passage(c) for doc, c in read_passages("passages", request.passages).items()
+    }
+    run = None
+    if request.HasField("run"):
+        ((_, scores),) = read_runs("run", [request.run])
+        run = {query: sorted(docs, key=lambda d: (-docs[d], d)) for query, docs in scores.items()}
+    return LabelledSet(grades=grades, topics=topics, passages=passages, run=run)
