@@ -66,8 +66,8 @@ def wants_another_judge(
     `contested`: the pairs the batch's verdicts disagree on that the target still needs.
     At the quorum, only a pair whose quorum already disagreed in an earlier batch is enough:
     a first disagreement leaves the pair open (no edge), so it rides along in a later regular
-    batch, where agreeing judges settle it at no extra call (DL19 ensemble, 20 seeds: nDCG@10
-    +0.000 against "all" at 0.66x its calls; escalating at once: -0.013 at 0.65x). With unequal
+    batch, where agreeing judges settle it at no extra call (measured: bench/ranking/RESULTS.md,
+    "Why the scheduler's constants are what they are"). With unequal
     weights the heavier judge would otherwise win a disagreement alone. Beyond the quorum,
     another judge is asked only while such a pair is still an exact tie among the batch's
     verdicts.

@@ -62,10 +62,9 @@ def first_wave_in_prior_order(size: int, batch_size: int, top_k: int) -> list[tu
     head is judged with little lost-in-the-middle noise and sends two winners and two runners-up
     on instead of one each; the rest is dealt evenly over the other ⌈size/k⌉ - 2 batches, so the
     wave keeps its number of calls and round 2's two batches still hold every first-wave winner
-    and runner-up. DL19, top-10 of 100 (bench/ranking; chosen on seeds 0-9, checked on seeds
-    20-39): weak judge +0.031 nDCG@10, strong +0.003, at the same tokens and critical path. With
-    more first-wave batches than ⌈size/k⌉ (the head in 4, 3, 3 beside tail batches of k), round 2
-    leaves runners-up out and the critical path grows past 4. Kept to the plain partition where
+    and runner-up; more first-wave batches than ⌈size/k⌉ would leave runners-up out of round 2
+    (measured: bench/ranking/RESULTS.md, "Why the scheduler's constants are what they are").
+    Kept to the plain partition where
     the head is too small to split, already spans two batches, or where a tail batch would
     exceed MAX_TAIL_BATCH_FACTOR * k.
     """
@@ -102,9 +101,9 @@ class FrontierStrategy:
     slot is spent on a pair whose answer is already known.
 
     After the first wave, at most `parallel_batches` batches' worth of candidates are in
-    flight: batches chosen from the same stale standings overlap in what they can teach. On DL19
-    (bench/ranking, strong judge) one batch at a time needed 6.7 round-trips, two 4.0 and three
-    4.6, with more tokens and no better nDCG@10. The batches chosen together are dealt from the
+    flight: batches chosen from the same stale standings overlap in what they can teach, and one
+    at a time lengthens the critical path (bench/ranking/RESULTS.md, "Why the scheduler's
+    constants are what they are"). The batches chosen together are dealt from the
     frontier in turn (the first takes ranks 1, 3, 5, ..., the second 2, 4, 6, ...), so each
     compares near neighbours directly instead of one batch taking the whole head and the
     other only the tail.
@@ -141,8 +140,7 @@ class FrontierStrategy:
             if len(dealt) == view.batch_size:
                 batch = dealt
         # A short batch goes out even while verdicts are outstanding that might make it
-        # unnecessary: waiting for them cost a round-trip (strong judge: critical path 4.22
-        # waiting, 3.93 not) for 0.1% of the tokens.
+        # unnecessary: waiting cost a round-trip for almost no tokens (bench/ranking/RESULTS.md).
         if len(batch) < 2:
             return None
         return tuple(sorted(batch))

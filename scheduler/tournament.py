@@ -21,17 +21,33 @@ from tierank.scheduler.ensemble import (
     presentation_order,
     wants_another_judge,
 )
-from tierank.scheduler.graph import MajorityGraph, Standings
+from tierank.scheduler.graph import MajorityGraph, Standings, bits_of
+from tierank.scheduler.ordering import tiers_best_first
 from tierank.scheduler.positions import ShownOrder
-from tierank.scheduler.selection import BatchStrategy, FrontierStrategy, SelectionView
-from tierank.scheduler.types import Cost, JudgeCall, StopReason, Tier, TournamentConfig, Verdict
+from tierank.scheduler.selection import (
+    BatchStrategy,
+    FrontierStrategy,
+    SelectionView,
+    partition_in_prior_order,
+)
+from tierank.scheduler.strength import bradley_terry
+from tierank.scheduler.types import (
+    Budget,
+    Cost,
+    JudgeCall,
+    StopReason,
+    Tier,
+    TournamentConfig,
+    Verdict,
+)
 from tierank.scheduler.votes import VoteTally
 
 # Bump whenever the calls `plan` returns for the same inputs change (batch choice, judges,
 # presentation order, call ids, depth): the server replays a journal planned by the same version
 # exactly, and resumes one planned by another (a rolling upgrade) from its recorded calls.
 # 2: batches are presented with balanced positions (TournamentConfig.balance_positions).
-PLANNER_VERSION = 2
+# 3: a budget too small for the default plan shows the first-stage head first (_fit_first_wave).
+PLANNER_VERSION = 3
 
 # How many batches may show a pair while its relation is still open. Re-asking can break an
 # exact tie (a noisy judge that answered both ways equally often), but judges that split evenly
@@ -42,22 +58,26 @@ MAX_ASKS_PER_PAIR = 5
 # SCREENING_HEAD_FACTOR * K candidates of the first-stage order go to one judge (the quorum
 # judges take turns), the rest to the quorum. The top-K comes mostly from the head of the
 # retrieval order; in the tail one judge's verdict is enough to screen out the many candidates
-# that cannot reach it, and the survivors meet the quorum in later batches. DL19, three judges,
-# top-10 of 100, 20 seeds (bench/ranking, with the plain first wave of batches of 10): nDCG@10
-# minus that of "every judge sees every batch", and the share of its calls, for a head of 2K /
-# 3K / 4K / 5K: -0.001 at 0.62x, +0.002 at 0.66x, -0.001 at 0.69x, -0.003 at 0.72x; with the
-# quorum everywhere: +0.003 at 0.88x. Without a quorum head at all (10 seeds): -0.015 at 0.56x.
-# With the first wave's top-K in two batches of its own (the default now): -0.006 at 0.68x.
+# that cannot reach it, and the survivors meet the quorum in later batches. Measured with other
+# heads in bench/ranking/RESULTS.md ("Why the scheduler's constants are what they are"), as are
+# the constants below.
 SCREENING_HEAD_FACTOR = 3
+
+# A budget too small for the default plan is planned for from the start: the first wave shows
+# only as much of the first-stage head as leaves this share of its own cost for the rounds that
+# sort out the top-K, and the rest of the pool is shown only once those rounds run out of work
+# (bench/ranking/CURVE.md shows what each budget buys).
+REFINEMENT_RESERVE = 0.5
 
 # Members of a tier are tied, but many users need one list: a tier lists them by net wins
 # inside it (Copeland), each place in the first-stage order counting as 1/N of a net win. Net
-# wins alone overfit a noisy judge's few direct answers; first-stage order alone ignores them.
-# DL19, top-10 of 100, 10 seeds (bench/ranking), nDCG@10 against first-stage order inside
-# tiers, for N = 10 / 5 / 2 / 1: strong +0.013 / +0.013 / +0.008 / +0.006; weak -0.002 / +0.007 /
-# +0.008 / +0.006; three-judge ensemble +0.007 / +0.006 / +0.003 / +0.002. Net wins alone
-# (N = infinity): strong +0.007, weak -0.031.
+# wins alone overfit a noisy judge's few direct answers; first-stage order alone ignores them;
+# Bradley–Terry strengths (which order the tiers) did worse inside a weak judge's cycles.
 FIRST_STAGE_PLACES_PER_NET_WIN = 5
+
+# The first-stage order's weight in the strength model (scheduler/strength.py): each candidate
+# gets this many votes of a win over the next one in retrieval order.
+FIRST_STAGE_PRIOR_VOTES = 1.0
 
 
 def one_call(_: JudgeCall) -> Cost:
@@ -120,6 +140,7 @@ class Tournament:
         self._tally = VoteTally(config.judge_weights)
         self._graph = MajorityGraph(len(self._ids))
         self._progress_cache: _Progress | None = None
+        self._strength_cache: list[float] | None = None
         # The server asks for the tiers after every batch of verdicts; most verdicts move few
         # tiers, so unchanged ones are reused (same objects: comparing lists is then cheap).
         self._tiers_cache: list[Tier] | None = None
@@ -127,6 +148,11 @@ class Tournament:
         self._first_wave = deque(
             self._strategy.first_wave(len(self._ids), config.batch_size, config.top_k)
         )
+        # First-wave batches held back until the shown candidates need no more calls: a budget
+        # too small for the whole pool goes to its head first (see `_fit_first_wave`).
+        self._deferred: deque[tuple[int, ...]] = deque()
+        self._deferred_bits = 0
+        self._first_wave_fitted = False
         self._open_batches: dict[int, Batch] = {}
         self._busy = 0
         self._next_batch_id = 0
@@ -156,6 +182,8 @@ class Tournament:
         self._estimate = estimate or one_call
         if self._target_settled() or not any(self._active):
             return []
+        if not self._first_wave_fitted:
+            self._fit_first_wave()
         planned = []
         while len(self._outstanding) < self._config.max_in_flight:
             proposal = self._next_proposal()
@@ -181,6 +209,8 @@ class Tournament:
         budget: the call has already been made.
         """
         self._estimate = estimate or one_call
+        # Adopted calls were planned for the whole pool; the plan goes on from them unchanged.
+        self._first_wave_fitted = True
         first_wave = set(self._first_wave)
         for call in calls:
             members = self._adopted_members(call)
@@ -218,7 +248,9 @@ class Tournament:
             if changes:
                 self._graph.apply(changes)
                 self._progress_cache = None
-                self._tiers_cache = None
+            # Every vote moves the strengths, and with them the order of open tiers.
+            self._strength_cache = None
+            self._tiers_cache = None
             batch.verdicts.append((planned.call.judge, ordering))
         if self._should_escalate(batch):
             batch.wanted_judges += 1
@@ -233,7 +265,9 @@ class Tournament:
             self._close_if_done(batch)
 
     def tiers(self) -> list[Tier]:
-        """Strongly connected components of the majority graph, best first."""
+        """Strongly connected components of the majority graph, best first: every relation
+        the graph knows is kept, and tiers whose relation is open go by the strength of all
+        votes so far (scheduler/ordering.py), so the order is the best estimate at any time."""
         if self._tiers_cache is None:
             self._tiers_cache = self._current_tiers()
         return list(self._tiers_cache)
@@ -317,11 +351,19 @@ class Tournament:
             self._progress_cache = _progress_of(self._graph.standings(), self._config.top_k)
         return self._progress_cache
 
+    def _strength(self) -> list[float]:
+        if self._strength_cache is None:
+            self._strength_cache = bradley_terry(
+                len(self._ids), self._tally.votes(), FIRST_STAGE_PRIOR_VOTES
+            )
+        return self._strength_cache
+
     def _current_tiers(self) -> list[Tier]:
         progress = self._progress()
         standings = progress.standings
+        strength = self._strength()
         tiers, by_key = [], {}
-        for rank, component in enumerate(standings.components_best_first, start=1):
+        for rank, component in enumerate(tiers_best_first(standings, strength), start=1):
             bits = standings.component_bits[component]
             members = self._best_first(standings.component_members[component], bits)
             key = (rank, members, not bits & ~progress.settled)
@@ -355,7 +397,9 @@ class Tournament:
             batch_size=self._config.batch_size,
             standings=progress.standings,
             open_partners=[
-                needed[component_of[candidate]] & ~capped
+                0
+                if self._deferred_bits >> candidate & 1
+                else needed[component_of[candidate]] & ~capped & ~self._deferred_bits
                 for candidate, capped in enumerate(self._capped)
             ],
             busy=self._busy,
@@ -381,12 +425,57 @@ class Tournament:
             return _Proposal(batch_id, members, judge, None, True, wanted)
         chosen = self._strategy.next_batch(self._selection_view())
         if chosen is None:
-            return None
+            if not self._deferred or self._outstanding:
+                return None
+            members = self._deferred[0]
+            wanted = self._wanted_judges(members, from_first_wave=True)
+            return _Proposal(
+                batch_id, members, self._first_judge(batch_id, wanted), None, True, wanted
+            )
         members = tuple(sorted(chosen))
         wanted = self._wanted_judges(members, from_first_wave=False)
         return _Proposal(
             batch_id, members, self._first_judge(batch_id, wanted), None, False, wanted
         )
+
+    def _fit_first_wave(self) -> None:
+        """Where the budget cannot pay for the whole first wave and REFINEMENT_RESERVE of it
+        besides, the first wave covers the longest first-stage head it can pay for with that
+        reserve kept; the rest of the pool waits in deferred batches."""
+        self._first_wave_fitted = True
+        budget = self._config.budget
+        scaled = Budget(
+            max_calls=int(budget.max_calls / (1 + REFINEMENT_RESERVE)),
+            max_input_tokens=int(budget.max_input_tokens / (1 + REFINEMENT_RESERVE)),
+            max_cost_usd=budget.max_cost_usd / (1 + REFINEMENT_RESERVE),
+        )
+        if scaled == Budget() or scaled.allows(self._first_wave_cost(self._first_wave)):
+            return
+        size, batch_size, top_k = len(self._ids), self._config.batch_size, self._config.top_k
+        # The longest head whose first wave the scaled budget allows (costs grow with the head).
+        low, high = min(size, 2), size
+        while low < high:
+            middle = (low + high + 1) // 2
+            head = self._strategy.first_wave(middle, batch_size, top_k)
+            if scaled.allows(self._first_wave_cost(head)):
+                low = middle
+            else:
+                high = middle - 1
+        self._first_wave = deque(self._strategy.first_wave(low, batch_size, top_k))
+        self._deferred = deque(
+            tuple(low + member for member in members)
+            for members in partition_in_prior_order(size - low, batch_size)
+        )
+        for members in self._deferred:
+            self._deferred_bits |= bits_of(members)
+
+    def _first_wave_cost(self, batches: Sequence[tuple[int, ...]]) -> Cost:
+        judge = next(j for j in range(self._judge_count) if self._active[j])
+        total = Cost()
+        for members in batches:
+            presented = tuple(self._ids[m] for m in members)
+            total += self._estimate(JudgeCall("", -1, judge, presented, depth=1))
+        return total
 
     def _wanted_judges(self, members: tuple[int, ...], from_first_wave: bool) -> int:
         """How many judges a new batch goes to before any escalation."""
@@ -435,7 +524,9 @@ class Tournament:
             batch = Batch(proposal.batch_id, proposal.members, proposal.wanted_judges)
             self._open(batch, count_asks=True)
             if proposal.from_first_wave:
-                self._first_wave.popleft()
+                wave = self._first_wave if self._first_wave else self._deferred
+                wave.popleft()
+                self._deferred_bits &= ~batch.bits
         self._take(call, batch, reservation)
 
     def _open(self, batch: Batch, count_asks: bool) -> Batch:

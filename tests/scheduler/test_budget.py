@@ -78,7 +78,7 @@ def test_budget_exhaustion_leaves_provisional_tiers(sim):
 
 
 def test_no_budget_stop_while_calls_are_still_in_flight():
-    config = TournamentConfig(batch_size=10, top_k=0, max_in_flight=4, budget=Budget(max_calls=2))
+    config = TournamentConfig(batch_size=10, top_k=0, max_in_flight=4, budget=Budget(max_calls=3))
     tournament = Tournament(IDS, config)
     first, second = tournament.plan()
     assert tournament.plan() == []
@@ -86,6 +86,9 @@ def test_no_budget_stop_while_calls_are_still_in_flight():
     tournament.record(answered(first))
     assert tournament.stop_reason() is None
     tournament.record(answered(second))
+    (last,) = tournament.plan()
+    assert tournament.stop_reason() is None
+    tournament.record(answered(last))
     assert tournament.stop_reason() is StopReason.BUDGET_EXHAUSTED
 
 
