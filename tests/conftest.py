@@ -7,7 +7,8 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator
+import uuid
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from pathlib import Path
 
 import grpc
@@ -27,6 +28,37 @@ from tierank.client import LocalServer
 from tierank.server.app import background_server
 from tierank.server.settings import ServerSettings
 from tierank.v1 import rank_pb2, rank_pb2_grpc
+
+# More workers than this only add start-ups, and load that timing-sensitive tests feel.
+MAX_WORKERS = 4
+
+
+@pytest.hookimpl(wrapper=True, optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> Generator[None, int, int]:
+    """`-n auto` (pyproject's default): xdist's count (one per core), capped."""
+    return min((yield), MAX_WORKERS)
+
+
+@pytest.fixture(autouse=True)
+def isolated_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """What each test, and every `tierank` it starts, inherits.
+
+    A `tierank` run without --db or --server uses $TIERANK_DB, else the default database
+    $XDG_DATA_HOME/tierank/tierank.db: each test gets a data directory no other test, worker or
+    person uses (created only when something writes there).
+
+    Tables off a terminal are as wide as $COLUMNS, so tests see the width a pipe gets unless
+    they set one. Not only a shell sets it: GNU readline, imported in pytest's process, puts the
+    terminal's size (80x24 for a plain xterm) in the C environment, unseen by os.environ but
+    inherited by children started without `env`, pytest-xdist's workers among them.
+    """
+    for name in ("TIERANK_DB", "COLUMNS", "LINES"):
+        monkeypatch.delenv(name, raising=False)
+        os.unsetenv(name)  # the C environment's copy, if only it has one
+    home = tmp_path_factory.getbasetemp() / "data-homes" / uuid.uuid4().hex[:12]
+    monkeypatch.setenv("XDG_DATA_HOME", str(home))
 
 
 @pytest.fixture

@@ -74,17 +74,21 @@ class _Runner:
             os.chown(directory, self.account.pw_uid, self.account.pw_gid)
 
     def run(self, program: str, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-        account = self.account
+        command = [str(self.bin_dir / program), *args]
+        if self.account is not None:
+            # setpriv (util-linux) drops to the account, not subprocess's user=/group=: those
+            # make Python fork() rather than vfork(), which runs gRPC's fork handlers in the
+            # child, and with gRPC threads busy in this process (a test stopping the cluster
+            # under a server's streams) they abort it before pg_ctl starts.
+            uid, gid = self.account.pw_uid, self.account.pw_gid
+            command = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", *command]
         return subprocess.run(
-            [str(self.bin_dir / program), *args],
+            command,
             cwd=self.cwd,
             capture_output=True,
             text=True,
             timeout=timeout,
             check=False,
-            user=None if account is None else account.pw_uid,
-            group=None if account is None else account.pw_gid,
-            extra_groups=None if account is None else [],
         )
 
 

@@ -41,7 +41,11 @@ def base_dir(bin_dir: Path) -> Iterator[Path]:
 
 
 def _port_is_free(port: int) -> bool:
+    """Whether nothing listens on `port`. SO_REUSEADDR, as servers bind: a connection of the
+    stopped server's may linger in TIME_WAIT (when its side closed first), which is no
+    listener and no reason a new server could not bind."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:
@@ -93,10 +97,10 @@ def test_a_server_that_cannot_start_gives_its_log_and_leaves_nothing(
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root runs the cluster as another user")
-def test_root_gets_a_clear_error_for_a_directory_nobody_cannot_reach(
-    bin_dir: Path, tmp_path: Path
-) -> None:
-    private = tmp_path / "private"
+def test_root_gets_a_clear_error_for_a_directory_nobody_cannot_reach(base_dir: Path) -> None:
+    # In /tmp, not tmp_path: under pytest-xdist tmp_path is long enough that the socket path
+    # check would refuse it first.
+    private = base_dir / "private"
     private.mkdir(mode=0o700)
     (private / "cluster").mkdir()
     with (

@@ -6,6 +6,11 @@ root (`set -eo pipefail` first, so any failing command fails the block), with th
 `tierank` on the PATH, a scratch $XDG_DATA_HOME and a patient $TIERANK_CONNECT_TIMEOUT;
 background servers a block starts are killed with its process group.
 
+So that blocks can run side by side (pytest-xdist workers, or two people's suites on one
+machine), a block's own fixed places are swapped for its own: a port a block serves on
+(`--listen 127.0.0.1:50077`) becomes a free one, wherever the block names it, and /tmp/ becomes
+a scratch folder of the test's, which is also its $TMPDIR (for `mktemp`).
+
 A block that cannot run here (it needs API keys, runs the whole test suite, or is a synopsis
 with placeholders) opts out with this line right above its opening fence, reason required:
 
@@ -18,6 +23,7 @@ import contextlib
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -29,6 +35,8 @@ from cli_process import REPO_ROOT, cli_environment
 DOCUMENTS = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
 RUN_LANGUAGES = {"python": "python", "sh": "shell", "bash": "shell"}
 DEFAULT_ADDRESS = "127.0.0.1:50051"
+SERVED_PORT = re.compile(r"--listen[ =]127\.0\.0\.1:(?P<port>[1-9]\d*)\b")
+SHARED_TMP = re.compile(r"(?<![\w./-])/tmp/")
 SKIP_MARKER = re.compile(r"^<!--\s*docs-test:\s*skip\s*\((?P<reason>[^)]+)\)\s*-->$")
 FENCE = re.compile(r"^(?P<fence>```+|~~~+)\s*(?P<language>[\w+-]*)")
 BLOCK_TIMEOUT_SECONDS = 180
@@ -86,11 +94,48 @@ def test_the_documents_have_blocks_to_run() -> None:
     assert any(b.skip_reason is None for b in readme)
 
 
+def free_port() -> int:
+    """A loopback port nothing listens on (free a moment ago)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def own_places(code: str, server: str, scratch: Path) -> str:
+    """`code` with the ports it serves on made free ones, the default address made `server`'s
+    (a block that serves on the default address keeps a server of its own), and /tmp/ made
+    `scratch`."""
+    for port in dict.fromkeys(m["port"] for m in SERVED_PORT.finditer(code)):
+        code = re.sub(rf"127\.0\.0\.1:{port}\b", f"127.0.0.1:{free_port()}", code)
+    code = code.replace(DEFAULT_ADDRESS, server)
+    return SHARED_TMP.sub(f"{scratch}/", code)
+
+
+def test_own_places_swaps_served_ports_and_tmp_only(tmp_path: Path) -> None:
+    code = (
+        "tierank serve --listen 127.0.0.1:50077 --db /tmp/demo.db &\n"
+        "export TIERANK_SERVER=127.0.0.1:50077\n"
+        "tierank jobs --server 127.0.0.1:50051 > /tmp/out; cat /var/tmp/x\n"
+        "psql postgresql://postgres@127.0.0.1:5432/test; tierank serve --listen 127.0.0.1:0\n"
+    )
+    swapped = own_places(code, "127.0.0.1:6001", tmp_path)
+    port = re.search(r"--listen 127\.0\.0\.1:(\d+) ", swapped)
+    assert port is not None and port[1] not in ("50077", "0")
+    assert swapped == (
+        f"tierank serve --listen 127.0.0.1:{port[1]} --db {tmp_path}/demo.db &\n"
+        f"export TIERANK_SERVER=127.0.0.1:{port[1]}\n"
+        f"tierank jobs --server 127.0.0.1:6001 > {tmp_path}/out; cat /var/tmp/x\n"
+        "psql postgresql://postgres@127.0.0.1:5432/test; tierank serve --listen 127.0.0.1:0\n"
+    )
+
+
 @pytest.mark.parametrize("block", BLOCKS, ids=[b.id for b in BLOCKS])
 def test_code_block_runs(block: CodeBlock, tierank_server: str, tmp_path: Path) -> None:
     if block.skip_reason is not None:
         pytest.skip(block.skip_reason)
-    code = block.code.replace(DEFAULT_ADDRESS, tierank_server)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    code = own_places(block.code, tierank_server, scratch)
     if block.language == "python":
         command = [sys.executable, "-c", code]
     else:
@@ -98,6 +143,7 @@ def test_code_block_runs(block: CodeBlock, tierank_server: str, tmp_path: Path) 
     environment = cli_environment()
     environment["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{environment['PATH']}"
     environment["XDG_DATA_HOME"] = str(tmp_path / "data")
+    environment["TMPDIR"] = str(scratch)
     # A block's `tierank serve &` can take a while to start on a busy machine.
     environment["TIERANK_CONNECT_TIMEOUT"] = "60"
     # Output to a file, not a pipe: a background server would hold a pipe open after the end.

@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -36,6 +36,8 @@ BACKLOG_EVENTS = int(os.environ.get("TIERANK_SLOW_EVENTS", "200"))
 # measured 0.7 MB a stream with 214 KB events, 1.7 MB with 1.07 MB events.
 _TIERS_EVENT_MB = BACKLOG_CANDIDATES * 107 / 1e6
 BACKLOG_ALLOWED_GROWTH_MB = 30 + BACKLOG_WATCHERS * (0.5 + 2 * _TIERS_EVENT_MB)
+# Runs of the paced job while the watchers are stopped; the best must keep the pace.
+PACE_TRIES = 3
 
 # The watchers run in a process of their own, which the test freezes: its sockets then stop
 # being read, exactly as for a client that hangs or a network that stalls.
@@ -94,6 +96,35 @@ async def _run_to_end(stub: rank_pb2_grpc.RankServiceStub, spec: rank_pb2.JobSpe
     return time.monotonic() - started
 
 
+async def _keeps_pace(
+    stub: rank_pb2_grpc.RankServiceStub,
+    spec: rank_pb2.JobSpec,
+    baseline_s: float,
+    still_stressed: Callable[[], Awaitable[bool]],
+) -> float:
+    """How long `spec` took, asked again up to PACE_TRIES times in all while over the bound and
+    `still_stressed()`. A server slowed by its stopped watchers is slow every time; one run can
+    land on a burst of other work on a shared machine (pytest-xdist's other worker, say)."""
+    took = await _run_to_end(stub, spec)
+    for _ in range(PACE_TRIES - 1):
+        if took < _pace_bound(baseline_s):
+            break
+        again = await _run_to_end(stub, spec)
+        if not await still_stressed():
+            break  # that run may have had a server at rest: it does not count
+        took = min(took, again)
+    return took
+
+
+def _pace_bound(baseline_s: float) -> float:
+    return 3 * baseline_s + 3
+
+
+async def _always() -> bool:
+    """The backlog's watchers stay stopped for as long as the test measures."""
+    return True
+
+
 async def _progressed(
     stub: rank_pb2_grpc.RankServiceStub, name: str, events: int, within_s: float
 ) -> rank_pb2.Job:
@@ -144,12 +175,16 @@ async def test_stopped_watchers_keep_server_memory_bounded(tmp_path: Path) -> No
                 await asyncio.sleep(1)  # what was in flight when they stopped lands
                 before_mb = _rss_mb(server.pid)
 
-                paced_s = await _run_to_end(stub, paced)
+                async def busy_runs() -> bool:
+                    job = await stub.GetJob(rank_pb2.GetJobRequest(name=busy.name))
+                    return job.state == rank_pb2.JOB_STATE_RUNNING
+
+                paced_s = await _keeps_pace(stub, paced, baseline_s, busy_runs)
                 await _progressed(stub, busy.name, events=stopped_at + 100, within_s=90)
                 grown_mb = _rss_mb(server.pid) - before_mb
                 print(f"RSS grew {grown_mb:.0f} MB; paced job {baseline_s:.1f}s -> {paced_s:.1f}s")
                 assert grown_mb < ALLOWED_GROWTH_MB
-                assert paced_s < 3 * baseline_s + 3, (baseline_s, paced_s)
+                assert paced_s < _pace_bound(baseline_s), (baseline_s, paced_s)
             await stub.CancelJob(rank_pb2.CancelJobRequest(name=busy.name))
 
 
@@ -183,7 +218,7 @@ async def test_stopped_watchers_of_a_backlog_keep_server_memory_bounded(tmp_path
             before_mb = _rss_mb(server.pid)
 
             async with _stopped_watchers(server.address, busy.name, BACKLOG_WATCHERS):
-                paced_s = await _run_to_end(stub, paced)
+                paced_s = await _keeps_pace(stub, paced, baseline_s, _always)
                 await asyncio.sleep(1)  # what was in flight when they stopped lands
                 grown_mb = _rss_mb(server.pid) - before_mb
                 print(
@@ -192,4 +227,4 @@ async def test_stopped_watchers_of_a_backlog_keep_server_memory_bounded(tmp_path
                     f"paced job {baseline_s:.1f}s -> {paced_s:.1f}s"
                 )
                 assert grown_mb < BACKLOG_ALLOWED_GROWTH_MB
-                assert paced_s < 3 * baseline_s + 3, (baseline_s, paced_s)
+                assert paced_s < _pace_bound(baseline_s), (baseline_s, paced_s)
