@@ -1,4 +1,4 @@
-"""Command line: ``python -m tierank.bench.ranking run|calibrate [options]``."""
+"""Command line: ``python -m tierank.bench.ranking run|curve|calibrate [options]``."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tierank.bench.ranking.calibration import calibrate
+from tierank.bench.ranking.curve import DEFAULT_MULTIPLES, DEFAULT_SCENARIOS, run_curve
+from tierank.bench.ranking.curve_report import write_curve
 from tierank.bench.ranking.data import (
     DEFAULT_PASSAGES,
     DEFAULT_QRELS,
@@ -87,7 +89,7 @@ def _run(args: argparse.Namespace, command: str) -> None:
         )
         for seed in seeds
     ]
-    unknown = sorted({t.method for t in tasks} - set(METHODS))
+    unknown = sorted({t.method for t in tasks if t.method not in METHODS})
     if unknown:
         sys.exit(f"unknown methods {unknown}; known: {sorted(METHODS)}")
     started = time.perf_counter()
@@ -107,6 +109,22 @@ def _run(args: argparse.Namespace, command: str) -> None:
     print(results_md.read_text(encoding="utf-8"))
 
 
+def _curve(args: argparse.Namespace, command: str) -> None:
+    queries = _queries(args)
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    started = time.perf_counter()
+    run = run_curve(queries, args.scenarios, seeds, args.multiples, args.workers)
+    elapsed = time.perf_counter() - started
+    settings = (
+        f"Data: {args.run.name} with {args.qrels.name}. {len(queries)} queries × seeds "
+        f"{seeds[0]}–{seeds[-1]}, {args.depth} candidates per query, top-10; "
+        f"{len({(r.scenario, r.method, r.seed) for r in run.records})} (scenario, method, seed) "
+        f"runs in {elapsed:.0f} s on {args.workers} worker(s)."
+    )
+    curve_md = write_curve(run, command, settings, args.out)
+    print(curve_md.read_text(encoding="utf-8"))
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="python -m tierank.bench.ranking")
@@ -119,12 +137,37 @@ def main(argv: Sequence[str] | None = None) -> None:
     run.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     run.add_argument("--out", type=Path, help="folder for RESULTS.md and results/")
     run.add_argument("--smoke", action="store_true", help="3 queries, 1 seed, few methods")
+    curve = commands.add_parser(
+        "curve", help="tierank at token budgets beside the baselines: CURVE.md and plots"
+    )
+    _data_arguments(curve)
+    curve.add_argument("--seeds", type=int, default=20, help="number of seeds")
+    curve.add_argument(
+        "--first-seed", type=int, default=0, help="seeds from here on (e.g. 100: unseen ones)"
+    )
+    curve.add_argument(
+        "--scenarios", nargs="+", choices=sorted(PANELS), default=list(DEFAULT_SCENARIOS)
+    )
+    curve.add_argument(
+        "--multiples",
+        nargs="+",
+        type=float,
+        default=list(DEFAULT_MULTIPLES),
+        help="budgets as multiples of blitzrank-k10's mean input tokens per query",
+    )
+    curve.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    curve.add_argument(
+        "--out", type=Path, default=HERE, help="folder for CURVE.md and results/curve-*"
+    )
     cal = commands.add_parser("calibrate", help="re-measure the simulated judges' calibration")
     _data_arguments(cal)
     cal.add_argument("--seeds", type=int, default=3)
     args = parser.parse_args(argv)
+    command = shlex.join(["python", "-m", "tierank.bench.ranking", *argv])
     if args.command == "run":
-        _run(args, shlex.join(["python", "-m", "tierank.bench.ranking", *argv]))
+        _run(args, command)
+    elif args.command == "curve":
+        _curve(args, command)
     else:
         seeds = list(range(args.seeds))
         print(

@@ -42,26 +42,36 @@ def _single_judge(ranker: Callable[[JudgeSession], list[str]]) -> Ranker:
     return lambda session, seed, weights: ranker(session)
 
 
+def tournament(samples_per_judge: int = 1, **overrides: object) -> Ranker:
+    """tierank's scheduler with TournamentConfig `overrides`; with `samples_per_judge` = n,
+    each judge of the panel is listed n times (tournament_driver explains)."""
+    from tierank.bench.ranking.tournament_driver import rank_tournament
+    from tierank.scheduler.types import TournamentConfig
+
+    def rank(session: JudgeSession, seed: int, weights: Sequence[float]) -> list[str]:
+        copies = tuple(w for w in weights for _ in range(samples_per_judge))
+        config = TournamentConfig(judge_weights=copies, seed=seed, **overrides)
+        return rank_tournament(session, config, samples_per_judge)
+
+    return rank
+
+
+def _scheduler_available() -> bool:
+    try:
+        import tierank.scheduler  # noqa: F401
+    except ImportError:
+        # The scheduler is built separately; the baselines stay runnable without it.
+        return False
+    return True
+
+
 def _tournament_methods() -> list[Method]:
     """tierank's scheduler at its defaults (k=10), at k=20, with a three-judge panel (equal
     weights, or weights from the judges' qualification), and with each judge sampled three times
     (listed three times, adaptive voting); "-shuffle-only": each call in the judge's own
     shuffle, without balancing where pairs were shown before (the default until issue 16)."""
-    try:
-        from tierank.bench.ranking.tournament_driver import rank_tournament
-        from tierank.scheduler.types import TournamentConfig
-    except ImportError:
-        # The scheduler is built separately; the baselines stay runnable without it.
+    if not _scheduler_available():
         return []
-
-    def tournament(samples_per_judge: int = 1, **overrides: object) -> Ranker:
-        def rank(session: JudgeSession, seed: int, weights: Sequence[float]) -> list[str]:
-            copies = tuple(w for w in weights for _ in range(samples_per_judge))
-            config = TournamentConfig(judge_weights=copies, seed=seed, **overrides)
-            return rank_tournament(session, config, samples_per_judge)
-
-        return rank
-
     shuffle_only = {"balance_positions": False}
     return [
         Method("tierank", tournament()),
@@ -118,8 +128,51 @@ def _tournament_methods() -> list[Method]:
     ]
 
 
-METHODS: dict[str, Method] = {
-    method.name: method
+BUDGET_PREFIX = "tierank-budget-"
+
+
+def budget_method_name(max_input_tokens: int) -> str:
+    return f"{BUDGET_PREFIX}{max_input_tokens}"
+
+
+def budgeted_tierank(max_input_tokens: int) -> Method:
+    """tierank at its defaults with a per-query budget of input tokens. It draws tierank's
+    noise stream, so wherever it asks tierank's calls it gets tierank's answers and its paired
+    difference with tierank measures the budget rather than the noise."""
+    from tierank.scheduler.types import Budget
+
+    return Method(
+        budget_method_name(max_input_tokens),
+        tournament(budget=Budget(max_input_tokens=max_input_tokens)),
+        noise_of="tierank",
+    )
+
+
+class _Methods(dict[str, Method]):
+    """The named methods. A budgeted tierank's name (budget_method_name) is built when looked
+    up, so that worker processes resolve the budgets their parent chose at run time; iterating
+    lists the fixed methods only."""
+
+    def _budget_of(self, name: object) -> int | None:
+        if not isinstance(name, str) or not super().__contains__("tierank"):
+            return None
+        tokens = name.removeprefix(BUDGET_PREFIX)
+        if name.startswith(BUDGET_PREFIX) and tokens.isdigit() and int(tokens) > 0:
+            return int(tokens)
+        return None
+
+    def __missing__(self, name: str) -> Method:
+        tokens = self._budget_of(name)
+        if tokens is None:
+            raise KeyError(name)
+        return budgeted_tierank(tokens)
+
+    def __contains__(self, name: object) -> bool:
+        return super().__contains__(name) or self._budget_of(name) is not None
+
+
+METHODS: dict[str, Method] = _Methods(
+    (method.name, method)
     for method in [
         Method("bm25", _first_stage),
         Method("sliding-window", _single_judge(rank_sliding_window)),
@@ -143,7 +196,7 @@ METHODS: dict[str, Method] = {
         ),
         *_tournament_methods(),
     ]
-}
+)
 
 SINGLE_JUDGE_METHODS = [name for name, method in METHODS.items() if not method.uses_panel]
 PANEL_METHODS = ["bm25", *(name for name, method in METHODS.items() if method.uses_panel)]

@@ -39,7 +39,10 @@ WEIGHTING_PAIRS = (
 )
 
 
-def _fmt(interval: Interval, digits: int) -> str:
+CHOICES = Path(__file__).resolve().parent / "CHOICES.md"
+
+
+def fmt(interval: Interval, digits: int) -> str:
     return f"{interval.mean:.{digits}f} [{interval.low:.{digits}f}, {interval.high:.{digits}f}]"
 
 
@@ -52,15 +55,15 @@ def table(summary: Summary, scenario: str, ideal: float) -> str:
         if s != scenario:
             continue
         rows.append(
-            f"| {method} | {_fmt(figures['ndcg10'], 4)} | {_fmt(figures['calls'], 1)} "
-            f"| {figures['failed_calls'].mean:.2f} | {_fmt(figures['input_tokens'], 0)} "
-            f"| {_fmt(figures['critical_path'], 1)} | {_fmt(figures['wall_seconds'], 1)} |"
+            f"| {method} | {fmt(figures['ndcg10'], 4)} | {fmt(figures['calls'], 1)} "
+            f"| {figures['failed_calls'].mean:.2f} | {fmt(figures['input_tokens'], 0)} "
+            f"| {fmt(figures['critical_path'], 1)} | {fmt(figures['wall_seconds'], 1)} |"
         )
     rows.append(f"| ideal reordering of the candidates | {ideal:.4f} | | | | | |")
     return "\n".join(rows)
 
 
-def _verdict(ok: bool) -> str:
+def verdict(ok: bool) -> str:
     return "met" if ok else "**missed**"
 
 
@@ -80,47 +83,47 @@ def targets(records: Sequence[Record], summary: Summary) -> list[str]:
         tokens = ratio("strong", "tierank", "blitzrank-k10", "input_tokens")
         path = mean("strong", "tierank", "critical_path")
         lines += [
-            f"- strong: nDCG@10 tierank − BlitzRank-k10 (published) = {_fmt(diff, 4)} (paired): "
-            f"{_verdict(diff.high >= 0)} (target: not below, within the 95% interval)",
+            f"- strong: nDCG@10 tierank − BlitzRank-k10 (published) = {fmt(diff, 4)} (paired): "
+            f"{verdict(diff.high >= 0)} (target: not below, within the 95% interval)",
             f"- strong: input tokens tierank / BlitzRank-k10 (published) = {tokens:.2f}: "
-            f"{_verdict(tokens <= 0.9)} (target ≤ 0.90)",
-            f"- strong: tierank critical path = {path:.2f}: {_verdict(path <= 4)} (target ≤ 4)",
+            f"{verdict(tokens <= 0.9)} (target ≤ 0.90)",
+            f"- strong: tierank critical path = {path:.2f}: {verdict(path <= 4)} (target ≤ 4)",
         ]
     if {("strong", "tierank"), ("strong", "blitzrank-all-pairs-k10")} <= have:
         diff = paired_difference(records, "strong", "tierank", "blitzrank-all-pairs-k10")
         tokens = ratio("strong", "tierank", "blitzrank-all-pairs-k10", "input_tokens")
         lines.append(
             f"- strong, for reference (not a target): nDCG@10 tierank − BlitzRank-k10 with all "
-            f"pairs = {_fmt(diff, 4)} (paired), at {tokens:.2f}× its input tokens"
+            f"pairs = {fmt(diff, 4)} (paired), at {tokens:.2f}× its input tokens"
         )
     if {("ensemble", "tierank-adaptive"), ("ensemble", "tierank-all")} <= have:
         diff = paired_difference(records, "ensemble", "tierank-adaptive", "tierank-all")
         calls = ratio("ensemble", "tierank-adaptive", "tierank-all", "calls")
         lines += [
-            f"- ensemble: nDCG@10 adaptive − all = {_fmt(diff, 4)} (paired): "
-            f"{_verdict(diff.high >= 0)} (target: reaches all's)",
-            f"- ensemble: calls adaptive / all = {calls:.2f}: {_verdict(calls <= 0.75)} "
+            f"- ensemble: nDCG@10 adaptive − all = {fmt(diff, 4)} (paired): "
+            f"{verdict(diff.high >= 0)} (target: reaches all's)",
+            f"- ensemble: calls adaptive / all = {calls:.2f}: {verdict(calls <= 0.75)} "
             "(target ≤ 0.75)",
         ]
     if {("chance-ensemble", "tierank-all-weighted"), ("chance-ensemble", "tierank-all")} <= have:
         diff = paired_difference(records, "chance-ensemble", "tierank-all-weighted", "tierank-all")
         lines.append(
             f"- chance-ensemble (one judge of three at chance): nDCG@10 weighted by "
-            f"qualification − equal weights (all) = {_fmt(diff, 4)} (paired): "
-            f"{_verdict(diff.low > 0)} (target: above)"
+            f"qualification − equal weights (all) = {fmt(diff, 4)} (paired): "
+            f"{verdict(diff.low > 0)} (target: above)"
         )
     if {("weak", "tierank"), ("weak", "sliding-window")} <= have:
         diff = paired_difference(records, "weak", "tierank", "sliding-window")
         lines.append(
-            f"- weak: nDCG@10 tierank − sliding window = {_fmt(diff, 4)} (paired): "
-            f"{_verdict(diff.high >= 0)} (target: not below)"
+            f"- weak: nDCG@10 tierank − sliding window = {fmt(diff, 4)} (paired): "
+            f"{verdict(diff.high >= 0)} (target: not below)"
         )
     if {("weak", "tierank-3-samples"), ("weak", "sliding-window")} <= have:
         diff = paired_difference(records, "weak", "tierank-3-samples", "sliding-window")
         tokens = ratio("weak", "tierank-3-samples", "sliding-window", "input_tokens")
         lines.append(
             f"- weak, not the default: nDCG@10 tierank with the judge listed three times "
-            f"(adaptive voting) − sliding window = {_fmt(diff, 4)} (paired), "
+            f"(adaptive voting) − sliding window = {fmt(diff, 4)} (paired), "
             f"at {tokens:.2f}× its input tokens: {'above' if diff.low > 0 else 'not above'}"
         )
     return lines
@@ -160,7 +163,7 @@ def correction_lines(records: Sequence[Record], summary: Summary) -> list[str]:
                 diff = paired_difference(records, scenario, method, baseline)
                 ours, theirs = summary[(scenario, method)], summary[(scenario, baseline)]
                 lines.append(
-                    f"- {scenario} / {method}: {title}: nDCG@10 {_fmt(diff, 4)} (paired); "
+                    f"- {scenario} / {method}: {title}: nDCG@10 {fmt(diff, 4)} (paired); "
                     f"calls {ours['calls'].mean:.1f} vs {theirs['calls'].mean:.1f}, critical "
                     f"path {ours['critical_path'].mean:.2f} vs {theirs['critical_path'].mean:.2f}"
                 )
@@ -309,6 +312,9 @@ def write_outputs(
         parts += ["", "## tierank: calls per round", "", *profiles]
     if calibration_lines:
         parts += ["", "## Judge calibration", "", *calibration_lines]
+    # The measurements behind the scheduler's constants are written by hand, once, and carried
+    # here so that the scheduler's docstrings can cite this one file.
+    parts += ["", CHOICES.read_text(encoding="utf-8").rstrip()]
     results_md = out / "RESULTS.md"
     results_md.write_text("\n".join(parts) + "\n", encoding="utf-8")
     (figures_dir / "summary.json").write_text(
