@@ -6,7 +6,7 @@ Pure, synchronous and deterministic; no I/O. The server drives a `Tournament` wi
 from tierank.scheduler.selection import BatchStrategy, FrontierStrategy, SelectionView
 from tierank.scheduler.tournament import (
     FIRST_STAGE_PLACES_PER_NET_WIN,
-    FIRST_STAGE_PRIOR_VOTES,
+    FIRST_STAGE_PRIOR_LEAN,
     MAX_ASKS_PER_PAIR,
     PLANNER_VERSION,
     Tournament,
@@ -23,7 +23,7 @@ from tierank.scheduler.types import (
 
 __all__ = [
     "FIRST_STAGE_PLACES_PER_NET_WIN",
-    "FIRST_STAGE_PRIOR_VOTES",
+    "FIRST_STAGE_PRIOR_LEAN",
     "MAX_ASKS_PER_PAIR",
     "PLANNER_VERSION",
     "BatchStrategy",

@@ -5,11 +5,13 @@ unknown, and the condensation order of such a graph ranks a tail batch's winner 
 head's. Bradley–Terry weighs each win by whom it was over, so a candidate that beat strong ones
 ranks above one that beat weak ones, and uses every vote, not just majorities.
 
-The first-stage (retrieval) order is the prior: each candidate is given `prior_votes` of a win
-over the next one in that order, evidence a few real votes outweigh. Every candidate also draws
-one game against a fixed anchor of average strength: a first wave's votes are separable (each
-batch a total order), and without it strengths drift apart without bound, the fit crawls, and a
-candidate seen once counts as surely as one seen often.
+The first-stage (retrieval) order is the prior. Every candidate plays one game against a fixed
+anchor of average strength, and wins a share of it that falls with its first-stage rank: the
+first wins 0.5 + lean/2, the last 0.5 − lean/2. Real votes soon outweigh that game; a candidate
+never shown keeps the strength it gives, so such candidates sit in the first-stage order. The
+game also keeps strengths finite: a first wave's votes are separable (each batch a total order),
+and without it strengths drift apart without bound and a candidate seen once counts as surely
+as one seen often.
 """
 
 from __future__ import annotations
@@ -27,42 +29,48 @@ TOLERANCE = 1e-6
 MAX_SWEEPS = 30
 
 
-def bradley_terry(
-    size: int, wins: Iterable[tuple[int, int, float]], prior_votes: float
-) -> list[float]:
-    """Log-strengths of candidates 0..size-1 (first-stage order) from (winner, loser, weight).
+def bradley_terry(size: int, wins: Iterable[tuple[int, int, float]], lean: float) -> list[float]:
+    """Log-strengths of candidates 0..size-1 (first-stage order) from (winner, loser, weight),
+    with the first-stage prior's `lean` in [0, 1).
 
-    Deterministic for the same votes in the same order: it starts from equal strengths and
-    sweeps in index order (Gauss–Seidel MM, Hunter 2004), so a replayed job ranks alike.
+    Deterministic for the same votes in the same order: it starts from the prior's strengths
+    and sweeps in index order (Gauss–Seidel MM, Hunter 2004), so a replayed job ranks alike.
     """
-    won = [ANCHOR_VOTES / 2] * size
+    won = [ANCHOR_VOTES * _prior_share(candidate, size, lean) for candidate in range(size)]
     # Per candidate: (opponent, games played with it).
     games: list[dict[int, float]] = [{} for _ in range(size)]
-
-    def play(winner: int, loser: int, weight: float) -> None:
-        won[winner] += weight
-        games[winner][loser] = games[winner].get(loser, 0.0) + weight
-        games[loser][winner] = games[loser].get(winner, 0.0) + weight
-
     for winner, loser, weight in wins:
         if weight > 0:
-            play(winner, loser, weight)
-    if prior_votes > 0:
-        for candidate in range(size - 1):
-            play(candidate, candidate + 1, prior_votes)
+            won[winner] += weight
+            games[winner][loser] = games[winner].get(loser, 0.0) + weight
+            games[loser][winner] = games[loser].get(winner, 0.0) + weight
     opponents = [tuple(played.items()) for played in games]
-    strength = [1.0] * size
+    # The anchor game alone: s / (s + 1) = share.
+    strength = [
+        share / (1 - share)
+        for share in (_prior_share(candidate, size, lean) for candidate in range(size))
+    ]
     for _ in range(MAX_SWEEPS):
         largest_move = 0.0
         for candidate in range(size):
+            played = opponents[candidate]
+            if not played:
+                continue
             own = strength[candidate]
             # The anchor has strength 1.
             denominator = ANCHOR_VOTES / (own + 1.0)
-            for opponent, played in opponents[candidate]:
-                denominator += played / (own + strength[opponent])
+            for opponent, count in played:
+                denominator += count / (own + strength[opponent])
             updated = won[candidate] / denominator
             largest_move = max(largest_move, abs(math.log(updated / own)))
             strength[candidate] = updated
         if largest_move < TOLERANCE:
             break
     return [math.log(value) for value in strength]
+
+
+def _prior_share(candidate: int, size: int, lean: float) -> float:
+    """The share of its anchor game the candidate at first-stage rank `candidate` wins."""
+    if size < 2:
+        return 0.5
+    return 0.5 + lean * (0.5 - candidate / (size - 1))

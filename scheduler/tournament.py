@@ -75,9 +75,9 @@ REFINEMENT_RESERVE = 0.5
 # Bradley–Terry strengths (which order the tiers) did worse inside a weak judge's cycles.
 FIRST_STAGE_PLACES_PER_NET_WIN = 5
 
-# The first-stage order's weight in the strength model (scheduler/strength.py): each candidate
-# gets this many votes of a win over the next one in retrieval order.
-FIRST_STAGE_PRIOR_VOTES = 1.0
+# The first-stage order's lean in the strength model (scheduler/strength.py): the first
+# candidate wins 0.5 + lean/2 of its game against the anchor, the last 0.5 - lean/2.
+FIRST_STAGE_PRIOR_LEAN = 0.5
 
 
 def one_call(_: JudgeCall) -> Cost:
@@ -354,7 +354,7 @@ class Tournament:
     def _strength(self) -> list[float]:
         if self._strength_cache is None:
             self._strength_cache = bradley_terry(
-                len(self._ids), self._tally.votes(), FIRST_STAGE_PRIOR_VOTES
+                len(self._ids), self._tally.votes(), FIRST_STAGE_PRIOR_LEAN
             )
         return self._strength_cache
 

@@ -24,7 +24,7 @@ from tierank.scheduler.votes import VoteTally
 def test_a_win_over_a_strong_candidate_counts_for_more_than_one_over_a_weak_one():
     # 0 beat 1, who beat 2 and 3; 4 beat 5, who beat nobody. Both 0 and 4 won once.
     votes = [(0, 1, 1.0), (1, 2, 1.0), (1, 3, 1.0), (4, 5, 1.0)]
-    strength = bradley_terry(6, votes, prior_votes=0.0)
+    strength = bradley_terry(6, votes, lean=0.0)
     assert strength[0] > strength[4]
     assert strength[1] > strength[5]
 
@@ -38,7 +38,7 @@ def test_complete_transitive_votes_are_recovered_under_a_weak_prior():
 
 
 def test_candidates_without_votes_keep_the_first_stage_order():
-    strength = bradley_terry(4, [], prior_votes=0.5)
+    strength = bradley_terry(4, [], lean=0.5)
     assert strength == sorted(strength, reverse=True)
     assert len(set(strength)) == 4
 

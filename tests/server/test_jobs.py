@@ -198,6 +198,30 @@ async def test_budget_stops_cleanly_with_provisional_tiers(stub, make_spec, orac
     assert sorted(_flatten(completed.tiers)) == sorted(c.id for c in spec.candidates)
 
 
+async def test_a_budget_too_small_for_the_pool_is_spent_on_its_head(stub, make_spec, oracle_judge):
+    # Showing all 50 once takes 5 calls; 3 cannot also pay for a later round, so the first
+    # wave covers the first-stage head (2 calls) and the last call sorts out its top 5.
+    spec = make_spec(
+        n=50,
+        top_k=5,
+        judges=[oracle_judge(noise=0.0)],
+        budget=rank_pb2.Budget(max_judge_calls=3),
+    )
+    events = [e async for e in stub.Rank(rank_pb2.RankRequest(spec=spec))]
+    completed = events[-1].completed
+    assert completed.reason == rank_pb2.COMPLETION_REASON_BUDGET_EXHAUSTED
+    verdicts = [e.verdict for e in events if e.HasField("verdict")]
+    assert completed.stats.judge_calls == len(verdicts) == 3
+    shown = {cid for verdict in verdicts for cid in verdict.presented}
+    assert shown == {f"c{i:03d}" for i in range(20)}
+    listed = _flatten(completed.tiers)
+    # The judge ranks by the hidden score (c000 best), which the votes on the head reveal;
+    # candidates never shown keep the input order among themselves.
+    assert listed[:5] == ["c000", "c001", "c002", "c003", "c004"]
+    never_shown = [cid for cid in listed if cid not in shown]
+    assert never_shown == [f"c{i:03d}" for i in range(20, 50)]
+
+
 async def test_a_failing_judge_leaves_the_job_to_the_others(stub, make_spec, oracle_judge):
     broken = oracle_judge(noise=0.0, fail_rate="1", model="broken")
     spec = make_spec(n=40, top_k=0, judges=[oracle_judge(noise=0.0), broken])
