@@ -137,6 +137,42 @@ test("a Node client ranks a pool end to end", async () => {
   }
 });
 
+test("a budget too small for the pool goes to its head, and the tiers stay whole", async () => {
+  const RankService = loadRankService();
+  const client = new RankService(address, credentials());
+  try {
+    // 50 candidates, the oracle ranks by `score` (c000 best); showing all once takes 5 calls.
+    const ids = Array.from({ length: 50 }, (_, i) => `c${String(i).padStart(3, "0")}`);
+    const job = await unary(client, "CreateJob", {
+      spec: {
+        query: "which passage is best",
+        candidates: ids.map((id, i) => ({ id, text: `passage ${i}`, metadata: { score: `${50 - i}` } })),
+        judges: [{ provider: "oracle", parameters: { options: { noise: "0" } } }],
+        top_k: 5,
+        budget: { max_judge_calls: 3 },
+      },
+      request_id: `node-budget-${process.pid}-${Date.now()}`,
+    });
+    const events = await watch(client, job.name);
+    const last = events.at(-1);
+    assert.equal(last.completed.reason, "COMPLETION_REASON_BUDGET_EXHAUSTED");
+    const verdicts = events.filter((event) => event.kind === "verdict").map((e) => e.verdict);
+    assert.equal(verdicts.length, 3);
+    const shown = new Set(verdicts.flatMap((verdict) => verdict.presented));
+    assert.deepEqual([...shown].sort(), ids.slice(0, 20), "the first wave covers the head");
+    const ranked = last.completed.tiers.flatMap((tier) => tier.candidate_ids);
+    assert.deepEqual([...ranked].sort(), ids, "each candidate once");
+    assert.deepEqual(ranked.slice(0, 5), ids.slice(0, 5));
+    assert.deepEqual(
+      ranked.filter((id) => !shown.has(id)),
+      ids.slice(20),
+      "never-shown candidates keep the input order",
+    );
+  } finally {
+    client.close();
+  }
+});
+
 test("errors carry the gRPC status code", async () => {
   assert.ok(address, "set TIERANK_ADDRESS");
   const RankService = loadRankService();
