@@ -21,51 +21,52 @@ from collections.abc import Iterable
 
 # The anchor game's weight, half of it won and half lost.
 ANCHOR_VOTES = 1.0
-# Minorization–maximization stops once no strength moves by more than this factor, or after
-# MAX_SWEEPS. Converging fully takes hundreds of sweeps (a chain of batches passes evidence on
-# slowly), about 50 times the cost, for nDCG@10 within 0.001 of 30 sweeps on the ranking
-# benchmark; the server recomputes strengths after every recorded verdict.
-TOLERANCE = 1e-6
-MAX_SWEEPS = 30
+# Sweeps of minorization–maximization. Converging fully takes hundreds (a chain of batches
+# passes evidence on slowly), for nDCG@10 within 0.001 of FINAL_SWEEPS on the ranking
+# benchmark (bench/ranking/RESULTS.md). The order a job ends with gets FINAL_SWEEPS; the
+# provisional orders the server lists after every recorded batch of verdicts get
+# PROVISIONAL_SWEEPS, since the fit is most of what listing the tiers costs (bench/README.md,
+# section 1).
+FINAL_SWEEPS = 30
+PROVISIONAL_SWEEPS = 8
 
 
-def bradley_terry(size: int, wins: Iterable[tuple[int, int, float]], lean: float) -> list[float]:
+def bradley_terry(
+    size: int, wins: Iterable[tuple[int, int, float]], lean: float, sweeps: int = FINAL_SWEEPS
+) -> list[float]:
     """Log-strengths of candidates 0..size-1 (first-stage order) from (winner, loser, weight),
-    with the first-stage prior's `lean` in [0, 1).
+    with the first-stage prior's `lean` in [0, 1), after `sweeps` sweeps.
 
     Deterministic for the same votes in the same order: it starts from the prior's strengths
     and sweeps in index order (Gauss–Seidel MM, Hunter 2004), so a replayed job ranks alike.
     """
     won = [ANCHOR_VOTES * _prior_share(candidate, size, lean) for candidate in range(size)]
-    # Per candidate: (opponent, games played with it).
+    # Per candidate: games played with each opponent.
     games: list[dict[int, float]] = [{} for _ in range(size)]
     for winner, loser, weight in wins:
         if weight > 0:
             won[winner] += weight
             games[winner][loser] = games[winner].get(loser, 0.0) + weight
             games[loser][winner] = games[loser].get(winner, 0.0) + weight
-    opponents = [tuple(played.items()) for played in games]
-    # The anchor game alone: s / (s + 1) = share.
+    # The anchor game alone: s / (s + 1) = share. A candidate without other games keeps it.
     strength = [
         share / (1 - share)
         for share in (_prior_share(candidate, size, lean) for candidate in range(size))
     ]
-    for _ in range(MAX_SWEEPS):
-        largest_move = 0.0
-        for candidate in range(size):
-            played = opponents[candidate]
-            if not played:
-                continue
+    played = [
+        (candidate, tuple(opponents.items()))
+        for candidate, opponents in enumerate(games)
+        if opponents
+    ]
+    anchor = ANCHOR_VOTES
+    for _ in range(sweeps):
+        for candidate, opponents in played:
             own = strength[candidate]
             # The anchor has strength 1.
-            denominator = ANCHOR_VOTES / (own + 1.0)
-            for opponent, count in played:
+            denominator = anchor / (own + 1.0)
+            for opponent, count in opponents:
                 denominator += count / (own + strength[opponent])
-            updated = won[candidate] / denominator
-            largest_move = max(largest_move, abs(math.log(updated / own)))
-            strength[candidate] = updated
-        if largest_move < TOLERANCE:
-            break
+            strength[candidate] = won[candidate] / denominator
     return [math.log(value) for value in strength]
 
 

@@ -30,7 +30,7 @@ from tierank.scheduler.selection import (
     SelectionView,
     partition_in_prior_order,
 )
-from tierank.scheduler.strength import bradley_terry
+from tierank.scheduler.strength import FINAL_SWEEPS, PROVISIONAL_SWEEPS, bradley_terry
 from tierank.scheduler.types import (
     Budget,
     Cost,
@@ -140,10 +140,11 @@ class Tournament:
         self._tally = VoteTally(config.judge_weights)
         self._graph = MajorityGraph(len(self._ids))
         self._progress_cache: _Progress | None = None
-        self._strength_cache: list[float] | None = None
+        # Keyed by whether the order is final (see `tiers`).
+        self._strength_cache: dict[bool, list[float]] = {}
         # The server asks for the tiers after every batch of verdicts; most verdicts move few
         # tiers, so unchanged ones are reused (same objects: comparing lists is then cheap).
-        self._tiers_cache: list[Tier] | None = None
+        self._tiers_cache: dict[bool, list[Tier]] = {}
         self._tier_by_key: dict[tuple[int, tuple[int, ...], bool], Tier] = {}
         self._first_wave = deque(
             self._strategy.first_wave(len(self._ids), config.batch_size, config.top_k)
@@ -249,8 +250,8 @@ class Tournament:
                 self._graph.apply(changes)
                 self._progress_cache = None
             # Every vote moves the strengths, and with them the order of open tiers.
-            self._strength_cache = None
-            self._tiers_cache = None
+            self._strength_cache.clear()
+            self._tiers_cache.clear()
             batch.verdicts.append((planned.call.judge, ordering))
         if self._should_escalate(batch):
             batch.wanted_judges += 1
@@ -264,13 +265,17 @@ class Tournament:
         for batch in list(self._open_batches.values()):
             self._close_if_done(batch)
 
-    def tiers(self) -> list[Tier]:
+    def tiers(self, final: bool = False) -> list[Tier]:
         """Strongly connected components of the majority graph, best first: every relation
         the graph knows is kept, and tiers whose relation is open go by the strength of all
-        votes so far (scheduler/ordering.py), so the order is the best estimate at any time."""
-        if self._tiers_cache is None:
-            self._tiers_cache = self._current_tiers()
-        return list(self._tiers_cache)
+        votes so far (scheduler/ordering.py), so the order is the best estimate at any time.
+
+        `final`: the order a job ends with, from a finer fit of the strengths than the
+        provisional orders listed while it runs (scheduler/strength.py says why).
+        """
+        if final not in self._tiers_cache:
+            self._tiers_cache[final] = self._current_tiers(final)
+        return list(self._tiers_cache[final])
 
     def stop_reason(self) -> StopReason | None:
         """Why the job should end now, or None while there is more to do or to wait for.
@@ -351,17 +356,18 @@ class Tournament:
             self._progress_cache = _progress_of(self._graph.standings(), self._config.top_k)
         return self._progress_cache
 
-    def _strength(self) -> list[float]:
-        if self._strength_cache is None:
-            self._strength_cache = bradley_terry(
-                len(self._ids), self._tally.votes(), FIRST_STAGE_PRIOR_LEAN
+    def _strength(self, final: bool) -> list[float]:
+        if final not in self._strength_cache:
+            sweeps = FINAL_SWEEPS if final else PROVISIONAL_SWEEPS
+            self._strength_cache[final] = bradley_terry(
+                len(self._ids), self._tally.votes(), FIRST_STAGE_PRIOR_LEAN, sweeps
             )
-        return self._strength_cache
+        return self._strength_cache[final]
 
-    def _current_tiers(self) -> list[Tier]:
+    def _current_tiers(self, final: bool) -> list[Tier]:
         progress = self._progress()
         standings = progress.standings
-        strength = self._strength()
+        strength = self._strength(final)
         tiers, by_key = [], {}
         for rank, component in enumerate(tiers_best_first(standings, strength), start=1):
             bits = standings.component_bits[component]

@@ -51,7 +51,7 @@ def rank_tournament(
             )
     ranking = [
         pid
-        for tier in sorted(tournament.tiers(), key=lambda tier: tier.rank)
+        for tier in sorted(tournament.tiers(final=True), key=lambda tier: tier.rank)
         for pid in tier.members
     ]
     placed = set(ranking)

@@ -632,7 +632,7 @@ class JobRunner:
         self, tournament: Tournament, stats: StatsBook, reason: rank_pb2.CompletionReason
     ) -> None:
         completed = rank_pb2.JobCompleted(
-            tiers=tiers_to_proto(tournament.tiers()),
+            tiers=tiers_to_proto(tournament.tiers(final=True)),
             stats=self._stats(tournament, stats, final=True),
             reason=reason,
         )

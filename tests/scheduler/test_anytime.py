@@ -153,3 +153,23 @@ def _drive_with_tokens(tournament: Tournament, judge) -> list[JudgeCall]:
         if tournament.stop_reason() is not None or not pending:
             return planned
         tournament.record(judge(pending.pop(0)))
+
+
+def test_the_final_order_differs_from_a_provisional_one_only_where_relations_are_open(sim):
+    ids = [f"d{i}" for i in range(60)]
+    rng = random.Random(3)
+    truth = list(ids)
+    rng.shuffle(truth)
+    tournament = Tournament(ids, TournamentConfig(top_k=10, budget=Budget(max_calls=10)))
+    sim.drive(tournament, sim.oracle(truth))
+    provisional, final = tournament.tiers(), tournament.tiers(final=True)
+    assert sorted((t.members, t.settled) for t in provisional) == sorted(
+        (t.members, t.settled) for t in final
+    )
+    # A settled tier inside the top 10 sits where every order consistent with the votes puts
+    # it (beyond it, "settled" means only "cannot reach the top 10").
+    rank_in_provisional = {t.members: t.rank for t in provisional}
+    inside = [t for t in final if t.settled and t.rank <= 10]
+    assert inside and tournament.stop_reason() is StopReason.BUDGET_EXHAUSTED
+    for tier in inside:
+        assert rank_in_provisional[tier.members] == tier.rank
