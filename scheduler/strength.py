@@ -31,43 +31,66 @@ FINAL_SWEEPS = 30
 PROVISIONAL_SWEEPS = 8
 
 
+class Strengths:
+    """The votes of a tournament, gathered as they arrive for Bradley–Terry fits: the server
+    refits after every recorded batch of verdicts, and regrouping every vote each time cost as
+    much as the fit itself."""
+
+    def __init__(self, size: int, lean: float) -> None:
+        shares = [_prior_share(candidate, size, lean) for candidate in range(size)]
+        self._won = [ANCHOR_VOTES * share for share in shares]
+        # The anchor game alone: s / (s + 1) = share. A candidate without other games keeps it.
+        self._prior = [share / (1 - share) for share in shares]
+        # Per candidate: games played with each opponent, and a tuple of them for the sweeps,
+        # rebuilt only for candidates whose games changed.
+        self._games: list[dict[int, float]] = [{} for _ in range(size)]
+        self._played: dict[int, tuple[tuple[int, float], ...]] = {}
+
+    def add(self, winner: int, loser: int, weight: float) -> None:
+        """One vote of `weight` for `winner` over `loser`."""
+        if weight <= 0:
+            return
+        self._won[winner] += weight
+        for one, other in ((winner, loser), (loser, winner)):
+            games = self._games[one]
+            games[other] = games.get(other, 0.0) + weight
+            self._played.pop(one, None)
+
+    def fit(self, sweeps: int = FINAL_SWEEPS) -> list[float]:
+        """Log-strengths of candidates 0..size-1 (first-stage order) after `sweeps` sweeps.
+
+        Deterministic for the same votes added in the same order: it starts from the prior's
+        strengths and sweeps in index order (Gauss–Seidel MM, Hunter 2004), so a replayed job
+        ranks alike.
+        """
+        played = []
+        for candidate, games in enumerate(self._games):
+            if games:
+                view = self._played.get(candidate)
+                if view is None:
+                    view = self._played[candidate] = tuple(games.items())
+                played.append((candidate, view))
+        strength = list(self._prior)
+        won, anchor = self._won, ANCHOR_VOTES
+        for _ in range(sweeps):
+            for candidate, opponents in played:
+                own = strength[candidate]
+                # The anchor has strength 1.
+                denominator = anchor / (own + 1.0)
+                for opponent, count in opponents:
+                    denominator += count / (own + strength[opponent])
+                strength[candidate] = won[candidate] / denominator
+        return [math.log(value) for value in strength]
+
+
 def bradley_terry(
     size: int, wins: Iterable[tuple[int, int, float]], lean: float, sweeps: int = FINAL_SWEEPS
 ) -> list[float]:
-    """Log-strengths of candidates 0..size-1 (first-stage order) from (winner, loser, weight),
-    with the first-stage prior's `lean` in [0, 1), after `sweeps` sweeps.
-
-    Deterministic for the same votes in the same order: it starts from the prior's strengths
-    and sweeps in index order (Gauss–Seidel MM, Hunter 2004), so a replayed job ranks alike.
-    """
-    won = [ANCHOR_VOTES * _prior_share(candidate, size, lean) for candidate in range(size)]
-    # Per candidate: games played with each opponent.
-    games: list[dict[int, float]] = [{} for _ in range(size)]
+    """Log-strengths from (winner, loser, weight) votes at once; see `Strengths`."""
+    strengths = Strengths(size, lean)
     for winner, loser, weight in wins:
-        if weight > 0:
-            won[winner] += weight
-            games[winner][loser] = games[winner].get(loser, 0.0) + weight
-            games[loser][winner] = games[loser].get(winner, 0.0) + weight
-    # The anchor game alone: s / (s + 1) = share. A candidate without other games keeps it.
-    strength = [
-        share / (1 - share)
-        for share in (_prior_share(candidate, size, lean) for candidate in range(size))
-    ]
-    played = [
-        (candidate, tuple(opponents.items()))
-        for candidate, opponents in enumerate(games)
-        if opponents
-    ]
-    anchor = ANCHOR_VOTES
-    for _ in range(sweeps):
-        for candidate, opponents in played:
-            own = strength[candidate]
-            # The anchor has strength 1.
-            denominator = anchor / (own + 1.0)
-            for opponent, count in opponents:
-                denominator += count / (own + strength[opponent])
-            strength[candidate] = won[candidate] / denominator
-    return [math.log(value) for value in strength]
+        strengths.add(winner, loser, weight)
+    return strengths.fit(sweeps)
 
 
 def _prior_share(candidate: int, size: int, lean: float) -> float:

@@ -30,7 +30,7 @@ from tierank.scheduler.selection import (
     SelectionView,
     partition_in_prior_order,
 )
-from tierank.scheduler.strength import FINAL_SWEEPS, PROVISIONAL_SWEEPS, bradley_terry
+from tierank.scheduler.strength import FINAL_SWEEPS, PROVISIONAL_SWEEPS, Strengths
 from tierank.scheduler.types import (
     Budget,
     Cost,
@@ -138,6 +138,7 @@ class Tournament:
         self._judge_count = len(config.judge_weights)
         self._active = [True] * self._judge_count
         self._tally = VoteTally(config.judge_weights)
+        self._strengths = Strengths(len(self._ids), FIRST_STAGE_PRIOR_LEAN)
         self._graph = MajorityGraph(len(self._ids))
         self._progress_cache: _Progress | None = None
         # Keyed by whether the order is final (see `tiers`).
@@ -246,6 +247,9 @@ class Tournament:
         batch.outstanding -= 1
         if len(ordering) >= 2:
             changes = self._tally.add_ordering(planned.call.judge, ordering)
+            weight = self._config.judge_weights[planned.call.judge]
+            for winner, loser in combinations(ordering, 2):
+                self._strengths.add(winner, loser, weight)
             if changes:
                 self._graph.apply(changes)
                 self._progress_cache = None
@@ -359,9 +363,7 @@ class Tournament:
     def _strength(self, final: bool) -> list[float]:
         if final not in self._strength_cache:
             sweeps = FINAL_SWEEPS if final else PROVISIONAL_SWEEPS
-            self._strength_cache[final] = bradley_terry(
-                len(self._ids), self._tally.votes(), FIRST_STAGE_PRIOR_LEAN, sweeps
-            )
+            self._strength_cache[final] = self._strengths.fit(sweeps)
         return self._strength_cache[final]
 
     def _current_tiers(self, final: bool) -> list[Tier]:

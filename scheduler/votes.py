@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from itertools import combinations
 
 # Weighted sums of floats may differ in the last bits depending on the order votes arrived;
@@ -59,11 +59,6 @@ class VoteTally:
     def wins(self, winner: int, loser: int) -> float:
         """Total weight of votes saying `winner` is better than `loser`."""
         return self._wins.get((winner, loser), 0.0)
-
-    def votes(self) -> Iterator[tuple[int, int, float]]:
-        """Every (winner, loser, total weight) stated so far, in the order first stated."""
-        for (winner, loser), weight in self._wins.items():
-            yield winner, loser, weight
 
     def direction(self, a: int, b: int) -> int:
         """+1 if the weighted majority puts a above b, -1 if below, 0 if tied or never stated."""
