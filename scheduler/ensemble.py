@@ -67,8 +67,8 @@ def wants_another_judge(
     At the quorum, only a pair whose quorum already disagreed in an earlier batch is enough:
     a first disagreement leaves the pair open (no edge), so it rides along in a later regular
     batch, where agreeing judges settle it at no extra call (measured: bench/ranking/RESULTS.md,
-    "Why the scheduler's constants are what they are"). With unequal
-    weights the heavier judge would otherwise win a disagreement alone. Beyond the quorum,
+    "Why the scheduler's constants are what they are"). With unequal weights the heavier judge
+    would otherwise win a disagreement alone. Beyond the quorum,
     another judge is asked only while such a pair is still an exact tie among the batch's
     verdicts.
     """

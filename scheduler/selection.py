@@ -64,9 +64,8 @@ def first_wave_in_prior_order(size: int, batch_size: int, top_k: int) -> list[tu
     wave keeps its number of calls and round 2's two batches still hold every first-wave winner
     and runner-up; more first-wave batches than ⌈size/k⌉ would leave runners-up out of round 2
     (measured: bench/ranking/RESULTS.md, "Why the scheduler's constants are what they are").
-    Kept to the plain partition where
-    the head is too small to split, already spans two batches, or where a tail batch would
-    exceed MAX_TAIL_BATCH_FACTOR * k.
+    Kept to the plain partition where the head is too small to split, already spans two
+    batches, or where a tail batch would exceed MAX_TAIL_BATCH_FACTOR * k.
     """
     count = math.ceil(size / batch_size)
     tail_batches = count - 2
@@ -103,8 +102,8 @@ class FrontierStrategy:
     After the first wave, at most `parallel_batches` batches' worth of candidates are in
     flight: batches chosen from the same stale standings overlap in what they can teach, and one
     at a time lengthens the critical path (bench/ranking/RESULTS.md, "Why the scheduler's
-    constants are what they are"). The batches chosen together are dealt from the
-    frontier in turn (the first takes ranks 1, 3, 5, ..., the second 2, 4, 6, ...), so each
+    constants are what they are"). The batches chosen together are dealt from the frontier in
+    turn (the first takes ranks 1, 3, 5, ..., the second 2, 4, 6, ...), so each
     compares near neighbours directly instead of one batch taking the whole head and the
     other only the tail.
     """

@@ -17,7 +17,8 @@ as one seen often.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Sequence
+from itertools import combinations
 
 # The anchor game's weight, half of it won and half lost.
 ANCHOR_VOTES = 1.0
@@ -46,15 +47,16 @@ class Strengths:
         self._games: list[dict[int, float]] = [{} for _ in range(size)]
         self._played: dict[int, tuple[tuple[int, float], ...]] = {}
 
-    def add(self, winner: int, loser: int, weight: float) -> None:
-        """One vote of `weight` for `winner` over `loser`."""
+    def add_ordering(self, ordering: Sequence[int], weight: float) -> None:
+        """A verdict's C(len, 2) votes of `weight`, best first, as the vote tally counts them."""
         if weight <= 0:
             return
-        self._won[winner] += weight
-        for one, other in ((winner, loser), (loser, winner)):
-            games = self._games[one]
-            games[other] = games.get(other, 0.0) + weight
-            self._played.pop(one, None)
+        for winner, loser in combinations(ordering, 2):
+            self._won[winner] += weight
+            for one, other in ((winner, loser), (loser, winner)):
+                games = self._games[one]
+                games[other] = games.get(other, 0.0) + weight
+                self._played.pop(one, None)
 
     def fit(self, sweeps: int = FINAL_SWEEPS) -> list[float]:
         """Log-strengths of candidates 0..size-1 (first-stage order) after `sweeps` sweeps.
@@ -81,16 +83,6 @@ class Strengths:
                     denominator += count / (own + strength[opponent])
                 strength[candidate] = won[candidate] / denominator
         return [math.log(value) for value in strength]
-
-
-def bradley_terry(
-    size: int, wins: Iterable[tuple[int, int, float]], lean: float, sweeps: int = FINAL_SWEEPS
-) -> list[float]:
-    """Log-strengths from (winner, loser, weight) votes at once; see `Strengths`."""
-    strengths = Strengths(size, lean)
-    for winner, loser, weight in wins:
-        strengths.add(winner, loser, weight)
-    return strengths.fit(sweeps)
 
 
 def _prior_share(candidate: int, size: int, lean: float) -> float:

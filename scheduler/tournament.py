@@ -153,7 +153,6 @@ class Tournament:
         # First-wave batches held back until the shown candidates need no more calls: a budget
         # too small for the whole pool goes to its head first (see `_fit_first_wave`).
         self._deferred: deque[tuple[int, ...]] = deque()
-        self._deferred_bits = 0
         self._first_wave_fitted = False
         self._open_batches: dict[int, Batch] = {}
         self._busy = 0
@@ -247,9 +246,7 @@ class Tournament:
         batch.outstanding -= 1
         if len(ordering) >= 2:
             changes = self._tally.add_ordering(planned.call.judge, ordering)
-            weight = self._config.judge_weights[planned.call.judge]
-            for winner, loser in combinations(ordering, 2):
-                self._strengths.add(winner, loser, weight)
+            self._strengths.add_ordering(ordering, self._config.judge_weights[planned.call.judge])
             if changes:
                 self._graph.apply(changes)
                 self._progress_cache = None
@@ -401,13 +398,14 @@ class Tournament:
     def _selection_view(self) -> SelectionView:
         progress = self._progress()
         needed, component_of = progress.needed, progress.standings.component_of
+        deferred = bits_of(member for members in self._deferred for member in members)
         return SelectionView(
             batch_size=self._config.batch_size,
             standings=progress.standings,
             open_partners=[
                 0
-                if self._deferred_bits >> candidate & 1
-                else needed[component_of[candidate]] & ~capped & ~self._deferred_bits
+                if deferred >> candidate & 1
+                else needed[component_of[candidate]] & ~capped & ~deferred
                 for candidate, capped in enumerate(self._capped)
             ],
             busy=self._busy,
@@ -474,8 +472,6 @@ class Tournament:
             tuple(low + member for member in members)
             for members in partition_in_prior_order(size - low, batch_size)
         )
-        for members in self._deferred:
-            self._deferred_bits |= bits_of(members)
 
     def _first_wave_cost(self, batches: Sequence[tuple[int, ...]]) -> Cost:
         judge = next(j for j in range(self._judge_count) if self._active[j])
@@ -532,9 +528,7 @@ class Tournament:
             batch = Batch(proposal.batch_id, proposal.members, proposal.wanted_judges)
             self._open(batch, count_asks=True)
             if proposal.from_first_wave:
-                wave = self._first_wave if self._first_wave else self._deferred
-                wave.popleft()
-                self._deferred_bits &= ~batch.bits
+                (self._first_wave or self._deferred).popleft()
         self._take(call, batch, reservation)
 
     def _open(self, batch: Batch, count_asks: bool) -> Batch:

@@ -17,8 +17,15 @@ from tierank.scheduler import (
 )
 from tierank.scheduler.graph import MajorityGraph
 from tierank.scheduler.ordering import tiers_best_first
-from tierank.scheduler.strength import bradley_terry
+from tierank.scheduler.strength import Strengths
 from tierank.scheduler.votes import VoteTally
+
+
+def bradley_terry(size: int, votes, lean: float) -> list[float]:
+    strengths = Strengths(size, lean)
+    for winner, loser, weight in votes:
+        strengths.add_ordering((winner, loser), weight)
+    return strengths.fit()
 
 
 def test_a_win_over_a_strong_candidate_counts_for_more_than_one_over_a_weak_one():

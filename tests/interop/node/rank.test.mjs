@@ -7,46 +7,16 @@
 //
 //   TIERANK_ADDRESS=127.0.0.1:50051 node --test tests/interop/node/
 import assert from "node:assert/strict";
-import fs from "node:fs";
-import path from "node:path";
 import { test } from "node:test";
-import { fileURLToPath } from "node:url";
 
 import grpc from "@grpc/grpc-js";
-import protoLoader from "@grpc/proto-loader";
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const protoRoot = path.resolve(here, "../../../proto");
-const address = process.env.TIERANK_ADDRESS;
-const apiKey = process.env.TIERANK_API_KEY;
+import { address, apiKey, credentials, loadTierank, unary } from "./tierank.mjs";
+
 const otherApiKey = process.env.TIERANK_OTHER_API_KEY;
-const caPath = process.env.TIERANK_TLS_CA;
 
-// grpc-js sends call credentials (the bearer key) only over a secure channel.
-function credentials(key = apiKey) {
-  if (!caPath) return grpc.credentials.createInsecure();
-  const tls = grpc.credentials.createSsl(fs.readFileSync(caPath));
-  if (!key) return tls;
-  const bearer = grpc.credentials.createFromMetadataGenerator((_, callback) => {
-    const metadata = new grpc.Metadata();
-    metadata.add("authorization", `Bearer ${key}`);
-    callback(null, metadata);
-  });
-  return grpc.credentials.combineChannelCredentials(tls, bearer);
-}
-
-// google/protobuf/timestamp.proto is not in protoRoot: proto-loader resolves the well-known
-// types from the copies protobufjs bundles.
 function loadRankService() {
-  const definition = protoLoader.loadSync("tierank/v1/rank.proto", {
-    includeDirs: [protoRoot],
-    keepCase: true,
-    longs: String,
-    enums: String,
-    defaults: true,
-    oneofs: true,
-  });
-  return grpc.loadPackageDefinition(definition).tierank.v1.RankService;
+  return loadTierank("tierank/v1/rank.proto").RankService;
 }
 
 const POOL = [
@@ -57,14 +27,6 @@ const POOL = [
   ["moth", "Moths fly towards lamps at night, and many of them are eaten by bats."],
   ["fox", "Foxes often hunt at night and at dusk for small mammals."],
 ];
-
-function unary(client, method, request) {
-  return new Promise((resolve, reject) => {
-    client[method](request, { deadline: Date.now() + 10_000 }, (error, response) =>
-      error ? reject(error) : resolve(response),
-    );
-  });
-}
 
 function watch(client, name) {
   return new Promise((resolve, reject) => {

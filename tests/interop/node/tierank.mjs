@@ -1,0 +1,54 @@
+// What the Node.js interop tests share: the server's address, credentials and the tierank.v1
+// services built from proto/ at run time. $TIERANK_ADDRESS names the server; with
+// $TIERANK_TLS_CA the client speaks TLS trusting that CA, and with $TIERANK_API_KEY it sends
+// `authorization: Bearer` on every call.
+import fs from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+import grpc from "@grpc/grpc-js";
+import protoLoader from "@grpc/proto-loader";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const protoRoot = path.resolve(here, "../../../proto");
+const caPath = process.env.TIERANK_TLS_CA;
+
+export const address = process.env.TIERANK_ADDRESS;
+export const apiKey = process.env.TIERANK_API_KEY;
+
+// grpc-js sends call credentials (the bearer key) only over a secure channel.
+export function credentials(key = apiKey) {
+  if (!caPath) return grpc.credentials.createInsecure();
+  const tls = grpc.credentials.createSsl(fs.readFileSync(caPath));
+  if (!key) return tls;
+  const bearer = grpc.credentials.createFromMetadataGenerator((_, callback) => {
+    const metadata = new grpc.Metadata();
+    metadata.add("authorization", `Bearer ${key}`);
+    callback(null, metadata);
+  });
+  return grpc.credentials.combineChannelCredentials(tls, bearer);
+}
+
+// The tierank.v1 package of the given .proto files. google/protobuf/timestamp.proto is not in
+// protoRoot: proto-loader resolves the well-known types from the copies protobufjs bundles.
+export function loadTierank(files) {
+  const definition = protoLoader.loadSync(files, {
+    includeDirs: [protoRoot],
+    keepCase: true,
+    longs: String,
+    enums: String,
+    defaults: true,
+    oneofs: true,
+  });
+  return grpc.loadPackageDefinition(definition).tierank.v1;
+}
+
+// A unary call as a promise; `deadlineMs` 0 sets no deadline.
+export function unary(client, method, request, deadlineMs = 10_000) {
+  const options = deadlineMs ? { deadline: Date.now() + deadlineMs } : {};
+  return new Promise((resolve, reject) => {
+    client[method](request, options, (error, response) =>
+      error ? reject(error) : resolve(response),
+    );
+  });
+}
