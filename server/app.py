@@ -7,7 +7,7 @@ import asyncio
 import errno
 import ipaddress
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import anyio
@@ -159,10 +159,7 @@ async def serve(
         health_servicer = health.aio.HealthServicer()
         accounts = ProviderAccounts(storage, sealer)
         spending = SpendLedger(storage, replica.replica_id)
-        async with (
-            JobManager(storage, factory, hub, accounts, spending, replica) as manager,
-            anyio.create_task_group() as background,
-        ):
+        async with JobManager(storage, factory, hub, accounts, spending, replica) as manager:
             rank_pb2_grpc.add_RankServiceServicer_to_server(
                 RankServicer(
                     manager,
@@ -183,31 +180,31 @@ async def serve(
             if settings.serves_reflection:
                 enable_reflection([*SERVICES, health.SERVICE_NAME], server)
             await server.start()
-            for service in ("", *SERVICES):
+            served = ("", *SERVICES)
+            for service in served:
                 await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
-            following = anyio.CancelScope()
-            background.start_soon(
-                _within, following, follow_database(storage, health_servicer, ("", *SERVICES))
-            )
-            address = f"{settings.listen.rpartition(':')[0]}:{port}"
-            if settings.metrics_listen:
-                metrics.expose(settings.metrics_listen)
-            if settings.ready_file:
-                settings.ready_file.write_text(address)
-            if on_ready is not None:
-                on_ready(address)
-            log.info(
-                "serving",
-                address=address,
-                db=shown(settings.db),
-                auth=settings.auth,
-                tls="mutual" if settings.tls_client_ca else ("on" if credentials else "off"),
-                reflection=settings.serves_reflection,
-            )
-            await stop.wait()
+            # Health follows the database until the shutdown, NOT_SERVING from then on.
+            async with anyio.create_task_group() as following:
+                following.start_soon(follow_database, storage, health_servicer, served)
+                address = f"{settings.listen.rpartition(':')[0]}:{port}"
+                if settings.metrics_listen:
+                    metrics.expose(settings.metrics_listen)
+                if settings.ready_file:
+                    settings.ready_file.write_text(address)
+                if on_ready is not None:
+                    on_ready(address)
+                log.info(
+                    "serving",
+                    address=address,
+                    db=shown(settings.db),
+                    auth=settings.auth,
+                    tls="mutual" if settings.tls_client_ca else ("on" if credentials else "off"),
+                    reflection=settings.serves_reflection,
+                )
+                await stop.wait()
+                following.cancel_scope.cancel()
             log.info("shutting down", active_jobs=manager.active_jobs)
-            following.cancel()
-            for service in ("", *SERVICES):
+            for service in served:
                 await health_servicer.set(service, health_pb2.HealthCheckResponse.NOT_SERVING)
             await manager.drain(settings.shutdown_grace_s)
             await server.stop(_STREAM_GRACE_S)
@@ -216,12 +213,6 @@ async def serve(
             await factory.aclose()
         await storage.close()
         log.info("stopped")
-
-
-async def _within(scope: anyio.CancelScope, work: Awaitable[None]) -> None:
-    """Run `work` until `scope` is cancelled (a task group's own scope would end its host)."""
-    with scope:
-        await work
 
 
 @asynccontextmanager

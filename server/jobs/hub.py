@@ -13,7 +13,6 @@ notification costs a moment, never an event.
 from __future__ import annotations
 
 import asyncio
-import math
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -71,7 +70,7 @@ class JobChannel:
         """Wait until events past `sequence` are known (True), or until storage should be read
         anyway (False): after `poll_s` seconds (None: never), or a resync."""
         resyncs = self._resyncs
-        with anyio.move_on_after(math.inf if poll_s is None else poll_s):
+        with anyio.move_on_after(poll_s):
             async with self._changed:
                 await self._changed.wait_for(
                     lambda: self._latest > sequence or self._resyncs != resyncs

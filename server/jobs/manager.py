@@ -214,9 +214,10 @@ class JobManager:
         if self._draining or not membership.live_replicas:
             return
         share = math.ceil(membership.unfinished_jobs / membership.live_replicas)
-        for claim in await self._storage.claim_jobs(
-            replica.replica_id, replica.lease_s, share - len(self._leases)
-        ):
+        wanted = share - len(self._leases)
+        if wanted <= 0:  # the usual beat: no claim (on SQLite, a read of every unfinished job)
+            return
+        for claim in await self._storage.claim_jobs(replica.replica_id, replica.lease_s, wanted):
             self._log.info("claimed job", job_id=claim.job.job_id, epoch=claim.lease.epoch)
             await self._resume(claim)
 

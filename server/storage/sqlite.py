@@ -753,9 +753,7 @@ class SqliteStorage(Storage):
                     "settled reservations left by the last run", count=released
                 )
         (unfinished,) = await self._reader.submit(
-            lambda conn: conn.execute(
-                f"SELECT COUNT(*) FROM jobs WHERE state NOT IN ({_TERMINAL_STATES})"
-            ).fetchone()
+            lambda conn: conn.execute(f"SELECT COUNT(*) FROM jobs WHERE {_UNFINISHED}").fetchone()
         )
         return Membership(live_replicas=0 if draining else 1, unfinished_jobs=unfinished)
 
