@@ -37,6 +37,17 @@ def text_file(path: Path) -> eval_pb2.TextFile:
         raise UsageError(f"{path} is not UTF-8 text") from None
 
 
+def write_output(path: Path | None, text: str) -> None:
+    """`text` to the --output file, or to stdout without one."""
+    if path is None:
+        sys.stdout.write(text)
+        return
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise UsageError(f"cannot write {path}: {error.strerror}") from None
+
+
 def add_tier_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("labels from tiers")
     group.add_argument(

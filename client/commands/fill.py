@@ -4,7 +4,6 @@ pointwise judge, and report how that judge agrees with the human grades beside t
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections import Counter
 from pathlib import Path
@@ -15,6 +14,7 @@ from rich.table import Table
 
 from tierank.client._render import fit_console
 from tierank.client._spec import JUDGE_SYNTAX
+from tierank.client.commands._admin import print_json
 from tierank.client.commands._eval_shared import (
     add_connection_options,
     call,
@@ -23,6 +23,7 @@ from tierank.client.commands._eval_shared import (
     optional,
     plural,
     text_file,
+    write_output,
 )
 from tierank.client.commands._shared import (
     EXIT_NO_VERDICTS,
@@ -158,10 +159,9 @@ def run(args: argparse.Namespace) -> int:
         held_in_sample=args.held_in,
     )
     response = call(args, lambda stub: stub.FillQrels)(request)
-    _write_qrels(args.output, response.qrels)
+    write_output(args.output, response.qrels)
     if args.format == "json":
-        json.dump(as_json(response, args), sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json(as_json(response, args))
     else:
         print_report(response, args)
     failed = sum(bool(g.failure_reason) for g in response.added)
@@ -182,16 +182,6 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return EXIT_PROVISIONAL
-
-
-def _write_qrels(path: Path | None, qrels: str) -> None:
-    if path is None:
-        sys.stdout.write(qrels)
-        return
-    try:
-        path.write_text(qrels, encoding="utf-8")
-    except OSError as error:
-        raise UsageError(f"cannot write {path}: {error.strerror}") from None
 
 
 def _grades_by_query(

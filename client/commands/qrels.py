@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from tierank.client.commands._eval_shared import (
@@ -12,6 +11,7 @@ from tierank.client.commands._eval_shared import (
     call,
     print_labeling,
     tier_labels,
+    write_output,
 )
 from tierank.client.commands._shared import EXIT_OK, UsageError
 from tierank.v1 import eval_pb2
@@ -38,11 +38,5 @@ def run(args: argparse.Namespace) -> int:
     request = eval_pb2.ExportQrelsRequest(tiers=tier_labels(args))
     response = call(args, lambda stub: stub.ExportQrels)(request)
     print_labeling(list(response.labeling))
-    if args.output is None:
-        sys.stdout.write(response.qrels)
-        return EXIT_OK
-    try:
-        args.output.write_text(response.qrels, encoding="utf-8")
-    except OSError as error:
-        raise UsageError(f"cannot write {args.output}: {error.strerror}") from None
+    write_output(args.output, response.qrels)
     return EXIT_OK

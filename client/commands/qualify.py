@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 
 from google.protobuf.json_format import MessageToDict
 
 from tierank.client._spec import JUDGE_SYNTAX
+from tierank.client.commands._admin import print_json
 from tierank.client.commands._eval_shared import add_connection_options, call, text_file
 from tierank.client.commands._shared import (
     EXIT_NOT_QUALIFIED,
@@ -106,8 +105,7 @@ def run(args: argparse.Namespace) -> int:
         request.run.CopyFrom(text_file(args.run))
     result = call(args, lambda stub: stub.QualifyJudge)(request)
     if args.json:
-        json.dump(as_json(result), sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json(as_json(result))
     else:
         print_report(result)
     return EXIT_OK if result.usable else EXIT_NOT_QUALIFIED
@@ -119,8 +117,7 @@ def list_qualifications(args: argparse.Namespace) -> int:
     )
     listed = call(args, lambda stub: stub.ListQualifications)(request)
     if args.json:
-        json.dump([as_json(q) for q in listed.qualifications], sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json([as_json(q) for q in listed.qualifications])
         return EXIT_OK
     for q in listed.qualifications:
         made = q.create_time.ToDatetime().strftime("%Y-%m-%d %H:%M")

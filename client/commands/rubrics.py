@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 
 from google.protobuf.json_format import MessageToDict
 from rich import box
 from rich.table import Table
 
-from tierank.client.commands._admin import plain
+from tierank.client.commands._admin import plain, print_json
 from tierank.client.commands._eval_shared import add_connection_options, call
 from tierank.client.commands._shared import EXIT_OK, UsageError, table_console
 from tierank.v1 import eval_pb2
@@ -41,12 +39,7 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"no preset named {args.name!r}; the server has: {known}")
         presets = chosen
     if args.json:
-        json.dump(
-            [MessageToDict(p, preserving_proto_field_name=True) for p in presets],
-            sys.stdout,
-            indent=2,
-        )
-        sys.stdout.write("\n")
+        print_json([MessageToDict(p, preserving_proto_field_name=True) for p in presets])
     elif args.name is not None:
         print(presets[0].text)
     else:

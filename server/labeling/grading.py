@@ -8,7 +8,8 @@ arrive, so an interrupted request does not pay again for what it already receive
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import anyio
@@ -94,8 +95,16 @@ async def build_grader(
     """A grader for the request's judge spec, on the tenant's own provider key where it has
     one; a spec that cannot work is INVALID_ARGUMENT."""
     found = await accounts.resolve(tenant, [(f"{field_name}.provider", judge.provider)])
-    try:
+    with judge_errors(field_name):
         return factory.build_grader(judge_config(judge), found.get(judge.provider))
+
+
+@contextmanager
+def judge_errors(field_name: str) -> Iterator[None]:
+    """A judge (or grader) that cannot be built for this request is INVALID_ARGUMENT naming
+    `field_name`, or the field of it that is wrong."""
+    try:
+        yield
     except JudgeConfigError as error:
         raise invalid_argument(
             [FieldViolation(f"{field_name}.{error.field}", error.rule)]

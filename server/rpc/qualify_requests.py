@@ -3,16 +3,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 from tierank.server.errors import FieldViolation, invalid_argument
 from tierank.server.jobs.convert import judge_config
-from tierank.server.judges.base import Judge, JudgeConfigError, PoolContext
+from tierank.server.judges.base import Judge, PoolContext
 from tierank.server.judges.registry import JudgeFactory
 from tierank.server.judges.rubric_presets import LISTWISE, resolve_rubric
-from tierank.server.labeling.grading import PairGrader, build_grader
+from tierank.server.labeling.grading import PairGrader, judge_errors
 from tierank.server.labeling.qualify import (
     LabelledSet,
     QualifySettings,
@@ -78,18 +76,19 @@ class Qualifier:
         found = await self.accounts.resolve(tenant, [("judge.provider", request.judge.provider)])
         account = found.get(request.judge.provider)
         config = judge_config(request.judge)
-        with _judge_errors():
+        with judge_errors("judge"):
             identity = await self.factory.identity(config, account)
 
         def judge_for(pool: PoolContext) -> Judge:
             # Some judges check the pool they are built for (the oracle's scores).
-            with _judge_errors():
+            with judge_errors("judge"):
                 return self.factory.build(config, pool, account)
 
-        listwise = await ask_batches(batches, labels, settings, judge_for, self.spending, tenant)
-        pointwise = None
+        grading = None
         if request.pointwise:
-            grader = await build_grader("judge", request.judge, self.factory, self.accounts, tenant)
+            # Built before any call, so that a grader that cannot work costs nothing.
+            with judge_errors("judge"):
+                grader = self.factory.build_grader(config, account)
             grading = PairGrader(
                 grader,
                 self.storage,
@@ -99,6 +98,9 @@ class Qualifier:
                 seed=settings.seed,
                 max_in_flight=settings.max_in_flight,
             )
+        listwise = await ask_batches(batches, labels, settings, judge_for, self.spending, tenant)
+        pointwise = None
+        if grading is not None:
             pointwise = await grade_pointwise(
                 batches, labels, grading, settings.relevance_threshold
             )
@@ -129,17 +131,6 @@ class Qualifier:
         return eval_pb2.ListQualificationsResponse(
             qualifications=[eval_pb2.Qualification.FromString(r.payload) for r in records]
         )
-
-
-@contextmanager
-def _judge_errors() -> Iterator[None]:
-    """A judge that cannot be built for this request is INVALID_ARGUMENT naming its field."""
-    try:
-        yield
-    except JudgeConfigError as error:
-        raise invalid_argument([FieldViolation(f"judge.{error.field}", error.rule)]) from None
-    except ValueError as error:
-        raise invalid_argument([FieldViolation("judge", str(error))]) from None
 
 
 def _settings(request: eval_pb2.QualifyJudgeRequest, rubric: str) -> QualifySettings:
