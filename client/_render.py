@@ -22,10 +22,10 @@ from typing import TextIO
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from rich import box
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from tierank.client._console import Console
 from tierank.client._names import abandoned_note, reason_name, state_name, status_text
 from tierank.v1 import rank_pb2
 

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from rich.console import Console
 
 from tierank.client._connection import (
     ChannelSecurity,
@@ -19,6 +18,7 @@ from tierank.client._connection import (
     channel_security,
     sync_channel,
 )
+from tierank.client._console import Console
 from tierank.client._render import fit_console
 from tierank.client._spec import parse_judge
 from tierank.client.aio import AsyncClient

@@ -9,9 +9,9 @@ from collections import Counter
 from pathlib import Path
 
 from rich import box
-from rich.console import Console
 from rich.table import Table
 
+from tierank.client._console import Console
 from tierank.client._render import fit_console
 from tierank.client._spec import JUDGE_SYNTAX
 from tierank.client.commands._admin import print_json

@@ -8,8 +8,7 @@ import contextlib
 import sys
 from pathlib import Path
 
-from rich.console import Console
-
+from tierank.client._console import Console
 from tierank.client._errors import TierankError
 from tierank.client._pool import PoolError, read_jsonl_pool, read_run_pool, read_topic
 from tierank.client._progress import LiveProgress, PlainProgress

@@ -61,6 +61,15 @@ def test_rank_trec_into_a_closed_pipe_exits_quietly(tierank_server: str) -> None
     assert "completed (settled)" in stderr  # the progress log was not cut short
 
 
+def test_rank_table_into_a_closed_pipe_exits_quietly(tierank_server: str) -> None:
+    # The table is written by rich, whose own broken-pipe handling exits with status 1.
+    status, stderr = run_into_closed_pipe(
+        "rank", POOL, "--query", QUERY, "--server", tierank_server
+    )
+    assert status == EXIT_BROKEN_PIPE
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr
+
+
 def test_watch_piped_into_head_stops_after_what_head_took(tierank_server: str) -> None:
     name = finished_job(tierank_server)
     shell = f"{' '.join(TIERANK)} watch {name} --after 5 --server {tierank_server} | head -1"
