@@ -19,6 +19,7 @@ from tierank.server import metrics
 from tierank.server.database_health import follow_database
 from tierank.server.jobs.hub import EventHub
 from tierank.server.jobs.manager import JobManager
+from tierank.server.jobs.operations import OperationManager
 from tierank.server.jobs.replica import Replica, new_replica_id
 from tierank.server.judges.registry import JudgeFactory
 from tierank.server.judges.settings import JudgeSettings
@@ -159,7 +160,10 @@ async def serve(
         health_servicer = health.aio.HealthServicer()
         accounts = ProviderAccounts(storage, sealer)
         spending = SpendLedger(storage, replica.replica_id)
-        async with JobManager(storage, factory, hub, accounts, spending, replica) as manager:
+        async with (
+            JobManager(storage, factory, hub, accounts, spending, replica) as manager,
+            OperationManager(storage, replica) as operations,
+        ):
             rank_pb2_grpc.add_RankServiceServicer_to_server(
                 RankServicer(
                     manager,
@@ -171,7 +175,7 @@ async def serve(
                 server,
             )
             eval_pb2_grpc.add_EvalServiceServicer_to_server(
-                EvalServicer(storage, factory, accounts, spending), server
+                EvalServicer(storage, factory, accounts, spending, operations), server
             )
             admin_pb2_grpc.add_AdminServiceServicer_to_server(
                 AdminServicer(storage, sealer), server
@@ -206,7 +210,9 @@ async def serve(
             log.info("shutting down", active_jobs=manager.active_jobs)
             for service in served:
                 await health_servicer.set(service, health_pb2.HealthCheckResponse.NOT_SERVING)
-            await manager.drain(settings.shutdown_grace_s)
+            async with anyio.create_task_group() as draining:
+                draining.start_soon(manager.drain, settings.shutdown_grace_s)
+                draining.start_soon(operations.drain, settings.shutdown_grace_s)
             await server.stop(_STREAM_GRACE_S)
     finally:
         if factory is not None:

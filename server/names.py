@@ -2,7 +2,7 @@
 
 A job is `jobs/{job_id}`; one of its verdicts is `jobs/{job_id}/verdicts/{call_id}`; an API key
 is `keys/{key_id}`; a tenant is `tenants/{tenant}`; a judge's qualification is
-`qualifications/{id}`.
+`qualifications/{id}`; a long-running request (QualifyJudge, FillQrels) is `operations/{id}`.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ JOB_COLLECTION = "jobs"
 KEY_COLLECTION = "keys"
 TENANT_COLLECTION = "tenants"
 QUALIFICATION_COLLECTION = "qualifications"
+OPERATION_COLLECTION = "operations"
 _VERDICTS = "verdicts"
 _ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _CALL_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
@@ -33,6 +34,15 @@ def new_sortable_id() -> str:
 
 def qualification_name(qualification_id: str) -> str:
     return f"{QUALIFICATION_COLLECTION}/{qualification_id}"
+
+
+def operation_name(operation_id: str) -> str:
+    return f"{OPERATION_COLLECTION}/{operation_id}"
+
+
+def parse_operation_name(name: str) -> str:
+    """The id of `operations/{id}`."""
+    return _single(OPERATION_COLLECTION, name)
 
 
 def job_name(job_id: str) -> str:

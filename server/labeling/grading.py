@@ -75,6 +75,17 @@ class GradingTally:
         )
 
 
+def progress_of(planned_calls: int, tallies: Sequence[GradingTally]) -> eval_pb2.OperationProgress:
+    """An operation's progress: the calls it plans, and those its tallies counted so far."""
+    return eval_pb2.OperationProgress(
+        planned_calls=planned_calls,
+        done_calls=sum(t.calls for t in tallies),
+        failed_calls=sum(t.failed_calls for t in tallies),
+        cached_calls=sum(t.cached_calls for t in tallies),
+        usage=usage_total([u for t in tallies for u in t.usage]),
+    )
+
+
 def usage_total(parts: Sequence[JudgeUsage]) -> rank_pb2.Usage:
     return rank_pb2.Usage(
         input_tokens=sum(u.input_tokens for u in parts),

@@ -136,6 +136,13 @@ class _Listwise:
     tally: GradingTally
 
 
+def planned_calls(batches: Sequence[Batch], settings: QualifySettings, pointwise: bool) -> int:
+    """The calls a qualification makes: every batch in every shuffle, and with `pointwise`
+    one grade of every passage shown."""
+    graded = len({(b.query_id, d) for b in batches for d in b.docs}) if pointwise else 0
+    return len(batches) * settings.shuffles + graded
+
+
 async def ask_batches(
     batches: Sequence[Batch],
     labels: LabelledSet,
@@ -143,10 +150,12 @@ async def ask_batches(
     judge_for: Callable[[PoolContext], Judge],
     spending: SpendLedger,
     tenant: str,
+    tally: GradingTally,
 ) -> _Listwise:
-    """Every batch in every shuffle, at most `max_in_flight` calls at once. A judge is built per
-    query (some judges know the whole pool) and closed when its calls are done."""
-    result = _Listwise([], GradingTally())
+    """Every batch in every shuffle, at most `max_in_flight` calls at once, counted in `tally`
+    as they land (progress can be read from it meanwhile). A judge is built per query (some
+    judges know the whole pool) and closed when its calls are done."""
+    result = _Listwise([], tally)
     slots = anyio.CapacityLimiter(settings.max_in_flight)
     by_query: dict[str, list[Batch]] = defaultdict(list)
     for batch in batches:
@@ -245,7 +254,9 @@ def qualification(
     """The report and the row that stores it."""
     quality = listwise_quality(listwise.answers, labels.grades, settings.batch_size)
     usable, weight, verdict = judge_verdict(quality)
-    tally = listwise.tally
+    # A new tally: the listwise one may still be read for progress.
+    tally = GradingTally()
+    tally.absorb(listwise.tally)
     if pointwise is not None:
         tally.absorb(pointwise[1])
     latencies = [u.latency_s for u in tally.usage]

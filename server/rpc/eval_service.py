@@ -6,7 +6,7 @@ Thin translation between requests and `tierank.evaluation`; labels from tiers co
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 
 import grpc
 
@@ -26,6 +26,7 @@ from tierank.evaluation import (
 )
 from tierank.server.errors import FieldViolation, invalid_argument
 from tierank.server.jobs.convert import passage_of
+from tierank.server.jobs.operations import OperationManager
 from tierank.server.judges.registry import JudgeFactory
 from tierank.server.judges.rubric_presets import POINTWISE, current_presets, resolve_rubric
 from tierank.server.labeling.filling import (
@@ -40,6 +41,7 @@ from tierank.server.labeling.grading import (
     Pair,
     PairGrader,
     build_grader,
+    progress_of,
     usage_total,
 )
 from tierank.server.labeling.tier_labeling import tier_labels
@@ -54,8 +56,15 @@ from tierank.server.rpc.eval_inputs import (
     read_runs,
     read_topics,
 )
+from tierank.server.rpc.operation_requests import (
+    FILL_QRELS,
+    QUALIFY_JUDGE,
+    Operations,
+    PreparedWork,
+    operation_view,
+)
 from tierank.server.rpc.qualify_requests import Qualifier
-from tierank.server.storage.base import Storage
+from tierank.server.storage.base import OperationRecord, Storage
 from tierank.server.tenancy.provider_accounts import ProviderAccounts
 from tierank.server.tenancy.spending import SpendLedger
 from tierank.v1 import eval_pb2, eval_pb2_grpc
@@ -73,17 +82,69 @@ class EvalServicer(eval_pb2_grpc.EvalServiceServicer):
         factory: JudgeFactory,
         accounts: ProviderAccounts,
         spending: SpendLedger,
+        operations: OperationManager,
     ) -> None:
         self._storage = storage
         self._factory = factory
         self._accounts = accounts
         self._spending = spending
         self._qualifier = Qualifier(storage, factory, accounts, spending)
+        self._operations = Operations(operations, storage)
+
+    # -- long requests, as operations -----------------------------------------------------------
 
     async def QualifyJudge(
         self, request: eval_pb2.QualifyJudgeRequest, context: grpc.aio.ServicerContext
     ) -> eval_pb2.Qualification:
-        return await self._qualifier.qualify(request)
+        record = await self._start_qualify(request)
+        return await self._operations.result(record)
+
+    async def StartQualifyJudge(
+        self, request: eval_pb2.QualifyJudgeRequest, context: grpc.aio.ServicerContext
+    ) -> eval_pb2.Operation:
+        return operation_view(await self._start_qualify(request))
+
+    async def _start_qualify(self, request: eval_pb2.QualifyJudgeRequest) -> OperationRecord:
+        return await self._operations.start(
+            QUALIFY_JUDGE, request, lambda: self._qualifier.prepare(request)
+        )
+
+    async def FillQrels(
+        self, request: eval_pb2.FillQrelsRequest, context: grpc.aio.ServicerContext
+    ) -> eval_pb2.FillQrelsResponse:
+        record = await self._start_fill(request)
+        return await self._operations.result(record)
+
+    async def StartFillQrels(
+        self, request: eval_pb2.FillQrelsRequest, context: grpc.aio.ServicerContext
+    ) -> eval_pb2.Operation:
+        return operation_view(await self._start_fill(request))
+
+    async def _start_fill(self, request: eval_pb2.FillQrelsRequest) -> OperationRecord:
+        return await self._operations.start(
+            FILL_QRELS, request, lambda: self._prepare_fill(request)
+        )
+
+    async def GetOperation(
+        self, request: eval_pb2.GetOperationRequest, context: grpc.aio.ServicerContext
+    ) -> eval_pb2.Operation:
+        return await self._operations.get(request)
+
+    async def ListOperations(
+        self, request: eval_pb2.ListOperationsRequest, context: grpc.aio.ServicerContext
+    ) -> eval_pb2.ListOperationsResponse:
+        return await self._operations.list(request)
+
+    async def CancelOperation(
+        self, request: eval_pb2.CancelOperationRequest, context: grpc.aio.ServicerContext
+    ) -> eval_pb2.Operation:
+        return await self._operations.cancel(request)
+
+    async def WatchOperation(
+        self, request: eval_pb2.WatchOperationRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[eval_pb2.Operation]:
+        async for operation in self._operations.watch(request):
+            yield operation
 
     async def ListQualifications(
         self, request: eval_pb2.ListQualificationsRequest, context: grpc.aio.ServicerContext
@@ -188,9 +249,8 @@ class EvalServicer(eval_pb2_grpc.EvalServiceServicer):
             grades=[_pair_grade(g) for g in graded], stats=grading.tally.to_proto()
         )
 
-    async def FillQrels(
-        self, request: eval_pb2.FillQrelsRequest, context: grpc.aio.ServicerContext
-    ) -> eval_pb2.FillQrelsResponse:
+    async def _prepare_fill(self, request: eval_pb2.FillQrelsRequest) -> PreparedWork:
+        """Check the request and build its grader, spending nothing; the filling to run."""
         if request.depth < 0:
             raise invalid_argument([FieldViolation("depth", "must not be negative")])
         if not 0 <= request.held_in_sample <= MAX_HELD_IN_SAMPLE:
@@ -227,28 +287,33 @@ class EvalServicer(eval_pb2_grpc.EvalServiceServicer):
         ]
         _check_pair_count("runs", len(pairs))
         grading = await self._pair_grader(request)
-        # One batch: held-in pairs share the holes' call slots, spending checks and seeds.
-        graded = await grading.grade_all(pairs)
-        filled, graded_held_in = graded[: len(holes)], graded[len(holes) :]
-        added = "".join(
-            f"{g.pair.query_id} 0 {g.pair.passage.id} {g.reply.grade}\n"
-            for g in filled
-            if g.reply.grade is not None
-        )
-        original = request.qrels.content
-        separator = "" if not original or original.endswith("\n") else "\n"
-        response = eval_pb2.FillQrelsResponse(
-            qrels=original + separator + added,
-            added=[_pair_grade(g) for g in filled],
-            stats=grading.tally.to_proto(),
-        )
-        if request.held_in_sample:
-            response.held_in.CopyFrom(
-                held_in_agreement(
-                    [qrels[q][d] for q, d in held_in], [g.reply.grade for g in graded_held_in]
-                )
+
+        async def fill() -> eval_pb2.FillQrelsResponse:
+            # One batch: held-in pairs share the holes' call slots, spending checks and seeds.
+            graded = await grading.grade_all(pairs)
+            filled, graded_held_in = graded[: len(holes)], graded[len(holes) :]
+            added = "".join(
+                f"{g.pair.query_id} 0 {g.pair.passage.id} {g.reply.grade}\n"
+                for g in filled
+                if g.reply.grade is not None
             )
-        return response
+            original = request.qrels.content
+            separator = "" if not original or original.endswith("\n") else "\n"
+            response = eval_pb2.FillQrelsResponse(
+                qrels=original + separator + added,
+                added=[_pair_grade(g) for g in filled],
+                stats=grading.tally.to_proto(),
+            )
+            if request.held_in_sample:
+                response.held_in.CopyFrom(
+                    held_in_agreement(
+                        [qrels[q][d] for q, d in held_in],
+                        [g.reply.grade for g in graded_held_in],
+                    )
+                )
+            return response
+
+        return PreparedWork(lambda: progress_of(len(pairs), [grading.tally]), fill)
 
     async def _pair_grader(
         self, request: eval_pb2.GradePairsRequest | eval_pb2.FillQrelsRequest

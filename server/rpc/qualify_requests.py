@@ -10,13 +10,14 @@ from tierank.server.jobs.convert import judge_config
 from tierank.server.judges.base import Judge, PoolContext
 from tierank.server.judges.registry import JudgeFactory
 from tierank.server.judges.rubric_presets import LISTWISE, resolve_rubric
-from tierank.server.labeling.grading import PairGrader, judge_errors
+from tierank.server.labeling.grading import GradingTally, PairGrader, judge_errors, progress_of
 from tierank.server.labeling.qualify import (
     LabelledSet,
     QualifySettings,
     ask_batches,
     draw_batches,
     grade_pointwise,
+    planned_calls,
     qualification,
 )
 from tierank.server.rpc.auth import current_caller
@@ -29,6 +30,7 @@ from tierank.server.rpc.eval_inputs import (
     read_runs,
     read_topics,
 )
+from tierank.server.rpc.operation_requests import PreparedWork
 from tierank.server.storage.base import Storage
 from tierank.server.tenancy.provider_accounts import ProviderAccounts
 from tierank.server.tenancy.spending import SpendLedger
@@ -57,7 +59,9 @@ class Qualifier:
     accounts: ProviderAccounts
     spending: SpendLedger
 
-    async def qualify(self, request: eval_pb2.QualifyJudgeRequest) -> eval_pb2.Qualification:
+    async def prepare(self, request: eval_pb2.QualifyJudgeRequest) -> PreparedWork:
+        """Check the request and build its judges, spending nothing: bad input fails here, at
+        the start. Returns the qualification to run, and its progress."""
         tenant = current_caller().tenant
         rubric, preset = resolve_rubric("rubric", request.rubric, LISTWISE)
         settings = _settings(request, rubric)
@@ -98,25 +102,34 @@ class Qualifier:
                 seed=settings.seed,
                 max_in_flight=settings.max_in_flight,
             )
-        listwise = await ask_batches(batches, labels, settings, judge_for, self.spending, tenant)
-        pointwise = None
-        if grading is not None:
-            pointwise = await grade_pointwise(
-                batches, labels, grading, settings.relevance_threshold
+        listwise_tally = GradingTally()
+        tallies = [listwise_tally] + ([grading.tally] if grading is not None else [])
+        planned = planned_calls(batches, settings, grading is not None)
+
+        async def run() -> eval_pb2.Qualification:
+            listwise = await ask_batches(
+                batches, labels, settings, judge_for, self.spending, tenant, listwise_tally
             )
-        qualified = qualification(
-            tenant=tenant,
-            judge=request.judge,
-            judge_identity=identity,
-            rubric_preset=preset,
-            settings=settings,
-            batches=batches,
-            labels=labels,
-            listwise=listwise,
-            pointwise=pointwise,
-        )
-        await self.storage.put_qualification(qualified.record)
-        return qualified.message
+            pointwise = None
+            if grading is not None:
+                pointwise = await grade_pointwise(
+                    batches, labels, grading, settings.relevance_threshold
+                )
+            qualified = qualification(
+                tenant=tenant,
+                judge=request.judge,
+                judge_identity=identity,
+                rubric_preset=preset,
+                settings=settings,
+                batches=batches,
+                labels=labels,
+                listwise=listwise,
+                pointwise=pointwise,
+            )
+            await self.storage.put_qualification(qualified.record)
+            return qualified.message
+
+        return PreparedWork(lambda: progress_of(planned, tallies), run)
 
     async def list(
         self, request: eval_pb2.ListQualificationsRequest

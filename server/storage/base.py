@@ -223,6 +223,28 @@ class QualificationRecord:
 
 
 @dataclass(frozen=True)
+class OperationRecord:
+    """A long-running request (QualifyJudge, FillQrels) as stored: its state, its progress and
+    result (opaque here), and the replica that runs it (`owner`). The request itself is kept
+    only as a digest, to tell a retry with the same request_id from a different request."""
+
+    operation_id: str
+    tenant: str
+    request_id: str
+    request_digest: str
+    method: str
+    state: int
+    owner: str
+    create_time: float
+    update_time: float
+    progress: bytes = b""
+    result: bytes = b""
+    error_code: int = 0
+    error_message: str = ""
+    cancel_requested: bool = False
+
+
+@dataclass(frozen=True)
 class UsageReport:
     today: dict[str, Spend]  # by judge
     total: dict[str, Spend]  # by judge, every day
@@ -449,6 +471,54 @@ class Storage(abc.ABC):
         self, tenant: str, judge_identity: str | None, limit: int
     ) -> list[QualificationRecord]:
         """The tenant's qualifications (of one judge identity, or all), newest first."""
+
+    # -- operations (long-running requests) ------------------------------------------------
+
+    @abc.abstractmethod
+    async def create_operation(self, record: OperationRecord) -> OperationRecord:
+        """Insert an operation; when the tenant has one with the same non-empty request_id,
+        insert nothing and return that one instead (check and insert are one transaction)."""
+
+    @abc.abstractmethod
+    async def get_operation(self, tenant: str, operation_id: str) -> OperationRecord | None:
+        """The operation, if it exists and belongs to `tenant`."""
+
+    @abc.abstractmethod
+    async def list_operations(
+        self, tenant: str, page_size: int, before_operation_id: str | None
+    ) -> list[OperationRecord]:
+        """Newest first, without their results; `before_operation_id` continues a page."""
+
+    @abc.abstractmethod
+    async def update_operation(self, operation_id: str, owner: str, progress: bytes) -> bool:
+        """Record the progress of an unfinished operation that `owner` runs; returns whether a
+        client asked to cancel it."""
+
+    @abc.abstractmethod
+    async def finish_operation(
+        self,
+        operation_id: str,
+        owner: str,
+        state: int,
+        progress: bytes,
+        result: bytes = b"",
+        error_code: int = 0,
+        error_message: str = "",
+    ) -> None:
+        """End an unfinished operation that `owner` runs (a finished one is left as it is)."""
+
+    @abc.abstractmethod
+    async def request_operation_cancel(self, tenant: str, operation_id: str) -> bool:
+        """Mark the tenant's unfinished operation as to be cancelled, for the replica that runs
+        it; False when there is no such unfinished operation."""
+
+    @abc.abstractmethod
+    async def end_orphaned_operations(
+        self, replica: str, state: int, error_code: int, error_message: str
+    ) -> int:
+        """End in `state`, with this error, every unfinished operation whose owner is neither
+        `replica` nor a live replica (its server stopped before it finished); returns how
+        many. Where one process owns the database, that is every other owner's."""
 
     @abc.abstractmethod
     async def close(self) -> None: ...

@@ -183,10 +183,35 @@ CREATE INDEX qualifications_judge ON qualifications (tenant, judge_identity, cre
 CREATE INDEX qualifications_tenant ON qualifications (tenant, create_time);
 """
 
+# Long-running requests (QualifyJudge, FillQrels): state and progress live here, so that every
+# replica serves GetOperation and WatchOperation; `owner` is the replica that runs one.
+_OPERATIONS = f"""
+CREATE TABLE operations (
+    operation_id {_TEXT} PRIMARY KEY,
+    tenant {_TEXT} NOT NULL,
+    request_id {_TEXT} NOT NULL,
+    request_digest {_TEXT} NOT NULL,
+    method {_TEXT} NOT NULL,
+    state INTEGER NOT NULL,
+    owner {_TEXT} NOT NULL,
+    create_time DOUBLE PRECISION NOT NULL,
+    update_time DOUBLE PRECISION NOT NULL,
+    progress BYTEA NOT NULL,
+    result BYTEA NOT NULL,
+    error_code INTEGER NOT NULL,
+    error_message BYTEA NOT NULL,
+    cancel_requested BOOLEAN NOT NULL DEFAULT FALSE
+);
+CREATE UNIQUE INDEX operations_request ON operations (tenant, request_id) WHERE request_id <> '';
+CREATE INDEX operations_tenant ON operations (tenant, operation_id);
+CREATE INDEX operations_unfinished ON operations (owner) WHERE {UNFINISHED_JOBS};
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "jobs, events, journal, verdicts; tenants, keys, usage, reservations", _INITIAL),
     Migration(2, "job leases, replicas, reservation owners, watchers", _REPLICAS),
     Migration(3, "judge qualifications", _QUALIFICATIONS),
+    Migration(5, "operations: long-running QualifyJudge and FillQrels", _OPERATIONS),
 )
 
 _LEDGER = """

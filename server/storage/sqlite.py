@@ -20,6 +20,7 @@ import os
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -41,6 +42,7 @@ from tierank.server.storage.base import (
     LeaseLost,
     Limits,
     Membership,
+    OperationRecord,
     QualificationRecord,
     QuotaExceeded,
     Reservation,
@@ -184,6 +186,25 @@ CREATE TABLE IF NOT EXISTS qualifications (
 CREATE INDEX IF NOT EXISTS qualifications_judge
     ON qualifications (tenant, judge_identity, create_time);
 CREATE INDEX IF NOT EXISTS qualifications_tenant ON qualifications (tenant, create_time);
+CREATE TABLE IF NOT EXISTS operations (
+    operation_id TEXT PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    request_id TEXT NOT NULL,
+    request_digest TEXT NOT NULL,
+    method TEXT NOT NULL,
+    state INTEGER NOT NULL,
+    owner TEXT NOT NULL,
+    create_time REAL NOT NULL,
+    update_time REAL NOT NULL,
+    progress BLOB NOT NULL,
+    result BLOB NOT NULL,
+    error_code INTEGER NOT NULL,
+    error_message TEXT NOT NULL,
+    cancel_requested INTEGER NOT NULL DEFAULT 0
+);
+CREATE UNIQUE INDEX IF NOT EXISTS operations_request
+    ON operations (tenant, request_id) WHERE request_id <> '';
+CREATE INDEX IF NOT EXISTS operations_tenant ON operations (tenant, operation_id);
 """
 
 
@@ -325,6 +346,19 @@ _JOB_COLUMNS = (
 _QUALIFICATION_COLUMNS = (
     "qualification_id, tenant, judge_identity, create_time, usable, weight, payload"
 )
+
+
+_OPERATION_COLUMNS = (
+    "operation_id, tenant, request_id, request_digest, method, state, owner, create_time, "
+    "update_time, progress, result, error_code, error_message, cancel_requested"
+)
+
+
+def _operation(row: Sequence[Any]) -> OperationRecord:
+    *head, progress, result, error_code, error_message, cancel_requested = row
+    return OperationRecord(
+        *head, bytes(progress), bytes(result), error_code, error_message, bool(cancel_requested)
+    )
 
 
 def _qualification(row: Sequence[Any]) -> QualificationRecord:
@@ -886,6 +920,117 @@ class SqliteStorage(Storage):
             return UsageReport(today, total, reserved, unfinished)
 
         return await self._reader.submit(read)
+
+    async def create_operation(self, record: OperationRecord) -> OperationRecord:
+        def write(conn: sqlite3.Connection) -> OperationRecord:
+            if record.request_id:
+                row = conn.execute(
+                    f"SELECT {_OPERATION_COLUMNS} FROM operations "
+                    "WHERE tenant = ? AND request_id = ?",
+                    (record.tenant, record.request_id),
+                ).fetchone()
+                if row:
+                    return _operation(row)
+            conn.execute(
+                f"INSERT INTO operations ({_OPERATION_COLUMNS}) VALUES ({', '.join('?' * 14)})",
+                dataclasses.astuple(record),
+            )
+            return record
+
+        return await self._writer.submit(write)
+
+    async def get_operation(self, tenant: str, operation_id: str) -> OperationRecord | None:
+        def read(conn: sqlite3.Connection) -> OperationRecord | None:
+            row = conn.execute(
+                f"SELECT {_OPERATION_COLUMNS} FROM operations "
+                "WHERE operation_id = ? AND tenant = ?",
+                (operation_id, tenant),
+            ).fetchone()
+            return _operation(row) if row else None
+
+        return await self._reader.submit(read)
+
+    async def list_operations(
+        self, tenant: str, page_size: int, before_operation_id: str | None
+    ) -> list[OperationRecord]:
+        columns = _OPERATION_COLUMNS.replace("result", "x''")
+
+        def read(conn: sqlite3.Connection) -> list[OperationRecord]:
+            rows = conn.execute(
+                f"SELECT {columns} FROM operations WHERE tenant = ? AND operation_id < ? "
+                "ORDER BY operation_id DESC LIMIT ?",
+                (tenant, before_operation_id or "\U0010ffff", page_size),
+            ).fetchall()
+            return [_operation(row) for row in rows]
+
+        return await self._reader.submit(read)
+
+    async def update_operation(self, operation_id: str, owner: str, progress: bytes) -> bool:
+        def write(conn: sqlite3.Connection) -> bool:
+            row = conn.execute(
+                "UPDATE operations SET progress = ?, update_time = ? "
+                f"WHERE operation_id = ? AND owner = ? AND {_UNFINISHED} "
+                "RETURNING cancel_requested",
+                (progress, time.time(), operation_id, owner),
+            ).fetchone()
+            return bool(row and row[0])
+
+        return await self._writer.submit(write)
+
+    async def finish_operation(
+        self,
+        operation_id: str,
+        owner: str,
+        state: int,
+        progress: bytes,
+        result: bytes = b"",
+        error_code: int = 0,
+        error_message: str = "",
+    ) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "UPDATE operations SET state = ?, progress = ?, result = ?, error_code = ?, "
+                "error_message = ?, update_time = ? "
+                f"WHERE operation_id = ? AND owner = ? AND {_UNFINISHED}",
+                (
+                    state,
+                    progress,
+                    result,
+                    error_code,
+                    error_message,
+                    time.time(),
+                    operation_id,
+                    owner,
+                ),
+            )
+
+        await self._writer.submit(write)
+
+    async def request_operation_cancel(self, tenant: str, operation_id: str) -> bool:
+        def write(conn: sqlite3.Connection) -> bool:
+            marked = conn.execute(
+                "UPDATE operations SET cancel_requested = 1 "
+                f"WHERE operation_id = ? AND tenant = ? AND {_UNFINISHED}",
+                (operation_id, tenant),
+            )
+            return marked.rowcount > 0
+
+        return await self._writer.submit(write)
+
+    async def end_orphaned_operations(
+        self, replica: str, state: int, error_code: int, error_message: str
+    ) -> int:
+        # The file lock makes this process the database's only server: an operation another
+        # replica id owns was left by a process that is gone.
+        def write(conn: sqlite3.Connection) -> int:
+            ended = conn.execute(
+                "UPDATE operations SET state = ?, error_code = ?, error_message = ?, "
+                f"update_time = ? WHERE owner <> ? AND {_UNFINISHED}",
+                (state, error_code, error_message, time.time(), replica),
+            )
+            return ended.rowcount
+
+        return await self._writer.submit(write)
 
     async def close(self) -> None:
         await asyncio.to_thread(self._writer.stop)

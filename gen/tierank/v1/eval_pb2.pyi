@@ -321,7 +321,7 @@ class GradePairsResponse(_message.Message):
     def __init__(self, grades: _Optional[_Iterable[_Union[PairGrade, _Mapping]]] = ..., stats: _Optional[_Union[GradingStats, _Mapping]] = ...) -> None: ...
 
 class FillQrelsRequest(_message.Message):
-    __slots__ = ("qrels", "runs", "depth", "topics", "passages", "judge", "rubric", "seed", "max_in_flight", "held_in_sample")
+    __slots__ = ("qrels", "runs", "depth", "topics", "passages", "judge", "rubric", "seed", "max_in_flight", "held_in_sample", "request_id")
     QRELS_FIELD_NUMBER: _ClassVar[int]
     RUNS_FIELD_NUMBER: _ClassVar[int]
     DEPTH_FIELD_NUMBER: _ClassVar[int]
@@ -332,6 +332,7 @@ class FillQrelsRequest(_message.Message):
     SEED_FIELD_NUMBER: _ClassVar[int]
     MAX_IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
     HELD_IN_SAMPLE_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     qrels: TextFile
     runs: _containers.RepeatedCompositeFieldContainer[TextFile]
     depth: int
@@ -342,7 +343,8 @@ class FillQrelsRequest(_message.Message):
     seed: int
     max_in_flight: int
     held_in_sample: int
-    def __init__(self, qrels: _Optional[_Union[TextFile, _Mapping]] = ..., runs: _Optional[_Iterable[_Union[TextFile, _Mapping]]] = ..., depth: _Optional[int] = ..., topics: _Optional[_Union[TextFile, _Mapping]] = ..., passages: _Optional[_Union[TextFile, _Mapping]] = ..., judge: _Optional[_Union[_rank_pb2.JudgeSpec, _Mapping]] = ..., rubric: _Optional[str] = ..., seed: _Optional[int] = ..., max_in_flight: _Optional[int] = ..., held_in_sample: _Optional[int] = ...) -> None: ...
+    request_id: str
+    def __init__(self, qrels: _Optional[_Union[TextFile, _Mapping]] = ..., runs: _Optional[_Iterable[_Union[TextFile, _Mapping]]] = ..., depth: _Optional[int] = ..., topics: _Optional[_Union[TextFile, _Mapping]] = ..., passages: _Optional[_Union[TextFile, _Mapping]] = ..., judge: _Optional[_Union[_rank_pb2.JudgeSpec, _Mapping]] = ..., rubric: _Optional[str] = ..., seed: _Optional[int] = ..., max_in_flight: _Optional[int] = ..., held_in_sample: _Optional[int] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class FillQrelsResponse(_message.Message):
     __slots__ = ("qrels", "added", "stats", "held_in")
@@ -385,7 +387,7 @@ class Proportion(_message.Message):
     def __init__(self, value: _Optional[float] = ..., low: _Optional[float] = ..., high: _Optional[float] = ..., count: _Optional[int] = ..., total: _Optional[int] = ...) -> None: ...
 
 class QualifyJudgeRequest(_message.Message):
-    __slots__ = ("judge", "qrels", "topics", "passages", "run", "rubric", "batch_size", "shuffles", "max_queries", "batches_per_query", "seed", "max_in_flight", "pointwise", "relevance_threshold")
+    __slots__ = ("judge", "qrels", "topics", "passages", "run", "rubric", "batch_size", "shuffles", "max_queries", "batches_per_query", "seed", "max_in_flight", "pointwise", "relevance_threshold", "request_id")
     JUDGE_FIELD_NUMBER: _ClassVar[int]
     QRELS_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
@@ -400,6 +402,7 @@ class QualifyJudgeRequest(_message.Message):
     MAX_IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
     POINTWISE_FIELD_NUMBER: _ClassVar[int]
     RELEVANCE_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     judge: _rank_pb2.JudgeSpec
     qrels: TextFile
     topics: TextFile
@@ -414,7 +417,8 @@ class QualifyJudgeRequest(_message.Message):
     max_in_flight: int
     pointwise: bool
     relevance_threshold: int
-    def __init__(self, judge: _Optional[_Union[_rank_pb2.JudgeSpec, _Mapping]] = ..., qrels: _Optional[_Union[TextFile, _Mapping]] = ..., topics: _Optional[_Union[TextFile, _Mapping]] = ..., passages: _Optional[_Union[TextFile, _Mapping]] = ..., run: _Optional[_Union[TextFile, _Mapping]] = ..., rubric: _Optional[str] = ..., batch_size: _Optional[int] = ..., shuffles: _Optional[int] = ..., max_queries: _Optional[int] = ..., batches_per_query: _Optional[int] = ..., seed: _Optional[int] = ..., max_in_flight: _Optional[int] = ..., pointwise: _Optional[bool] = ..., relevance_threshold: _Optional[int] = ...) -> None: ...
+    request_id: str
+    def __init__(self, judge: _Optional[_Union[_rank_pb2.JudgeSpec, _Mapping]] = ..., qrels: _Optional[_Union[TextFile, _Mapping]] = ..., topics: _Optional[_Union[TextFile, _Mapping]] = ..., passages: _Optional[_Union[TextFile, _Mapping]] = ..., run: _Optional[_Union[TextFile, _Mapping]] = ..., rubric: _Optional[str] = ..., batch_size: _Optional[int] = ..., shuffles: _Optional[int] = ..., max_queries: _Optional[int] = ..., batches_per_query: _Optional[int] = ..., seed: _Optional[int] = ..., max_in_flight: _Optional[int] = ..., pointwise: _Optional[bool] = ..., relevance_threshold: _Optional[int] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class GapAccuracy(_message.Message):
     __slots__ = ("gap", "accuracy")
@@ -539,3 +543,75 @@ class ListRubricsResponse(_message.Message):
     PRESETS_FIELD_NUMBER: _ClassVar[int]
     presets: _containers.RepeatedCompositeFieldContainer[RubricPreset]
     def __init__(self, presets: _Optional[_Iterable[_Union[RubricPreset, _Mapping]]] = ...) -> None: ...
+
+class Operation(_message.Message):
+    __slots__ = ("name", "request_id", "method", "state", "create_time", "update_time", "progress", "error", "qualification", "fill")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    QUALIFICATION_FIELD_NUMBER: _ClassVar[int]
+    FILL_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    request_id: str
+    method: str
+    state: _rank_pb2.JobState
+    create_time: _timestamp_pb2.Timestamp
+    update_time: _timestamp_pb2.Timestamp
+    progress: OperationProgress
+    error: _rank_pb2.JobError
+    qualification: Qualification
+    fill: FillQrelsResponse
+    def __init__(self, name: _Optional[str] = ..., request_id: _Optional[str] = ..., method: _Optional[str] = ..., state: _Optional[_Union[_rank_pb2.JobState, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., progress: _Optional[_Union[OperationProgress, _Mapping]] = ..., error: _Optional[_Union[_rank_pb2.JobError, _Mapping]] = ..., qualification: _Optional[_Union[Qualification, _Mapping]] = ..., fill: _Optional[_Union[FillQrelsResponse, _Mapping]] = ...) -> None: ...
+
+class OperationProgress(_message.Message):
+    __slots__ = ("planned_calls", "done_calls", "failed_calls", "cached_calls", "usage")
+    PLANNED_CALLS_FIELD_NUMBER: _ClassVar[int]
+    DONE_CALLS_FIELD_NUMBER: _ClassVar[int]
+    FAILED_CALLS_FIELD_NUMBER: _ClassVar[int]
+    CACHED_CALLS_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    planned_calls: int
+    done_calls: int
+    failed_calls: int
+    cached_calls: int
+    usage: _rank_pb2.Usage
+    def __init__(self, planned_calls: _Optional[int] = ..., done_calls: _Optional[int] = ..., failed_calls: _Optional[int] = ..., cached_calls: _Optional[int] = ..., usage: _Optional[_Union[_rank_pb2.Usage, _Mapping]] = ...) -> None: ...
+
+class GetOperationRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class ListOperationsRequest(_message.Message):
+    __slots__ = ("page_size", "page_token")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListOperationsResponse(_message.Message):
+    __slots__ = ("operations", "next_page_token")
+    OPERATIONS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    operations: _containers.RepeatedCompositeFieldContainer[Operation]
+    next_page_token: str
+    def __init__(self, operations: _Optional[_Iterable[_Union[Operation, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class CancelOperationRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class WatchOperationRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...

@@ -64,6 +64,36 @@ class EvalServiceStub:
                 request_serializer=tierank_dot_v1_dot_eval__pb2.QualifyJudgeRequest.SerializeToString,
                 response_deserializer=tierank_dot_v1_dot_eval__pb2.Qualification.FromString,
                 _registered_method=True)
+        self.StartFillQrels = channel.unary_unary(
+                '/tierank.v1.EvalService/StartFillQrels',
+                request_serializer=tierank_dot_v1_dot_eval__pb2.FillQrelsRequest.SerializeToString,
+                response_deserializer=tierank_dot_v1_dot_eval__pb2.Operation.FromString,
+                _registered_method=True)
+        self.StartQualifyJudge = channel.unary_unary(
+                '/tierank.v1.EvalService/StartQualifyJudge',
+                request_serializer=tierank_dot_v1_dot_eval__pb2.QualifyJudgeRequest.SerializeToString,
+                response_deserializer=tierank_dot_v1_dot_eval__pb2.Operation.FromString,
+                _registered_method=True)
+        self.GetOperation = channel.unary_unary(
+                '/tierank.v1.EvalService/GetOperation',
+                request_serializer=tierank_dot_v1_dot_eval__pb2.GetOperationRequest.SerializeToString,
+                response_deserializer=tierank_dot_v1_dot_eval__pb2.Operation.FromString,
+                _registered_method=True)
+        self.ListOperations = channel.unary_unary(
+                '/tierank.v1.EvalService/ListOperations',
+                request_serializer=tierank_dot_v1_dot_eval__pb2.ListOperationsRequest.SerializeToString,
+                response_deserializer=tierank_dot_v1_dot_eval__pb2.ListOperationsResponse.FromString,
+                _registered_method=True)
+        self.CancelOperation = channel.unary_unary(
+                '/tierank.v1.EvalService/CancelOperation',
+                request_serializer=tierank_dot_v1_dot_eval__pb2.CancelOperationRequest.SerializeToString,
+                response_deserializer=tierank_dot_v1_dot_eval__pb2.Operation.FromString,
+                _registered_method=True)
+        self.WatchOperation = channel.unary_stream(
+                '/tierank.v1.EvalService/WatchOperation',
+                request_serializer=tierank_dot_v1_dot_eval__pb2.WatchOperationRequest.SerializeToString,
+                response_deserializer=tierank_dot_v1_dot_eval__pb2.Operation.FromString,
+                _registered_method=True)
         self.ListQualifications = channel.unary_unary(
                 '/tierank.v1.EvalService/ListQualifications',
                 request_serializer=tierank_dot_v1_dot_eval__pb2.ListQualificationsRequest.SerializeToString,
@@ -110,6 +140,9 @@ class EvalServiceServicer:
 
     def FillQrels(self, request, context):
         """Grades the unjudged documents in the top of some runs and adds them to a qrels file.
+        Runs as an operation (StartFillQrels) and waits for it: a client that cannot guess how
+        long it takes should call StartFillQrels and watch the operation instead. A caller that
+        goes away before the end cancels the operation.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -118,7 +151,55 @@ class EvalServiceServicer:
     def QualifyJudge(self, request, context):
         """Measures a judge against a small human-labelled set before it is trusted (pair accuracy,
         position bias, self-consistency, transitivity; agreement of its pointwise grades), stores
-        the result for the caller's tenant and returns it.
+        the result for the caller's tenant and returns it. Runs as an operation
+        (StartQualifyJudge) and waits for it, as FillQrels does.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StartFillQrels(self, request, context):
+        """Starts FillQrels as an operation and returns at once. The request is checked first:
+        bad input is INVALID_ARGUMENT here, before anything is spent. Idempotent on request_id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StartQualifyJudge(self, request, context):
+        """Starts QualifyJudge as an operation and returns at once, as StartFillQrels does.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetOperation(self, request, context):
+        """The operation, with its progress; another tenant's is NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListOperations(self, request, context):
+        """The caller's tenant's operations, newest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelOperation(self, request, context):
+        """Stops an unfinished operation and its judge calls in flight (no further call is made or
+        paid for) and returns it once it has ended, as CANCELLED; a finished one is returned as
+        it is.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchOperation(self, request, context):
+        """The operation now, then again each time its progress or state changes, until it ends; the
+        stream closes after the message with a terminal state. A watcher that loses its stream
+        just watches again (every message is the whole operation).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -170,6 +251,36 @@ def add_EvalServiceServicer_to_server(servicer, server):
                     servicer.QualifyJudge,
                     request_deserializer=tierank_dot_v1_dot_eval__pb2.QualifyJudgeRequest.FromString,
                     response_serializer=tierank_dot_v1_dot_eval__pb2.Qualification.SerializeToString,
+            ),
+            'StartFillQrels': grpc.unary_unary_rpc_method_handler(
+                    servicer.StartFillQrels,
+                    request_deserializer=tierank_dot_v1_dot_eval__pb2.FillQrelsRequest.FromString,
+                    response_serializer=tierank_dot_v1_dot_eval__pb2.Operation.SerializeToString,
+            ),
+            'StartQualifyJudge': grpc.unary_unary_rpc_method_handler(
+                    servicer.StartQualifyJudge,
+                    request_deserializer=tierank_dot_v1_dot_eval__pb2.QualifyJudgeRequest.FromString,
+                    response_serializer=tierank_dot_v1_dot_eval__pb2.Operation.SerializeToString,
+            ),
+            'GetOperation': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetOperation,
+                    request_deserializer=tierank_dot_v1_dot_eval__pb2.GetOperationRequest.FromString,
+                    response_serializer=tierank_dot_v1_dot_eval__pb2.Operation.SerializeToString,
+            ),
+            'ListOperations': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListOperations,
+                    request_deserializer=tierank_dot_v1_dot_eval__pb2.ListOperationsRequest.FromString,
+                    response_serializer=tierank_dot_v1_dot_eval__pb2.ListOperationsResponse.SerializeToString,
+            ),
+            'CancelOperation': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelOperation,
+                    request_deserializer=tierank_dot_v1_dot_eval__pb2.CancelOperationRequest.FromString,
+                    response_serializer=tierank_dot_v1_dot_eval__pb2.Operation.SerializeToString,
+            ),
+            'WatchOperation': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchOperation,
+                    request_deserializer=tierank_dot_v1_dot_eval__pb2.WatchOperationRequest.FromString,
+                    response_serializer=tierank_dot_v1_dot_eval__pb2.Operation.SerializeToString,
             ),
             'ListQualifications': grpc.unary_unary_rpc_method_handler(
                     servicer.ListQualifications,
@@ -344,6 +455,168 @@ class EvalService:
             '/tierank.v1.EvalService/QualifyJudge',
             tierank_dot_v1_dot_eval__pb2.QualifyJudgeRequest.SerializeToString,
             tierank_dot_v1_dot_eval__pb2.Qualification.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StartFillQrels(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tierank.v1.EvalService/StartFillQrels',
+            tierank_dot_v1_dot_eval__pb2.FillQrelsRequest.SerializeToString,
+            tierank_dot_v1_dot_eval__pb2.Operation.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StartQualifyJudge(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tierank.v1.EvalService/StartQualifyJudge',
+            tierank_dot_v1_dot_eval__pb2.QualifyJudgeRequest.SerializeToString,
+            tierank_dot_v1_dot_eval__pb2.Operation.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetOperation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tierank.v1.EvalService/GetOperation',
+            tierank_dot_v1_dot_eval__pb2.GetOperationRequest.SerializeToString,
+            tierank_dot_v1_dot_eval__pb2.Operation.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListOperations(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tierank.v1.EvalService/ListOperations',
+            tierank_dot_v1_dot_eval__pb2.ListOperationsRequest.SerializeToString,
+            tierank_dot_v1_dot_eval__pb2.ListOperationsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelOperation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tierank.v1.EvalService/CancelOperation',
+            tierank_dot_v1_dot_eval__pb2.CancelOperationRequest.SerializeToString,
+            tierank_dot_v1_dot_eval__pb2.Operation.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchOperation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/tierank.v1.EvalService/WatchOperation',
+            tierank_dot_v1_dot_eval__pb2.WatchOperationRequest.SerializeToString,
+            tierank_dot_v1_dot_eval__pb2.Operation.FromString,
             options,
             channel_credentials,
             insecure,

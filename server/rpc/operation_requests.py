@@ -1,0 +1,207 @@
+"""Operations over the API: starting QualifyJudge and FillQrels as operations, and
+GetOperation, ListOperations, CancelOperation and WatchOperation, each scoped to the caller's
+tenant. The operations themselves are run by `jobs.operations`; their state is always read from
+storage, so that any replica answers for any operation."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+
+from google.protobuf.message import Message
+from google.rpc import code_pb2, status_pb2
+
+from tierank.server.errors import ApiError, FieldViolation, invalid_argument, not_found
+from tierank.server.job_states import TERMINAL_STATES
+from tierank.server.jobs.operations import OperationFailed, OperationManager, OperationWork
+from tierank.server.jobs.replica import MAX_TICK_S
+from tierank.server.names import BadName, operation_name, parse_operation_name
+from tierank.server.rpc import page_tokens
+from tierank.server.rpc.auth import current_caller
+from tierank.server.rpc.interceptor import api_error
+from tierank.server.rpc.validation import MAX_REQUEST_ID_BYTES, NUL, NUL_RULE
+from tierank.server.storage.base import OperationRecord, Storage
+from tierank.v1 import eval_pb2, rank_pb2
+
+QUALIFY_JUDGE = "QualifyJudge"
+FILL_QRELS = "FillQrels"
+# The Operation field that holds each method's result.
+_RESULT_FIELDS = {QUALIFY_JUDGE: "qualification", FILL_QRELS: "fill"}
+_RESULT_TYPES: dict[str, type[Message]] = {
+    QUALIFY_JUDGE: eval_pb2.Qualification,
+    FILL_QRELS: eval_pb2.FillQrelsResponse,
+}
+DEFAULT_PAGE_SIZE = 50
+MAX_PAGE_SIZE = 500
+# A watcher reads storage again at least this often: changes another replica records reach it
+# only that way.
+_WATCH_POLL_S = MAX_TICK_S
+# ListOperations' page tokens carry no filter.
+_NO_FILTER = 0
+
+
+@dataclass(frozen=True)
+class PreparedWork:
+    """A checked long request, ready to run as an operation: `run` returns its result, and
+    `progress` can be read while it runs."""
+
+    progress: Callable[[], eval_pb2.OperationProgress]
+    run: Callable[[], Awaitable[Message]]
+
+
+class Operations:
+    def __init__(self, manager: OperationManager, storage: Storage) -> None:
+        self._manager = manager
+        self._storage = storage
+
+    async def start(
+        self,
+        method: str,
+        request: eval_pb2.QualifyJudgeRequest | eval_pb2.FillQrelsRequest,
+        prepare: Callable[[], Awaitable[PreparedWork]],
+    ) -> OperationRecord:
+        """Check the request (`prepare`), then store and start its operation; a request_id
+        used before returns that operation, if it was for the same request."""
+        _check_request_id(request.request_id)
+        digest = hashlib.sha256(request.SerializeToString(deterministic=True)).hexdigest()
+        tenant = current_caller().tenant
+        # Checked again on a retry with a request_id (it spends nothing), so that the retry of
+        # a bad request fails the same way.
+        prepared = await prepare()
+
+        async def run() -> bytes:
+            try:
+                result = await prepared.run()
+            except Exception as error:
+                status = api_error(error, f"operation of {method}").status
+                raise OperationFailed(status.code, status.message) from error
+            return result.SerializeToString()
+
+        work = OperationWork(method, request.request_id, digest, prepared.progress, run)
+        record, created = await self._manager.start(tenant, work)
+        if not created and record.request_digest != digest:
+            raise invalid_argument(
+                [
+                    FieldViolation(
+                        "request_id",
+                        f"was used for {operation_name(record.operation_id)} with a different "
+                        "request",
+                    )
+                ]
+            )
+        return record
+
+    async def record(self, name: str) -> OperationRecord:
+        """The caller's operation by name; another tenant's is not found, exactly like one that
+        does not exist."""
+        try:
+            operation_id = parse_operation_name(name)
+        except BadName as bad:
+            raise invalid_argument([FieldViolation("name", str(bad))]) from None
+        record = await self._storage.get_operation(current_caller().tenant, operation_id)
+        if record is None:
+            raise not_found(name, "tierank.v1.Operation")
+        return record
+
+    async def get(self, request: eval_pb2.GetOperationRequest) -> eval_pb2.Operation:
+        return operation_view(await self.record(request.name))
+
+    async def list(
+        self, request: eval_pb2.ListOperationsRequest
+    ) -> eval_pb2.ListOperationsResponse:
+        if request.page_size < 0:
+            raise invalid_argument([FieldViolation("page_size", "must not be negative")])
+        page_size = min(request.page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
+        before = page_tokens.decode(request.page_token, _NO_FILTER)
+        records = await self._storage.list_operations(
+            current_caller().tenant, page_size + 1, before
+        )
+        response = eval_pb2.ListOperationsResponse(
+            operations=[operation_view(r) for r in records[:page_size]]
+        )
+        if len(records) > page_size:
+            response.next_page_token = page_tokens.encode(
+                records[page_size - 1].operation_id, _NO_FILTER
+            )
+        return response
+
+    async def cancel(self, request: eval_pb2.CancelOperationRequest) -> eval_pb2.Operation:
+        record = await self.record(request.name)
+        await self._manager.cancel(record)
+        return operation_view(await self.record(request.name))
+
+    async def watch(
+        self, request: eval_pb2.WatchOperationRequest
+    ) -> AsyncIterator[eval_pb2.Operation]:
+        async for record in self.follow(await self.record(request.name)):
+            yield operation_view(record)
+
+    async def follow(self, record: OperationRecord) -> AsyncIterator[OperationRecord]:
+        """The operation now, then each time it changes, until it has ended."""
+        sent: tuple[int, bytes] | None = None
+        while True:
+            shown = (record.state, record.progress)
+            if shown != sent:
+                yield record
+                sent = shown
+            if record.state in TERMINAL_STATES:
+                return
+            await self._manager.wait_for_change(record.operation_id, _WATCH_POLL_S)
+            current = await self._storage.get_operation(record.tenant, record.operation_id)
+            if current is None:
+                return
+            record = current
+
+    async def result(self, record: OperationRecord) -> Message:
+        """Wait for the operation to end; its result, or its failure raised as the unary RPC
+        raised it. A caller that goes away first (a deadline, a disconnect) cancels it."""
+        try:
+            async for current in self.follow(record):
+                record = current
+        except BaseException:
+            if record.state not in TERMINAL_STATES:
+                await self._manager.cancel(record)
+            raise
+        if record.state == rank_pb2.JOB_STATE_SUCCEEDED:
+            return _RESULT_TYPES[record.method].FromString(record.result)
+        if record.state == rank_pb2.JOB_STATE_CANCELLED:
+            raise _ended(record, code_pb2.CANCELLED, "the operation was cancelled")
+        raise _ended(record, record.error_code, record.error_message)
+
+
+def _ended(record: OperationRecord, code: int, message: str) -> ApiError:
+    return ApiError(
+        status_pb2.Status(code=code, message=f"{operation_name(record.operation_id)}: {message}")
+    )
+
+
+def _check_request_id(request_id: str) -> None:
+    violations = []
+    if len(request_id.encode()) > MAX_REQUEST_ID_BYTES:
+        violations.append(
+            FieldViolation("request_id", f"must be at most {MAX_REQUEST_ID_BYTES} bytes")
+        )
+    if NUL in request_id:
+        violations.append(FieldViolation("request_id", NUL_RULE))
+    if violations:
+        raise invalid_argument(violations)
+
+
+def operation_view(record: OperationRecord) -> eval_pb2.Operation:
+    operation = eval_pb2.Operation(
+        name=operation_name(record.operation_id),
+        request_id=record.request_id,
+        method=record.method,
+        state=record.state,
+        progress=eval_pb2.OperationProgress.FromString(record.progress),
+    )
+    operation.create_time.FromNanoseconds(int(record.create_time * 1e9))
+    operation.update_time.FromNanoseconds(int(record.update_time * 1e9))
+    if record.error_code:
+        operation.error.CopyFrom(
+            rank_pb2.JobError(code=record.error_code, message=record.error_message)
+        )
+    if record.state == rank_pb2.JOB_STATE_SUCCEEDED and record.result:
+        getattr(operation, _RESULT_FIELDS[record.method]).MergeFromString(record.result)
+    return operation
