@@ -24,6 +24,9 @@ RPCS = {
     "/tierank.v1.EvalService/ExportQrels": "unary",
     "/tierank.v1.EvalService/GradePairs": "unary",
     "/tierank.v1.EvalService/FillQrels": "unary",
+    "/tierank.v1.EvalService/StartFillQrels": "unary",
+    "/tierank.v1.EvalService/GetOperation": "unary",
+    "/tierank.v1.EvalService/WatchOperation": "stream",
 }
 _valid = rank_pb2.CreateJobRequest(
     spec=rank_pb2.JobSpec(query="q", candidates=[rank_pb2.Candidate(id="a", text="t")])

@@ -120,6 +120,76 @@ async def test_another_tenants_job_is_not_found_exactly_like_a_missing_one(keyed
         await call()
 
 
+def fill_request(request_id: str = "") -> eval_pb2.FillQrelsRequest:
+    """Two holes graded by the oracle (from the passages' hidden scores)."""
+    passages = "".join(
+        f'{{"id": "{c.id}", "text": "{c.text}", "metadata": {{"score": "{i}"}}}}\n'
+        for i, c in enumerate(POOL)
+    )
+    return eval_pb2.FillQrelsRequest(
+        qrels=eval_pb2.TextFile(name="q", content="q1 0 bees 2\n"),
+        runs=[eval_pb2.TextFile(name="r", content="q1 Q0 bees 1 3 s\nq1 Q0 ants 2 2 s\n")],
+        topics=eval_pb2.TextFile(name="t", content="q1\thow do bees share food\n"),
+        passages=eval_pb2.TextFile(name="p", content=passages),
+        judge=rank_pb2.JudgeSpec(provider="oracle"),
+        request_id=request_id,
+    )
+
+
+async def test_another_tenants_operation_is_not_found_exactly_like_a_missing_one(keyed_server):
+    alice = keyed_server.session(await keyed_server.member_key("team-a"))
+    bob = keyed_server.session(await keyed_server.member_key("team-b"))
+    started = await alice.eval.StartFillQrels(fill_request("shared-id"), metadata=alice.metadata)
+    watched = [
+        o
+        async for o in alice.eval.WatchOperation(
+            eval_pb2.WatchOperationRequest(name=started.name), metadata=alice.metadata
+        )
+    ]
+    assert watched[-1].state == rank_pb2.JOB_STATE_SUCCEEDED
+    missing = "operations/0000000000000000000000"
+
+    def calls(session, name: str):
+        md = session.metadata
+
+        async def watch():
+            return [
+                o
+                async for o in session.eval.WatchOperation(
+                    eval_pb2.WatchOperationRequest(name=name), metadata=md
+                )
+            ]
+
+        return {
+            "GetOperation": lambda: session.eval.GetOperation(
+                eval_pb2.GetOperationRequest(name=name), metadata=md
+            ),
+            "CancelOperation": lambda: session.eval.CancelOperation(
+                eval_pb2.CancelOperationRequest(name=name), metadata=md
+            ),
+            "WatchOperation": watch,
+        }
+
+    nothing = calls(bob, missing)
+    for rpc, call in calls(bob, started.name).items():
+        with pytest.raises(grpc.aio.AioRpcError) as crossed:
+            await call()
+        with pytest.raises(grpc.aio.AioRpcError) as absent:
+            await nothing[rpc]()
+        assert crossed.value.code() == grpc.StatusCode.NOT_FOUND, rpc
+        assert absent.value.code() == grpc.StatusCode.NOT_FOUND, rpc
+        assert crossed.value.details().replace(started.name, missing) == absent.value.details()
+    listed = await bob.eval.ListOperations(eval_pb2.ListOperationsRequest(), metadata=bob.metadata)
+    assert not listed.operations
+    # Alice's request_id is hers: Bob's start with it starts an operation of his own.
+    his = await bob.eval.StartFillQrels(fill_request("shared-id"), metadata=bob.metadata)
+    assert his.name != started.name
+    after = await alice.eval.GetOperation(
+        eval_pb2.GetOperationRequest(name=started.name), metadata=alice.metadata
+    )
+    assert after == watched[-1]
+
+
 async def test_request_ids_and_the_verdict_cache_are_per_tenant(keyed_server):
     alice = keyed_server.session(await keyed_server.member_key("team-a"))
     bob = keyed_server.session(await keyed_server.member_key("team-b"))
@@ -172,6 +242,14 @@ def every_rpc(session):
         "ExportQrels": lambda: e.ExportQrels(eval_pb2.ExportQrelsRequest(), metadata=md),
         "GradePairs": lambda: e.GradePairs(eval_pb2.GradePairsRequest(), metadata=md),
         "FillQrels": lambda: e.FillQrels(eval_pb2.FillQrelsRequest(), metadata=md),
+        "StartFillQrels": lambda: e.StartFillQrels(eval_pb2.FillQrelsRequest(), metadata=md),
+        "GetOperation": lambda: e.GetOperation(
+            eval_pb2.GetOperationRequest(name="operations/0000"), metadata=md
+        ),
+        "ListOperations": lambda: e.ListOperations(eval_pb2.ListOperationsRequest(), metadata=md),
+        "WatchOperation": lambda: stream(
+            e.WatchOperation(eval_pb2.WatchOperationRequest(name="operations/0000"), metadata=md)
+        ),
         **admin_rpcs(session),
         "GetUsage": lambda: a.GetUsage(admin_pb2.GetUsageRequest(), metadata=md),
     }
