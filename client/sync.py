@@ -22,6 +22,7 @@ from tierank.client._errors import (
     not_answered,
 )
 from tierank.client._names import job_name, job_view, parse_state, verdict_name
+from tierank.client._operations import is_done, operation_name, with_request_id
 from tierank.client._resume import (
     CONNECT_CHECK_SECONDS,
     DEFAULT_RECONNECT_POLICY,
@@ -33,7 +34,7 @@ from tierank.client._resume import (
     ended_cleanly,
     interrupted_stream_error,
 )
-from tierank.v1 import rank_pb2, rank_pb2_grpc
+from tierank.v1 import eval_pb2, eval_pb2_grpc, rank_pb2, rank_pb2_grpc
 
 
 class Client:
@@ -68,6 +69,7 @@ class Client:
             channel_options,
         )
         self._stub = rank_pb2_grpc.RankServiceStub(self._channel)
+        self._evals = eval_pb2_grpc.EvalServiceStub(self._channel)
         self._reconnect = reconnect
         self._on_reconnect = on_reconnect
 
@@ -189,6 +191,68 @@ class Client:
             Deadline(timeout),
             first_call=lambda t: self._stub.Rank(request, timeout=t),
         )
+
+    # -- operations: QualifyJudge and FillQrels, which run for minutes --------------------------
+
+    def start_qualify_judge(
+        self, request: eval_pb2.QualifyJudgeRequest, *, timeout: float | None = None
+    ) -> eval_pb2.Operation:
+        """Start qualifying a judge; returns the operation at once (watch it, or wait for it).
+        Without a request_id one is generated, so that a retry never starts a second one."""
+        return self._unary(self._evals.StartQualifyJudge, with_request_id(request), timeout)
+
+    def start_fill_qrels(
+        self, request: eval_pb2.FillQrelsRequest, *, timeout: float | None = None
+    ) -> eval_pb2.Operation:
+        """Start filling qrels holes; returns the operation at once, as start_qualify_judge."""
+        return self._unary(self._evals.StartFillQrels, with_request_id(request), timeout)
+
+    def get_operation(self, name: str, *, timeout: float | None = None) -> eval_pb2.Operation:
+        request = eval_pb2.GetOperationRequest(name=operation_name(name))
+        return self._unary(self._evals.GetOperation, request, timeout)
+
+    def cancel_operation(self, name: str, *, timeout: float | None = None) -> eval_pb2.Operation:
+        """Stop the operation and its judge calls; returns it once it has ended."""
+        request = eval_pb2.CancelOperationRequest(name=operation_name(name))
+        return self._unary(self._evals.CancelOperation, request, timeout)
+
+    def list_operations(
+        self, *, page_size: int = 0, timeout: float | None = None
+    ) -> Iterator[eval_pb2.Operation]:
+        """Every operation of your tenant, newest first, without results (get_operation has
+        them), a page at a time as you iterate."""
+        request = eval_pb2.ListOperationsRequest(page_size=page_size)
+        while True:
+            page = self._unary(self._evals.ListOperations, request, timeout)
+            yield from page.operations
+            if not page.next_page_token:
+                return
+            request.page_token = page.next_page_token
+
+    def watch_operation(
+        self, name: str, *, timeout: float | None = None
+    ) -> Iterator[eval_pb2.Operation]:
+        """The operation now and at each change of its progress or state, until it ends (the
+        last one yielded has ended). A lost connection is reopened; `timeout` bounds the whole
+        watch."""
+        deadline = Deadline(timeout)
+        attempts = Attempts(self.target, self._reconnect, self._on_reconnect)
+        request = eval_pb2.WatchOperationRequest(name=operation_name(name))
+        while True:
+            call = self._evals.WatchOperation(request, timeout=deadline.remaining())
+            try:
+                for operation in call:
+                    attempts.progressed()
+                    yield operation
+                    if is_done(operation):
+                        return
+                attempts.answered()
+                error = interrupted_stream_error()
+            except grpc.RpcError as rpc_error:
+                error = error_from_rpc(rpc_error)
+            finally:
+                call.cancel()
+            time.sleep(attempts.next_delay(error, deadline))
 
     def _unary(self, method, request, timeout: float | None):
         try:

@@ -17,7 +17,6 @@ from tierank.client._spec import JUDGE_SYNTAX
 from tierank.client.commands._admin import print_json
 from tierank.client.commands._eval_shared import (
     add_connection_options,
-    call,
     confusion_table,
     number,
     optional,
@@ -25,6 +24,7 @@ from tierank.client.commands._eval_shared import (
     text_file,
     write_output,
 )
+from tierank.client.commands._operations import run_operation
 from tierank.client.commands._shared import (
     EXIT_NO_VERDICTS,
     EXIT_OK,
@@ -158,7 +158,9 @@ def run(args: argparse.Namespace) -> int:
         max_in_flight=args.max_in_flight,
         held_in_sample=args.held_in,
     )
-    response = call(args, lambda stub: stub.FillQrels)(request)
+    response = run_operation(
+        args, "fill", lambda client: client.start_fill_qrels(request, timeout=args.timeout)
+    ).fill
     write_output(args.output, response.qrels)
     if args.format == "json":
         print_json(as_json(response, args))

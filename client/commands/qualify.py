@@ -11,6 +11,7 @@ from google.protobuf.json_format import MessageToDict
 from tierank.client._spec import JUDGE_SYNTAX
 from tierank.client.commands._admin import print_json
 from tierank.client.commands._eval_shared import add_connection_options, call, text_file
+from tierank.client.commands._operations import run_operation
 from tierank.client.commands._shared import (
     EXIT_NOT_QUALIFIED,
     EXIT_OK,
@@ -103,7 +104,9 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.run is not None:
         request.run.CopyFrom(text_file(args.run))
-    result = call(args, lambda stub: stub.QualifyJudge)(request)
+    result = run_operation(
+        args, "qualify", lambda client: client.start_qualify_judge(request, timeout=args.timeout)
+    ).qualification
     if args.json:
         print_json(as_json(result))
     else:

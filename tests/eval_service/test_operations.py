@@ -5,9 +5,12 @@ as ABORTED instead of staying RUNNING."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
+import sys
+from asyncio.subprocess import PIPE
 from pathlib import Path
 
 import anyio
@@ -15,13 +18,17 @@ import grpc
 import pytest
 from fakes import Answer, FakeLLMServer, Hang
 from google.rpc import code_pb2
-from test_qualify import labelled_files
+from test_qualify import labelled_files  # also puts tests/client on the path
 from test_qualify import request as qualify_request
 
 from tierank.client import LocalServer
 from tierank.server.app import background_server
 from tierank.server.settings import ServerSettings
 from tierank.v1 import eval_pb2, eval_pb2_grpc, rank_pb2
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "client"))
+
+from cli_process import REPO_ROOT, TIERANK, cli_environment
 
 HOLES = 5
 LLM_JUDGE = rank_pb2.JudgeSpec(provider="openai", model="gpt-4.1-mini")
@@ -250,3 +257,52 @@ async def test_an_operation_of_a_killed_server_ends_as_aborted_at_the_next_start
         await anyio.to_thread.run_sync(restarted.stop)
     assert ended.state == rank_pb2.JOB_STATE_FAILED
     assert ended.error.code == code_pb2.ABORTED
+
+
+async def _tierank(*args: str) -> tuple[int, str, str]:
+    """The command line as a subprocess, without blocking the loop that serves the fakes."""
+    process = await asyncio.create_subprocess_exec(
+        *TIERANK, *args, cwd=REPO_ROOT, env=cli_environment(), stdout=PIPE, stderr=PIPE
+    )
+    out, err = await process.communicate()
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+async def test_ctrl_c_in_tierank_fill_leaves_the_operation_and_says_how_to_follow_it(
+    llm_server_address: str, fake_llm: FakeLLMServer, tmp_path: Path
+) -> None:
+    answer_then_hang(fake_llm, answered=1)
+    request = fill_request()
+    paths = {}
+    for field in ("qrels", "topics", "passages"):
+        paths[field] = tmp_path / getattr(request, field).name
+        paths[field].write_text(getattr(request, field).content)
+    paths["run"] = tmp_path / request.runs[0].name
+    paths["run"].write_text(request.runs[0].content)
+    server = ("--server", llm_server_address)
+    process = await asyncio.create_subprocess_exec(
+        *TIERANK, "fill",
+        "--qrels", str(paths["qrels"]), "--run", str(paths["run"]),
+        "--topics", str(paths["topics"]), "--passages", str(paths["passages"]),
+        "--depth", str(HOLES + 1), "--max-in-flight", "1", "--judge", "openai:gpt-4.1-mini",
+        *server,
+        cwd=REPO_ROOT, env=cli_environment(), stdout=PIPE, stderr=PIPE,
+    )  # fmt: skip
+    assert process.stderr is not None
+    first = (await process.stderr.readline()).decode()
+    name = first.split()[0]  # progress lines start with the operation's name
+    assert name.startswith("operations/") and " FillQrels: 0/" in first
+    process.send_signal(signal.SIGINT)
+    rest = (await process.stderr.read()).decode()
+    assert await process.wait() == 130
+    assert f"tierank watch {name} --server {llm_server_address}" in rest
+    assert f"tierank cancel {name} --server {llm_server_address}" in rest
+    assert (await _get(llm_server_address, name)).state == rank_pb2.JOB_STATE_RUNNING
+
+    code, out, err = await _tierank("cancel", name, *server)
+    assert code == 0, err
+    assert out.startswith(name) and out.rstrip().endswith("cancelled")
+    code, out, err = await _tierank("watch", name, *server)
+    assert code == 0, err
+    assert out.splitlines() == [line for line in out.splitlines() if "cancelled" in line]
