@@ -10,6 +10,10 @@ Jobs and events are returned as the generated messages, re-exported here as `Job
         async for event in client.rank(spec):
             print(event.sequence, event.WhichOneof("kind"))
 
+QualifyJudge and FillQrels run for minutes, as operations: `start_qualify_judge` and
+`start_fill_qrels` return one at once; `watch_operation` follows its progress to the end, and
+`operation_result` gives its result (or raises its failure).
+
 A server run with keys and TLS: `AsyncClient("tierank.example:443", api_key=key,
 tls_ca="ca.pem")` (see `AsyncClient` for every option).
 """
@@ -25,6 +29,7 @@ os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 from tierank.client._connection import ConnectionSettingsError
 from tierank.client._errors import ErrorInfo, FieldViolation, TierankError
 from tierank.client._names import job_name, reason_name, state_name
+from tierank.client._operations import operation_result
 from tierank.client._resume import ReconnectPolicy, is_terminal
 from tierank.client._spec import candidate, candidate_from_dict, job_spec, judge
 from tierank.client.aio import AsyncClient
@@ -52,6 +57,7 @@ __all__ = [
     "job_name",
     "job_spec",
     "judge",
+    "operation_result",
     "reason_name",
     "state_name",
 ]

@@ -21,7 +21,7 @@ from google.rpc import code_pb2
 from test_qualify import labelled_files  # also puts tests/client on the path
 from test_qualify import request as qualify_request
 
-from tierank.client import LocalServer
+from tierank.client import AsyncClient, Client, LocalServer, operation_result
 from tierank.server.app import background_server
 from tierank.server.settings import ServerSettings
 from tierank.v1 import eval_pb2, eval_pb2_grpc, rank_pb2
@@ -306,3 +306,27 @@ async def test_ctrl_c_in_tierank_fill_leaves_the_operation_and_says_how_to_follo
     code, out, err = await _tierank("watch", name, *server)
     assert code == 0, err
     assert out.splitlines() == [line for line in out.splitlines() if "cancelled" in line]
+
+
+async def test_both_python_clients_start_watch_and_get_operations(server_address: str) -> None:
+    async with AsyncClient(server_address) as client:
+        started = await client.start_fill_qrels(fill_request(ORACLE))
+        assert started.request_id  # generated, so that a retry starts nothing new
+        *_, ended = [o async for o in client.watch_operation(started.name)]
+        filled = operation_result(ended)
+        assert isinstance(filled, eval_pb2.FillQrelsResponse) and len(filled.added) == HOLES
+        assert (await client.get_operation(started.name.split("/")[1])) == ended
+        assert [o.name async for o in client.list_operations()] == [started.name]
+
+    def in_a_thread() -> None:
+        with Client(server_address) as client:
+            again = client.start_fill_qrels(fill_request(ORACLE, seed=1))
+            *_, ended = client.watch_operation(again.name)
+            assert ended.state == rank_pb2.JOB_STATE_SUCCEEDED
+            assert client.cancel_operation(again.name) == ended  # a finished one stays as it is
+            assert [o.name for o in client.list_operations(page_size=1)] == [
+                again.name,
+                started.name,
+            ]
+
+    await anyio.to_thread.run_sync(in_a_thread)
