@@ -1,7 +1,8 @@
 // A Node.js client, built from proto/tierank/v1/eval.proto and rank.proto at run time, uses the
 // judge-qualification API at $TIERANK_ADDRESS (TLS and bearer key as in rank.test.mjs): it lists
 // the rubric presets, qualifies the offline oracle judge on a small labelled set, and creates a
-// job that takes the judge's weight from that qualification.
+// job that takes the judge's weight from that qualification; and runs a qualification as an
+// operation, watched to its result over a server stream.
 //
 //   TIERANK_ADDRESS=127.0.0.1:50051 node --test tests/interop/node/qualify.test.mjs
 import assert from "node:assert/strict";
@@ -78,5 +79,25 @@ test("a bad size names its field", async () => {
     assert.match(error.details, /batch_size/);
     return true;
   });
+  evals.close();
+});
+
+test("a qualification runs as an operation that can be watched to its result", async () => {
+  const evals = new v1.EvalService(address, credentials());
+  const started = await call(evals, "StartQualifyJudge", { judge: ORACLE, batch_size: 8, ...labelledSet() });
+  assert.match(started.name, /^operations\//);
+  assert.equal(started.method, "QualifyJudge");
+  assert.ok(Number(started.progress.planned_calls) > 0);
+
+  const watched = [];
+  for await (const operation of evals.WatchOperation({ name: started.name })) watched.push(operation);
+  const last = watched.at(-1);
+  assert.equal(last.state, "JOB_STATE_SUCCEEDED");
+  assert.equal(last.result, "qualification");
+  assert.match(last.qualification.name, /^qualifications\//);
+  assert.equal(last.progress.done_calls, started.progress.planned_calls);
+
+  const got = await call(evals, "GetOperation", { name: started.name });
+  assert.equal(got.qualification.name, last.qualification.name);
   evals.close();
 });
