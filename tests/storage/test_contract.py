@@ -23,6 +23,7 @@ from tierank.server.storage.base import (
     JournalRow,
     KeyRecord,
     Limits,
+    OperationRecord,
     QualificationRecord,
     QuotaExceeded,
     Reservation,
@@ -896,3 +897,86 @@ async def test_qualifications_list_newest_first_per_tenant_and_judge(storage: St
         "q4"
     ]
     assert await storage.list_qualifications("nobody", None, 10) == []
+
+
+# -- operations -------------------------------------------------------------------------------
+
+
+def _operation(tenant: str, operation_id: str, request_id: str = "", owner: str = "me"):
+    return OperationRecord(
+        operation_id=operation_id,
+        tenant=tenant,
+        request_id=request_id,
+        request_digest=f"digest of {operation_id}",
+        method="FillQrels",
+        state=RUNNING,
+        owner=owner,
+        create_time=1000.0,
+        update_time=1000.0,
+        progress=b"p0",
+    )
+
+
+async def test_operations_are_per_tenant_and_idempotent_on_request_id(storage: Storage):
+    first = _operation("acme", "op1", request_id="r")
+    assert await storage.create_operation(first) == first
+    # The same request_id gives back the first operation; another tenant's is its own.
+    assert await storage.create_operation(_operation("acme", "op2", request_id="r")) == first
+    assert await storage.create_operation(_operation("other", "op3", request_id="r"))
+    await storage.create_operation(_operation("acme", "op4"))
+    await storage.create_operation(_operation("acme", "op5"))
+    assert await storage.get_operation("acme", "op1") == first
+    assert await storage.get_operation("other", "op1") is None
+    assert await storage.get_operation("acme", "op2") is None
+    page = await storage.list_operations("acme", 2, None)
+    assert [o.operation_id for o in page] == ["op5", "op4"]
+    rest = await storage.list_operations("acme", 2, "op4")
+    assert [o.operation_id for o in rest] == ["op1"]
+
+
+async def test_an_operation_records_progress_a_cancel_and_its_end_once(storage: Storage):
+    await storage.create_operation(_operation("acme", "op1"))
+    assert await storage.update_operation("op1", "me", b"p1") is False
+    assert await storage.update_operation("op1", "someone else", b"px") is False
+    assert await storage.request_operation_cancel("other", "op1") is False
+    assert await storage.request_operation_cancel("acme", "op1") is True
+    assert await storage.update_operation("op1", "me", b"p2") is True
+    stored = await storage.get_operation("acme", "op1")
+    assert stored is not None and stored.progress == b"p2" and stored.cancel_requested
+    await storage.finish_operation("op1", "me", SUCCEEDED, b"p3", b"result\x00", 0, "")
+    # Ended: nothing changes it any more.
+    await storage.finish_operation("op1", "me", FAILED, b"p4", b"", 10, "late")
+    assert await storage.update_operation("op1", "me", b"p5") is False
+    assert await storage.request_operation_cancel("acme", "op1") is False
+    ended = await storage.get_operation("acme", "op1")
+    assert ended is not None
+    assert (ended.state, ended.progress, ended.result) == (SUCCEEDED, b"p3", b"result\x00")
+    listed = await storage.list_operations("acme", 10, None)
+    assert listed[0].result == b""  # listings leave results out
+
+
+async def test_operations_of_a_server_that_stopped_are_ended(backend: Backend):
+    first = await backend.open()
+    try:
+        await first.heartbeat("old", 10.0)
+        await first.create_operation(_operation("acme", "op1", owner="old"))
+        await first.create_operation(_operation("acme", "op2", owner="old"))
+        await first.finish_operation("op2", "old", SUCCEEDED, b"done")
+    finally:
+        await first.close()
+    storage = await backend.open()
+    try:
+        await storage.heartbeat("new", 10.0)
+        await storage.create_operation(_operation("acme", "op3", owner="new"))
+        if backend.name == "postgres":
+            # "old" is still alive: its operations are its own until its heartbeat lapses.
+            assert await storage.end_orphaned_operations("new", FAILED, 10, "stopped") == 0
+            await storage.leave("old")
+        assert await storage.end_orphaned_operations("new", FAILED, 10, "stopped ✗") == 1
+        ended = await storage.get_operation("acme", "op1")
+        assert ended is not None
+        assert (ended.state, ended.error_code, ended.error_message) == (FAILED, 10, "stopped ✗")
+        assert (await storage.get_operation("acme", "op2")).state == SUCCEEDED
+        assert (await storage.get_operation("acme", "op3")).state == RUNNING
+    finally:
+        await storage.close()
