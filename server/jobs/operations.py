@@ -266,6 +266,10 @@ class OperationManager:
         changed = self._changed.setdefault(operation_id, anyio.Event())
         with anyio.move_on_after(timeout_s):
             await changed.wait()
+        # Not kept for an operation nobody here runs (no wake would ever remove it): a watcher
+        # that shared it only looks at storage a moment later.
+        if not changed.is_set() and self._changed.get(operation_id) is changed:
+            del self._changed[operation_id]
 
     async def cancel(self, record: OperationRecord) -> None:
         """Stop an unfinished operation wherever it runs; returns once it has ended (or at

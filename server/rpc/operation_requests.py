@@ -9,6 +9,7 @@ import hashlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
+import anyio
 from google.protobuf.message import Message
 from google.rpc import code_pb2, status_pb2
 
@@ -37,6 +38,8 @@ MAX_PAGE_SIZE = 500
 # A watcher reads storage again at least this often: changes another replica records reach it
 # only that way.
 _WATCH_POLL_S = MAX_TICK_S
+# How long a unary call whose caller went away waits for its operation to stop.
+_CANCEL_WAIT_S = 10.0
 # ListOperations' page tokens carry no filter.
 _NO_FILTER = 0
 
@@ -161,7 +164,9 @@ class Operations:
                 record = current
         except BaseException:
             if record.state not in TERMINAL_STATES:
-                await self._manager.cancel(record)
+                # The caller is gone (its RPC is being cancelled): nobody would read the result.
+                with anyio.CancelScope(shield=True), anyio.move_on_after(_CANCEL_WAIT_S):
+                    await self._manager.cancel(record)
             raise
         if record.state == rank_pb2.JOB_STATE_SUCCEEDED:
             return _RESULT_TYPES[record.method].FromString(record.result)

@@ -163,6 +163,7 @@ _OPERATION_COLUMNS = (
     "operation_id, tenant, request_id, request_digest, method, state, owner, create_time, "
     "update_time, progress, result, error_code, error_message, cancel_requested"
 )
+# Operations take their states from jobs' (JobState), so "unfinished" is the same predicate.
 _UNFINISHED_OPERATION = UNFINISHED_JOBS
 
 

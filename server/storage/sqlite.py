@@ -954,13 +954,17 @@ class SqliteStorage(Storage):
         self, tenant: str, page_size: int, before_operation_id: str | None
     ) -> list[OperationRecord]:
         columns = _OPERATION_COLUMNS.replace("result", "x''")
+        clauses, params = ["tenant = ?"], [tenant]
+        if before_operation_id is not None:
+            clauses.append("operation_id < ?")
+            params.append(before_operation_id)
+        sql = (
+            f"SELECT {columns} FROM operations WHERE {' AND '.join(clauses)} "
+            "ORDER BY operation_id DESC LIMIT ?"
+        )
 
         def read(conn: sqlite3.Connection) -> list[OperationRecord]:
-            rows = conn.execute(
-                f"SELECT {columns} FROM operations WHERE tenant = ? AND operation_id < ? "
-                "ORDER BY operation_id DESC LIMIT ?",
-                (tenant, before_operation_id or "\U0010ffff", page_size),
-            ).fetchall()
+            rows = conn.execute(sql, (*params, page_size)).fetchall()
             return [_operation(row) for row in rows]
 
         return await self._reader.submit(read)

@@ -330,3 +330,21 @@ async def test_both_python_clients_start_watch_and_get_operations(server_address
             ]
 
     await anyio.to_thread.run_sync(in_a_thread)
+
+
+async def test_a_unary_caller_that_gives_up_cancels_its_operation(
+    llm_server_address: str, fake_llm: FakeLLMServer
+) -> None:
+    answer_then_hang(fake_llm, answered=1)
+    async with grpc.aio.insecure_channel(llm_server_address) as channel:
+        stub = eval_pb2_grpc.EvalServiceStub(channel)
+        with pytest.raises(grpc.aio.AioRpcError) as gone:
+            await stub.FillQrels(fill_request(), timeout=2)
+        assert gone.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        while True:
+            (operation,) = (await stub.ListOperations(eval_pb2.ListOperationsRequest())).operations
+            if operation.state != rank_pb2.JOB_STATE_RUNNING:
+                break
+            await anyio.sleep(0.05)
+        assert operation.state == rank_pb2.JOB_STATE_CANCELLED
+        assert len(fake_llm.requests("openai")) == 2  # one answered, one cut off
