@@ -68,10 +68,8 @@ class _Running:
     work: OperationWork
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     finished: anyio.Event = field(default_factory=anyio.Event)
-    cancelled_by_client: bool = False
 
     def cancel(self) -> None:
-        self.cancelled_by_client = True
         self.scope.cancel()
 
 
@@ -208,7 +206,8 @@ class OperationManager:
                         log.exception("operation failed")
                         code, message = code_pb2.INTERNAL, "internal error"
                     reporting.cancel_scope.cancel()
-            if running.scope.cancelled_caught:
+            # A cancel that comes as the work ends leaves the result it reached.
+            if running.scope.cancelled_caught and state != rank_pb2.JOB_STATE_SUCCEEDED:
                 state, code, message = rank_pb2.JOB_STATE_CANCELLED, 0, ""
         except anyio.get_cancelled_exc_class():
             # The server stops: the operation ends here rather than waiting for the sweep.
