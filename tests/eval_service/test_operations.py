@@ -339,7 +339,7 @@ async def test_a_unary_caller_that_gives_up_cancels_its_operation(
     async with grpc.aio.insecure_channel(llm_server_address) as channel:
         stub = eval_pb2_grpc.EvalServiceStub(channel)
         with pytest.raises(grpc.aio.AioRpcError) as gone:
-            await stub.FillQrels(fill_request(), timeout=2)
+            await stub.FillQrels(fill_request(), timeout=3)
         assert gone.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
         while True:
             (operation,) = (await stub.ListOperations(eval_pb2.ListOperationsRequest())).operations
