@@ -108,6 +108,10 @@ class OperationManager:
         self._tasks.cancel_scope.cancel()
         return await self._tasks.__aexit__(exc_type, exc, tb)
 
+    @property
+    def replica_id(self) -> str:
+        return self._replica.replica_id
+
     async def drain(self, grace_s: float) -> None:
         """Refuse new operations and give the running ones `grace_s` to finish; the rest end
         as ABORTED when the manager closes."""

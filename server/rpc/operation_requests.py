@@ -23,6 +23,7 @@ from tierank.server.rpc.auth import current_caller
 from tierank.server.rpc.interceptor import api_error
 from tierank.server.rpc.validation import MAX_REQUEST_ID_BYTES, NUL, NUL_RULE
 from tierank.server.storage.base import OperationRecord, Storage
+from tierank.server.tenancy.quotas import WatcherSlots, limits_of
 from tierank.v1 import eval_pb2, rank_pb2
 
 QUALIFY_JUDGE = "QualifyJudge"
@@ -57,6 +58,8 @@ class Operations:
     def __init__(self, manager: OperationManager, storage: Storage) -> None:
         self._manager = manager
         self._storage = storage
+        # A WatchOperation stream is an open watch stream like WatchJob's (max_watchers).
+        self._watchers = WatcherSlots(storage, manager.replica_id)
 
     async def start(
         self,
@@ -137,8 +140,11 @@ class Operations:
     async def watch(
         self, request: eval_pb2.WatchOperationRequest
     ) -> AsyncIterator[eval_pb2.Operation]:
-        async for record in self.follow(await self.record(request.name)):
-            yield operation_view(record)
+        record = await self.record(request.name)
+        limits = await limits_of(self._storage, record.tenant)
+        async with self._watchers.hold(record.tenant, limits):
+            async for current in self.follow(record):
+                yield operation_view(current)
 
     async def follow(self, record: OperationRecord) -> AsyncIterator[OperationRecord]:
         """The operation now, then each time it changes, until it has ended."""

@@ -12,7 +12,7 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from tierank.client import candidate, job_spec, judge
-from tierank.v1 import admin_pb2, rank_pb2
+from tierank.v1 import admin_pb2, eval_pb2, rank_pb2
 
 
 def slow_spec(n: int = 6, latency_ms: int = 1500, **fields) -> rank_pb2.JobSpec:
@@ -101,6 +101,31 @@ async def test_max_watchers_counts_open_streams(keyed_server):
     else:
         pytest.fail("the slot of a closed stream was never freed")
     third.cancel()
+
+
+async def test_max_watchers_counts_operation_streams_too(keyed_server):
+    team = keyed_server.session(await keyed_server.member_key("team", max_watchers=1))
+    fill = eval_pb2.FillQrelsRequest(
+        qrels=eval_pb2.TextFile(name="q", content="q1 0 a 1\n"),
+        runs=[eval_pb2.TextFile(name="r", content="q1 Q0 a 1 2 s\nq1 Q0 b 2 1 s\n")],
+        topics=eval_pb2.TextFile(name="t", content="q1\tquery\n"),
+        passages=eval_pb2.TextFile(
+            name="p", content='{"id": "b", "text": "b", "metadata": {"score": "1"}}\n'
+        ),
+        judge=rank_pb2.JudgeSpec(provider="oracle"),
+    )
+    operation = await team.eval.StartFillQrels(fill, metadata=team.metadata)
+    job = await create(team, slow_spec(latency_ms=3000))
+    first = team.rank.WatchJob(rank_pb2.WatchJobRequest(name=job.name), metadata=team.metadata)
+    await first.read()  # the stream is open and counted
+    watch = team.eval.WatchOperation(
+        eval_pb2.WatchOperationRequest(name=operation.name), metadata=team.metadata
+    )
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await watch.read()
+    assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert quota_failure(refused.value)[0].startswith("max_watchers=1")
+    first.cancel()
 
 
 async def test_concurrent_jobs_never_overshoot_a_daily_call_budget(keyed_server):
