@@ -123,7 +123,7 @@ class _Call:
             except grpc.aio.AbortError:
                 raise  # aborted already, with its own status
             except Exception as error:  # every failure becomes a status
-                await abort(context, self._api_error(error))
+                await abort(context, api_error(error, f"request id {self.request_id}"))
 
     def unary(self, behaviour: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
         async def handle(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
@@ -166,46 +166,47 @@ class _Call:
                 ]
             ) from None
 
-    def _api_error(self, error: Exception) -> ApiError:
-        return api_error(error, f"request id {self.request_id}")
+    @staticmethod
+    def api_error(error: Exception, reference: str) -> ApiError:
+        """The status a failure is reported with (by calls, and by operations, whose work
+        outlives its call); `reference` is quoted in an internal error's message so that the
+        logs can be searched for it."""
+        error = _cause(error)
+        if isinstance(error, ApiError):
+            return error
+        log = structlog.get_logger()
+        if isinstance(error, QuotaExceeded):
+            tenant = current_caller().tenant
+            log.info("quota exceeded", limit=error.limit)
+            metrics.REJECTIONS.labels(tenant=tenant, limit=error.limit).inc()
+            return quota_exceeded(
+                tenant,
+                error.limit,
+                error.value,
+                _QUOTA_ADVICE,
+                error.retry_after_s,
+            )
+        if isinstance(error, StorageFull):
+            log.warning("storage full", error=str(error))
+            return unavailable(
+                f"the server's disk is full, so nothing can be stored now ({error}); "
+                "reads still work, try again later",
+                _STORAGE_FULL_RETRY_S,
+            )
+        if isinstance(error, StorageUnavailable):
+            log.warning("storage unavailable", error=str(error))
+            return unavailable(
+                f"the server cannot reach its database now ({error}); try again shortly",
+                _STORAGE_UNAVAILABLE_RETRY_S,
+            )
+        if isinstance(error, StorageDamaged):
+            log.error("storage damaged", error=str(error))
+            return data_loss(f"stored data could not be read: {error}")
+        log.exception("internal error")
+        return internal(f"internal error ({reference})")
 
 
-def api_error(error: Exception, reference: str) -> ApiError:
-    """The status a failure is reported with; `reference` (a request id) is quoted in an
-    internal error's message so that the logs can be searched for it."""
-    error = _cause(error)
-    if isinstance(error, ApiError):
-        return error
-    log = structlog.get_logger()
-    if isinstance(error, QuotaExceeded):
-        tenant = current_caller().tenant
-        log.info("quota exceeded", limit=error.limit)
-        metrics.REJECTIONS.labels(tenant=tenant, limit=error.limit).inc()
-        return quota_exceeded(
-            tenant,
-            error.limit,
-            error.value,
-            _QUOTA_ADVICE,
-            error.retry_after_s,
-        )
-    if isinstance(error, StorageFull):
-        log.warning("storage full", error=str(error))
-        return unavailable(
-            f"the server's disk is full, so nothing can be stored now ({error}); "
-            "reads still work, try again later",
-            _STORAGE_FULL_RETRY_S,
-        )
-    if isinstance(error, StorageUnavailable):
-        log.warning("storage unavailable", error=str(error))
-        return unavailable(
-            f"the server cannot reach its database now ({error}); try again shortly",
-            _STORAGE_UNAVAILABLE_RETRY_S,
-        )
-    if isinstance(error, StorageDamaged):
-        log.error("storage damaged", error=str(error))
-        return data_loss(f"stored data could not be read: {error}")
-    log.exception("internal error")
-    return internal(f"internal error ({reference})")
+api_error = _Call.api_error
 
 
 def _cause(error: Exception) -> Exception:
