@@ -8,6 +8,7 @@ import sys
 import anyio
 
 from tierank.server.app import ListenError, UnsafeSettings, serve
+from tierank.server.judges.settings import JudgeSettingsError
 from tierank.server.logs import configure
 from tierank.server.rpc.tls import TlsSettingsError
 from tierank.server.settings import ServerSettings, from_args
@@ -40,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         anyio.run(_main, settings)
     except* (
         DatabaseLocked,
+        JudgeSettingsError,
         ListenError,
         StorageError,
         UnsafeSettings,

@@ -140,8 +140,9 @@ async def serve(
     check_exposure(settings)
     credentials = server_credentials(settings.tls_cert, settings.tls_key, settings.tls_client_ca)
     sealer = Sealer.from_environment()
-    # A taken address is found before the database is opened, and jobs resume only once the
-    # server is bound: a server that cannot serve never runs a job.
+    # A broken judges config or a taken address is found before the database is opened, and
+    # jobs resume only once the server is bound: a server that cannot serve never runs a job.
+    judge_settings = JudgeSettings.load(config_path=settings.judges_config)
     _check_free(settings.listen)
     storage = await open_storage(
         settings.db, sqlite_synchronous=settings.sqlite_synchronous, pool=settings.pool
@@ -150,7 +151,7 @@ async def serve(
     try:
         server = _grpc_server(settings, storage)
         port = _listen(server, settings.listen, credentials)
-        factory = JudgeFactory(JudgeSettings.load(config_path=settings.judges_config))
+        factory = JudgeFactory(judge_settings)
         replica = Replica(new_replica_id(), settings.lease_s)
         log = log.bind(replica=replica.replica_id)
         # Where other replicas write too, a watcher looks at storage now and then in case a

@@ -30,10 +30,11 @@ import argparse
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 from tierank.server.jobs.replica import DEFAULT_LEASE_S
 from tierank.server.rpc.auth import AUTH_KEYS, AUTH_NONE
-from tierank.server.storage.by_url import PoolSettings
+from tierank.server.storage.by_url import PoolSettings, check_location
 
 
 def default_db_path() -> Path:
@@ -85,9 +86,28 @@ class ServerSettings:
         return 2 * self.max_message_bytes + 1024 * 1024
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Usage errors as one line, "tierank: " and the flag and the problem (exit status 2), like
+    every other reason a tierank program stops, not the whole usage: the flags are many, and
+    the line that says what is wrong would scroll away. (The command line runs these programs
+    for its own commands too, whose usage is not this one.)"""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"tierank: {message}\n")
+
+
+def database_location(text: str) -> str:
+    """argparse type for --db: refused here, before anything is opened or created, when it
+    cannot name a database (the message never repeats the value, which may hold a password)."""
+    try:
+        return check_location(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def parser() -> argparse.ArgumentParser:
     env = os.environ.get
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="tierank serve",
         description="Run the tierank gRPC server (RankService, health, reflection).",
     )
@@ -98,6 +118,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--db",
+        type=database_location,
         default=env("TIERANK_DB") or str(default_db_path()),
         help="SQLite database file (a path or sqlite:///path; one server per file), or a "
         "PostgreSQL URL postgresql://user@host:port/db (env TIERANK_DB)",

@@ -90,7 +90,8 @@ def add_server_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup
     )
     parser.add_argument(
         "--db",
-        type=Path,
+        # Not a Path: that would fold the "//" of a postgresql:// URL.
+        metavar="FILE_OR_URL",
         help="database of the embedded server (default: the server's default,"
         " $TIERANK_DB or $XDG_DATA_HOME/tierank/tierank.db)",
     )
