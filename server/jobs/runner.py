@@ -592,6 +592,7 @@ class JobRunner:
             settled=tournament.settled_count,
             total=tournament.total,
             wall_seconds=time.time() - self._create_time,
+            breakers_open=[judge.breaker_open for judge in self._judges],
         )
 
     async def _commit(self, events: list[rank_pb2.JobEvent], **update: object) -> None:
