@@ -15,6 +15,7 @@ import grpc
 import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from tierank.addresses import parse_address, resolution_problem
 from tierank.server import metrics
 from tierank.server.database_health import follow_database
 from tierank.server.jobs.hub import EventHub
@@ -103,15 +104,20 @@ def _listen(
 
 
 def _check_free(address: str) -> None:
-    """Bind the address once ourselves, so that a taken one is reported in one plain line
-    (gRPC would log a multi-line core error first)."""
-    host, _, port = address.rpartition(":")
-    host = host.strip("[]")
+    """Resolve the address and bind it once ourselves, so that an unknown host or a taken port
+    is reported in one plain line (gRPC would log a multi-line core error first)."""
     try:
-        if int(port) == 0:
-            return
-        infos = socket.getaddrinfo(host or None, int(port), type=socket.SOCK_STREAM)
-    except (ValueError, OSError) as error:
+        parsed = parse_address(address, listening=True)
+    except ValueError as error:
+        raise ListenError(f"cannot listen on {error}") from None
+    problem = resolution_problem(parsed)
+    if problem is not None:
+        raise ListenError(f"cannot listen on {address}: {problem}")
+    if parsed.port == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(parsed.host or None, parsed.port, type=socket.SOCK_STREAM)
+    except OSError as error:
         raise ListenError(f"cannot listen on {address}: {error}") from None
     for family, kind, proto, _, sockaddr in infos:
         with socket.socket(family, kind, proto) as probe:
@@ -137,13 +143,16 @@ async def serve(
     `on_ready` is called with the bound host:port once the server accepts calls.
     """
     log = structlog.get_logger()
+    # An address that cannot be listened on is reported as such, before any other complaint
+    # about it (a host name that does not resolve is no reason to talk of authentication).
+    _check_free(settings.listen)
     check_exposure(settings)
     credentials = server_credentials(settings.tls_cert, settings.tls_key, settings.tls_client_ca)
     sealer = Sealer.from_environment()
-    # A broken judges config or a taken address is found before the database is opened, and
-    # jobs resume only once the server is bound: a server that cannot serve never runs a job.
+    # A broken judges config or a taken address (above) is found before the database is
+    # opened, and jobs resume only once the server is bound: a server that cannot serve never
+    # runs a job.
     judge_settings = JudgeSettings.load(config_path=settings.judges_config)
-    _check_free(settings.listen)
     storage = await open_storage(
         settings.db, sqlite_synchronous=settings.sqlite_synchronous, pool=settings.pool
     )

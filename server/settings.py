@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
+from tierank.addresses import parse_address
 from tierank.server.jobs.replica import DEFAULT_LEASE_S
 from tierank.server.rpc.auth import AUTH_KEYS, AUTH_NONE
 from tierank.server.storage.by_url import PoolSettings, check_location
@@ -105,6 +106,20 @@ def database_location(text: str) -> str:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+def listen_address(text: str) -> str:
+    """argparse type for --listen and --metrics-listen: host:port with a port of 0-65535."""
+    try:
+        parse_address(text, listening=True)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
+def _optional_listen_address(text: str) -> str:
+    """--metrics-listen: empty turns metrics off."""
+    return listen_address(text) if text else text
+
+
 def parser() -> argparse.ArgumentParser:
     env = os.environ.get
     p = OneLineParser(
@@ -113,6 +128,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--listen",
+        type=listen_address,
         default=env("TIERANK_LISTEN", "127.0.0.1:50051"),
         help="host:port to serve on; port 0 picks a free port (env TIERANK_LISTEN)",
     )
@@ -170,6 +186,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--metrics-listen",
+        type=_optional_listen_address,
         default=env("TIERANK_METRICS_LISTEN", ""),
         help="host:port for Prometheus metrics over HTTP; empty disables",
     )

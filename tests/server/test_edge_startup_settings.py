@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -113,3 +114,59 @@ def test_commands_that_open_a_directory_as_the_db_say_so_in_one_line(
     assert result.returncode == 1
     line = _one_line(result)
     assert line.startswith(f"tierank {command[0]}: ") and "is a directory" in line, line
+
+
+@pytest.mark.parametrize(
+    ("listen", "status", "named"),
+    [
+        ("127.0.0.1:99999", 2, "port must be 0-65535"),
+        ("notahost", 2, "'notahost' has no port; expected HOST:PORT"),
+        ("http://127.0.0.1:50051", 2, "is a URL; expected HOST:PORT"),
+        ("::1:50051", 2, "an IPv6 address goes in brackets"),
+        ("notahost.invalid:50051", 1, "'notahost.invalid' does not resolve"),
+    ],
+    ids=["port-range", "no-port", "url", "ipv6", "unknown-host"],
+)
+def test_serve_on_an_address_it_cannot_listen_on_says_what_is_wrong(
+    tmp_path: Path, listen: str, status: int, named: str
+):
+    result = subprocess.run(
+        [sys.executable, "-m", "tierank.server", "--listen", listen, "--db", "t.db"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert result.returncode == status
+    line = _one_line(result)
+    assert named in line and "authentication" not in line, line
+    assert not (tmp_path / "t.db").exists()
+
+
+def test_a_metrics_port_out_of_range_is_refused(tmp_path: Path):
+    result = _serve("--metrics-listen", "127.0.0.1:70000", "--db", "t.db", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "--metrics-listen: '127.0.0.1:70000': port must be 0-65535" in _one_line(result)
+
+
+@pytest.mark.parametrize(
+    ("server", "status", "named"),
+    [
+        ("localhost", 2, "server address 'localhost' has no port; expected HOST:PORT"),
+        ("http://127.0.0.1:50051", 2, "is a URL; expected HOST:PORT"),
+        ("127.0.0.1:99999", 2, "port must be 1-65535"),
+        ("unknown.invalid:1", 1, "cannot reach unknown.invalid:1: the host name"),
+    ],
+    ids=["no-port", "url", "port-range", "unknown-host"],
+)
+@pytest.mark.parametrize("command", [("jobs",), ("keys", "list")], ids=lambda c: "-".join(c))
+def test_a_server_address_that_cannot_answer_is_refused_at_once(
+    command: tuple[str, ...], server: str, status: int, named: str
+):
+    # A well-formed address with no server yet would be waited for, here 30 s.
+    started = time.monotonic()
+    result = tierank(*command, "--server", server, env={"TIERANK_CONNECT_TIMEOUT": "30"})
+    assert time.monotonic() - started < 20, "refused without waiting for a server"
+    assert result.returncode == status
+    line = _one_line(result)
+    assert line.startswith(f"tierank {command[0]}: ") and named in line, line
