@@ -147,7 +147,8 @@ class LocalServer:
                     f"tierank server exited with code {self._process.returncode} before it was"
                     f" ready: {failure_reason(log)}"
                 )
-            content = ready_file.read_text().strip() if ready_file.exists() else ""
+            # Its first line is the gRPC address (a second one, the metrics address).
+            content = ready_file.read_text().partition("\n")[0] if ready_file.exists() else ""
             # Two equal reads in a row: the server has finished writing the file.
             if content and content == previous:
                 return content

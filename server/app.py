@@ -133,6 +133,16 @@ def _check_free(address: str) -> None:
                 raise ListenError(f"cannot listen on {address}: {reason}") from None
 
 
+def _expose_metrics(listen: str) -> str:
+    """Serve metrics on `listen` if set; returns the bound host:port, or "" when off."""
+    if not listen:
+        return ""
+    try:
+        return metrics.expose(listen)
+    except OSError as error:
+        raise ListenError(f"cannot serve metrics on {listen}: {error.strerror or error}") from None
+
+
 async def serve(
     settings: ServerSettings,
     stop: anyio.Event,
@@ -146,6 +156,8 @@ async def serve(
     # An address that cannot be listened on is reported as such, before any other complaint
     # about it (a host name that does not resolve is no reason to talk of authentication).
     _check_free(settings.listen)
+    if settings.metrics_listen:
+        _check_free(settings.metrics_listen)
     check_exposure(settings)
     credentials = server_credentials(settings.tls_cert, settings.tls_key, settings.tls_client_ca)
     sealer = Sealer.from_environment()
@@ -197,15 +209,17 @@ async def serve(
             async with anyio.create_task_group() as following:
                 following.start_soon(follow_database, storage, health_servicer, served)
                 address = f"{settings.listen.rpartition(':')[0]}:{port}"
-                if settings.metrics_listen:
-                    metrics.expose(settings.metrics_listen)
+                metrics_address = _expose_metrics(settings.metrics_listen)
                 if settings.ready_file:
-                    settings.ready_file.write_text(address)
+                    # The gRPC address first, alone on its line: scripts read it with cat.
+                    lines = [address, metrics_address] if metrics_address else [address]
+                    settings.ready_file.write_text("\n".join(lines) + "\n")
                 if on_ready is not None:
                     on_ready(address)
                 log.info(
                     "serving",
                     address=address,
+                    metrics_address=metrics_address or None,
                     db=shown(settings.db),
                     auth=settings.auth,
                     tls="mutual" if settings.tls_client_ca else ("on" if credentials else "off"),

@@ -12,7 +12,7 @@
 | --max-message-mb | TIERANK_MAX_MESSAGE_MB | 64 | largest request or response message (1..1000) |
 | --shutdown-grace | TIERANK_SHUTDOWN_GRACE | 10 | seconds to let calls in flight land on shutdown |
 | --metrics-listen | TIERANK_METRICS_LISTEN | (off) | host:port for Prometheus metrics |
-| --ready-file | TIERANK_READY_FILE | (none) | once serving, write the bound host:port here |
+| --ready-file | TIERANK_READY_FILE | (none) | once serving, the bound host:port (metrics' next) |
 | --log-level | TIERANK_LOG_LEVEL | info | debug, info, warning or error |
 | --log-format | TIERANK_LOG_FORMAT | json | json or console |
 | --auth | TIERANK_AUTH | none | none (loopback only) or keys: every call needs an API key |
@@ -188,13 +188,15 @@ def parser() -> argparse.ArgumentParser:
         "--metrics-listen",
         type=_optional_listen_address,
         default=env("TIERANK_METRICS_LISTEN", ""),
-        help="host:port for Prometheus metrics over HTTP; empty disables",
+        help="host:port for Prometheus metrics over HTTP (port 0 picks a free one, logged and"
+        " written to --ready-file); empty disables",
     )
     p.add_argument(
         "--ready-file",
         type=_optional_path,
         default=env("TIERANK_READY_FILE"),
-        help="write the bound host:port to this file once serving",
+        help="write the bound host:port to this file once serving, and the metrics host:port"
+        " on a second line with --metrics-listen",
     )
     p.add_argument(
         "--log-level",
