@@ -72,6 +72,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"tierank {args.command}: {error}", file=sys.stderr)
         return EXIT_SERVER_ERROR
     except LocalServerError as error:
+        if error.refused_arguments:
+            print(f"tierank {args.command}: {error}", file=sys.stderr)
+            return EXIT_USAGE
         print(
             f"tierank {args.command}: {error}; pass --server to use a running server",
             file=sys.stderr,

@@ -25,13 +25,20 @@ _POLL_SECONDS = 0.02
 _FRAME_NOISE = " \t|+"
 _EXCEPTION_PREFIX = re.compile(r"^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Group):\s*")
 _FAILURE_LEVELS = frozenset({"error", "critical", "exception", "fatal"})
+# The server's status for a command line it refuses (argparse's).
+_EXIT_USAGE = 2
 
 
 class LocalServerError(RuntimeError):
     """The server process exited or stayed silent instead of becoming ready.
 
-    The message is one line with the server's own reason.
+    The message is one line with the server's own reason; `refused_arguments` is set when the
+    server refused its command line (exit status 2), e.g. a --db that names no database.
     """
+
+    def __init__(self, message: str, *, refused_arguments: bool = False) -> None:
+        super().__init__(message)
+        self.refused_arguments = refused_arguments
 
 
 class LocalServer:
@@ -133,11 +140,15 @@ class LocalServer:
         while time.monotonic() < give_up_at:
             if self._process.poll() is not None:
                 log = self.log_tail()
+                if self._process.returncode == _EXIT_USAGE:
+                    reason = failure_reason(log).removeprefix("tierank: ")
+                    raise LocalServerError(reason, refused_arguments=True)
                 raise LocalServerError(
                     f"tierank server exited with code {self._process.returncode} before it was"
                     f" ready: {failure_reason(log)}"
                 )
-            content = ready_file.read_text().strip() if ready_file.exists() else ""
+            # Its first line is the gRPC address (a second one, the metrics address).
+            content = ready_file.read_text().partition("\n")[0] if ready_file.exists() else ""
             # Two equal reads in a row: the server has finished writing the file.
             if content and content == previous:
                 return content

@@ -8,6 +8,7 @@ import sys
 import anyio
 
 from tierank.server.app import ListenError, UnsafeSettings, serve
+from tierank.server.judges.settings import JudgeSettingsError
 from tierank.server.logs import configure
 from tierank.server.rpc.tls import TlsSettingsError
 from tierank.server.settings import ServerSettings, from_args
@@ -32,6 +33,13 @@ async def _main(settings: ServerSettings) -> None:
         tasks.cancel_scope.cancel()
 
 
+def _first_leaf(error: BaseException) -> BaseException:
+    """The first exception that is not a group (task groups nest the one that stopped us)."""
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    return error
+
+
 def main(argv: list[str] | None = None) -> int:
     settings = from_args(argv)
     configure(settings.log_level, settings.log_format)
@@ -40,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         anyio.run(_main, settings)
     except* (
         DatabaseLocked,
+        JudgeSettingsError,
         ListenError,
         StorageError,
         UnsafeSettings,
@@ -48,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     ) as group:
         # Reasons in plain words (address taken, database locked or damaged, unsafe or broken
         # settings): one line, no traceback.
-        print(f"tierank: {group.exceptions[0]}", file=sys.stderr)
+        print(f"tierank: {_first_leaf(group)}", file=sys.stderr)
         exit_code = 1
     return exit_code
 

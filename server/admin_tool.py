@@ -19,7 +19,7 @@ from tierank.server.errors import ApiError
 from tierank.server.logs import configure
 from tierank.server.rpc.admin_service import AdminServicer
 from tierank.server.rpc.auth import Caller, set_caller
-from tierank.server.settings import default_db_path
+from tierank.server.settings import OneLineParser, database_location, default_db_path
 from tierank.server.storage.base import StorageError
 from tierank.server.storage.by_url import open_storage
 from tierank.server.storage.sqlite import DatabaseLocked
@@ -33,13 +33,14 @@ _OPERATOR = Caller(DEFAULT_TENANT, ROLE_ADMIN, origin="database operator")
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="python -m tierank.server.admin_tool",
         description="Make one AdminService call on a database directly (request JSON on stdin).",
     )
     p.add_argument("method", choices=METHODS)
     p.add_argument(
         "--db",
+        type=database_location,
         default=str(default_db_path()),
         help="SQLite database file (or sqlite:///path), or a postgresql:// URL",
     )

@@ -15,6 +15,7 @@ import grpc
 import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from tierank.addresses import parse_address, resolution_problem
 from tierank.server import metrics
 from tierank.server.database_health import follow_database
 from tierank.server.jobs.hub import EventHub
@@ -104,15 +105,20 @@ def _listen(
 
 
 def _check_free(address: str) -> None:
-    """Bind the address once ourselves, so that a taken one is reported in one plain line
-    (gRPC would log a multi-line core error first)."""
-    host, _, port = address.rpartition(":")
-    host = host.strip("[]")
+    """Resolve the address and bind it once ourselves, so that an unknown host or a taken port
+    is reported in one plain line (gRPC would log a multi-line core error first)."""
     try:
-        if int(port) == 0:
-            return
-        infos = socket.getaddrinfo(host or None, int(port), type=socket.SOCK_STREAM)
-    except (ValueError, OSError) as error:
+        parsed = parse_address(address, listening=True)
+    except ValueError as error:
+        raise ListenError(f"cannot listen on {error}") from None
+    problem = resolution_problem(parsed)
+    if problem is not None:
+        raise ListenError(f"cannot listen on {address}: {problem}")
+    if parsed.port == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(parsed.host or None, parsed.port, type=socket.SOCK_STREAM)
+    except OSError as error:
         raise ListenError(f"cannot listen on {address}: {error}") from None
     for family, kind, proto, _, sockaddr in infos:
         with socket.socket(family, kind, proto) as probe:
@@ -128,6 +134,16 @@ def _check_free(address: str) -> None:
                 raise ListenError(f"cannot listen on {address}: {reason}") from None
 
 
+def _expose_metrics(listen: str) -> str:
+    """Serve metrics on `listen` if set; returns the bound host:port, or "" when off."""
+    if not listen:
+        return ""
+    try:
+        return metrics.expose(listen)
+    except OSError as error:
+        raise ListenError(f"cannot serve metrics on {listen}: {error.strerror or error}") from None
+
+
 async def serve(
     settings: ServerSettings,
     stop: anyio.Event,
@@ -138,12 +154,18 @@ async def serve(
     `on_ready` is called with the bound host:port once the server accepts calls.
     """
     log = structlog.get_logger()
+    # An address that cannot be listened on is reported as such, before any other complaint
+    # about it (a host name that does not resolve is no reason to talk of authentication).
+    _check_free(settings.listen)
+    if settings.metrics_listen:
+        _check_free(settings.metrics_listen)
     check_exposure(settings)
     credentials = server_credentials(settings.tls_cert, settings.tls_key, settings.tls_client_ca)
     sealer = Sealer.from_environment()
-    # A taken address is found before the database is opened, and jobs resume only once the
-    # server is bound: a server that cannot serve never runs a job.
-    _check_free(settings.listen)
+    # A broken judges config or a taken address (above) is found before the database is
+    # opened, and jobs resume only once the server is bound: a server that cannot serve never
+    # runs a job.
+    judge_settings = JudgeSettings.load(config_path=settings.judges_config)
     storage = await open_storage(
         settings.db, sqlite_synchronous=settings.sqlite_synchronous, pool=settings.pool
     )
@@ -151,7 +173,7 @@ async def serve(
     try:
         server = _grpc_server(settings, storage)
         port = _listen(server, settings.listen, credentials)
-        factory = JudgeFactory(JudgeSettings.load(config_path=settings.judges_config))
+        factory = JudgeFactory(judge_settings)
         replica = Replica(new_replica_id(), settings.lease_s)
         log = log.bind(replica=replica.replica_id)
         # Where other replicas write too, a watcher looks at storage now and then in case a
@@ -191,15 +213,17 @@ async def serve(
             async with anyio.create_task_group() as following:
                 following.start_soon(follow_database, storage, health_servicer, served)
                 address = f"{settings.listen.rpartition(':')[0]}:{port}"
-                if settings.metrics_listen:
-                    metrics.expose(settings.metrics_listen)
+                metrics_address = _expose_metrics(settings.metrics_listen)
                 if settings.ready_file:
-                    settings.ready_file.write_text(address)
+                    # The gRPC address first, alone on its line: scripts read it with cat.
+                    lines = [address, metrics_address] if metrics_address else [address]
+                    settings.ready_file.write_text("\n".join(lines) + "\n")
                 if on_ready is not None:
                     on_ready(address)
                 log.info(
                     "serving",
                     address=address,
+                    metrics_address=metrics_address or None,
                     db=shown(settings.db),
                     auth=settings.auth,
                     tls="mutual" if settings.tls_client_ca else ("on" if credentials else "off"),

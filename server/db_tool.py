@@ -14,19 +14,20 @@ import sys
 
 import anyio
 
-from tierank.server.settings import default_db_path
+from tierank.server.settings import OneLineParser, database_location, default_db_path
 from tierank.server.storage.base import StorageError
 from tierank.server.storage.by_url import is_postgres, shown
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="tierank db",
         description="Schema migrations of a tierank PostgreSQL database.",
     )
     p.add_argument("action", choices=["status", "migrate"], help="list or apply migrations")
     p.add_argument(
         "--db",
+        type=database_location,
         default=os.environ.get("TIERANK_DB") or str(default_db_path()),
         help="postgresql://user@host:port/db (env TIERANK_DB)",
     )

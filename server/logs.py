@@ -1,4 +1,9 @@
-"""structlog configuration, in one place: JSON lines on stderr with context ids bound."""
+"""structlog configuration, in one place: JSON lines on stderr with context ids bound.
+
+Libraries log through the standard library (psycopg, its pool, the provider SDKs' httpx); their
+records go through the same renderer, so that every line of the log is one JSON object (or one
+console line), never a bare message among them.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,9 @@ import sys
 
 import structlog
 
+# The libraries' own info lines (httpx logs every request) are not the server's story.
+_LIBRARY_LEVEL = logging.WARNING
+
 
 def configure(level: str = "info", fmt: str = "json") -> None:
     renderer = (
@@ -14,17 +22,36 @@ def configure(level: str = "info", fmt: str = "json") -> None:
         if fmt == "json"
         else structlog.dev.ConsoleRenderer(colors=False)
     )
+    timestamper = structlog.processors.TimeStamper(fmt="iso", utc=True)
+    threshold = logging.getLevelNamesMapping()[level.upper()]
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            timestamper,
             structlog.processors.format_exc_info,
             renderer,
         ],
-        wrapper_class=structlog.make_filtering_bound_logger(
-            logging.getLevelNamesMapping()[level.upper()]
-        ),
+        wrapper_class=structlog.make_filtering_bound_logger(threshold),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=True,
     )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=[
+                structlog.contextvars.merge_contextvars,
+                structlog.stdlib.add_log_level,
+                structlog.stdlib.add_logger_name,
+                timestamper,
+            ],
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                structlog.processors.format_exc_info,
+                renderer,
+            ],
+        )
+    )
+    root = logging.getLogger()
+    root.handlers = [handler]
+    root.setLevel(max(threshold, _LIBRARY_LEVEL))

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
+from tierank.addresses import parse_address
+
 JOBS_CREATED = Counter("tierank_jobs_created_total", "Jobs created", ["tenant"])
 JOBS_FINISHED = Counter("tierank_jobs_finished_total", "Jobs finished", ["tenant", "reason"])
 ACTIVE_JOBS = Gauge("tierank_active_jobs", "Jobs running on this server", ["tenant"])
@@ -30,6 +32,11 @@ JUDGE_LATENCY = Histogram(
 )
 
 
-def expose(listen: str) -> None:
-    host, _, port = listen.rpartition(":")
-    start_http_server(int(port), addr=host or "127.0.0.1")
+def expose(listen: str) -> str:
+    """Serve the metrics over HTTP on `listen` (host:port, port 0 picks a free one); returns
+    the bound host:port."""
+    address = parse_address(listen, listening=True)
+    host = address.host or "127.0.0.1"
+    server, _ = start_http_server(address.port, addr=host)
+    port = server.server_address[1]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

@@ -12,7 +12,7 @@
 | --max-message-mb | TIERANK_MAX_MESSAGE_MB | 64 | largest request or response message (1..1000) |
 | --shutdown-grace | TIERANK_SHUTDOWN_GRACE | 10 | seconds to let calls in flight land on shutdown |
 | --metrics-listen | TIERANK_METRICS_LISTEN | (off) | host:port for Prometheus metrics |
-| --ready-file | TIERANK_READY_FILE | (none) | once serving, write the bound host:port here |
+| --ready-file | TIERANK_READY_FILE | (none) | once serving, the bound host:port (metrics' next) |
 | --log-level | TIERANK_LOG_LEVEL | info | debug, info, warning or error |
 | --log-format | TIERANK_LOG_FORMAT | json | json or console |
 | --auth | TIERANK_AUTH | none | none (loopback only) or keys: every call needs an API key |
@@ -30,10 +30,12 @@ import argparse
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
+from tierank.addresses import parse_address
 from tierank.server.jobs.replica import DEFAULT_LEASE_S
 from tierank.server.rpc.auth import AUTH_KEYS, AUTH_NONE
-from tierank.server.storage.by_url import PoolSettings
+from tierank.server.storage.by_url import PoolSettings, check_location
 
 
 def default_db_path() -> Path:
@@ -85,19 +87,54 @@ class ServerSettings:
         return 2 * self.max_message_bytes + 1024 * 1024
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Usage errors as one line, "tierank: " and the flag and the problem (exit status 2), like
+    every other reason a tierank program stops, not the whole usage: the flags are many, and
+    the line that says what is wrong would scroll away. (The command line runs these programs
+    for its own commands too, whose usage is not this one.)"""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"tierank: {message}\n")
+
+
+def database_location(text: str) -> str:
+    """argparse type for --db: refused here, before anything is opened or created, when it
+    cannot name a database (the message never repeats the value, which may hold a password)."""
+    try:
+        return check_location(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def listen_address(text: str) -> str:
+    """argparse type for --listen and --metrics-listen: host:port with a port of 0-65535."""
+    try:
+        parse_address(text, listening=True)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
+def _optional_listen_address(text: str) -> str:
+    """--metrics-listen: empty turns metrics off."""
+    return listen_address(text) if text else text
+
+
 def parser() -> argparse.ArgumentParser:
     env = os.environ.get
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="tierank serve",
         description="Run the tierank gRPC server (RankService, health, reflection).",
     )
     p.add_argument(
         "--listen",
+        type=listen_address,
         default=env("TIERANK_LISTEN", "127.0.0.1:50051"),
         help="host:port to serve on; port 0 picks a free port (env TIERANK_LISTEN)",
     )
     p.add_argument(
         "--db",
+        type=database_location,
         default=env("TIERANK_DB") or str(default_db_path()),
         help="SQLite database file (a path or sqlite:///path; one server per file), or a "
         "PostgreSQL URL postgresql://user@host:port/db (env TIERANK_DB)",
@@ -149,14 +186,17 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--metrics-listen",
+        type=_optional_listen_address,
         default=env("TIERANK_METRICS_LISTEN", ""),
-        help="host:port for Prometheus metrics over HTTP; empty disables",
+        help="host:port for Prometheus metrics over HTTP (port 0 picks a free one, logged and"
+        " written to --ready-file); empty disables",
     )
     p.add_argument(
         "--ready-file",
         type=_optional_path,
         default=env("TIERANK_READY_FILE"),
-        help="write the bound host:port to this file once serving",
+        help="write the bound host:port to this file once serving, and the metrics host:port"
+        " on a second line with --metrics-listen",
     )
     p.add_argument(
         "--log-level",

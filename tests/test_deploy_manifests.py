@@ -7,6 +7,8 @@ entrypoint runs under sh, and the probe script runs against real TLS servers on 
 
 from __future__ import annotations
 
+import base64
+import os
 import re
 import shutil
 import socket
@@ -41,9 +43,15 @@ HAPROXY = DEPLOY / "haproxy.cfg"
 K8S = DEPLOY / "k8s"  # several replicas on PostgreSQL
 K8S_SQLITE = DEPLOY / "k8s-sqlite"  # overlay: one replica on SQLite
 K8S_MTLS = DEPLOY / "k8s-mtls"  # overlay: mutual TLS
-KUSTOMIZATIONS = (K8S, K8S_SQLITE, K8S_MTLS)
-MIGRATE_JOB = K8S / "migrate-job.yaml"
-FIRST_ADMIN_KEY = K8S_SQLITE / "first-admin-key.yaml"
+K8S_MIGRATE = K8S / "migrate"  # the migration Job, run by hand (migrate.sh)
+K8S_FIRST_ADMIN_KEY = K8S_SQLITE / "first-admin-key"  # one-off pod on the SQLite volume
+KUSTOMIZATIONS = (K8S, K8S_SQLITE, K8S_MTLS, K8S_MIGRATE, K8S_FIRST_ADMIN_KEY)
+# The one place the image is named (a kustomize Component every kustomization uses).
+K8S_IMAGE = K8S / "image"
+MIGRATE_JOB = K8S_MIGRATE / "migrate-job.yaml"
+MIGRATE_SCRIPT = K8S / "migrate.sh"
+CREATE_SECRETS = K8S / "create-secrets.sh"
+FIRST_ADMIN_KEY = K8S_FIRST_ADMIN_KEY / "first-admin-key.yaml"
 # What the operator makes for the compose files; git- and docker-ignored, so never scanned.
 OPERATOR_SECRETS = DEPLOY / "secrets"
 # The oldest Kubernetes the manifests are for (a PodDisruptionBudget's
@@ -219,18 +227,39 @@ def published(project: Manifest) -> list[str]:
     return [port for service in project["services"].values() for port in service.get("ports", [])]
 
 
+# How deploy/README.md and the compose files state the oldest Compose they are written for.
+COMPOSE_MINIMUM = re.compile(r"Docker Compose v(\d+)\.(\d+) or newer")
+
+
+def stated_compose_minimum(text: str) -> tuple[int, int]:
+    found = {(int(m[0]), int(m[1])) for m in COMPOSE_MINIMUM.findall(" ".join(text.split()))}
+    assert len(found) == 1, f"one stated minimum Compose version, not {sorted(found)}"
+    return found.pop()
+
+
 def compose_cli() -> list[str] | None:
-    """A compose v2 command line (the docker plugin or a standalone binary), if one is here."""
+    """A compose command line (the docker plugin or a standalone binary) at least as new as the
+    stated minimum, if one is here."""
+    minimum = stated_compose_minimum((DEPLOY / "README.md").read_text())
     for command in (["docker", "compose"], ["docker-compose"]):
         if shutil.which(command[0]) is None:
             continue
         done = subprocess.run(
             [*command, "version", "--short"], capture_output=True, text=True, timeout=30
         )
-        major = re.match(r"v?(\d+)\.", done.stdout.strip())
-        if done.returncode == 0 and major and int(major.group(1)) >= 2:
+        version = re.match(r"v?(\d+)\.(\d+)", done.stdout.strip())
+        if done.returncode == 0 and version and tuple(map(int, version.groups())) >= minimum:
             return command
     return None
+
+
+def test_the_compose_files_state_the_compose_version_they_need():
+    minimum = stated_compose_minimum((DEPLOY / "README.md").read_text())
+    for path in (COMPOSE, COMPOSE_REPLICAS):
+        assert stated_compose_minimum(path.read_text()) == minimum, path.name
+    # The replicas' project is named in the file (a top-level `name:`), which compose 1.x
+    # refuses: the minimum must be a Compose v2.
+    assert "name" in compose(COMPOSE_REPLICAS) and minimum >= (2, 0)
 
 
 def test_nothing_under_deploy_holds_key_material():
@@ -353,7 +382,7 @@ def test_compose_replicas_have_one_address_that_passes_tls_through():
 def test_compose_resolves_each_file_without_a_daemon(path):
     command = compose_cli()
     if command is None:
-        pytest.skip("no compose v2 command line (docker compose or docker-compose)")
+        pytest.skip("no compose command line as new as deploy/README.md's stated minimum")
     done = subprocess.run(
         [*command, "-f", str(path), "config", "--format", "json"],
         capture_output=True,
@@ -456,8 +485,41 @@ def test_the_migration_job_migrates_the_deployments_database_with_its_image():
     assert env(job)["TIERANK_DB"] == env(deployment)["TIERANK_DB"]
     assert pod_spec(job)["restartPolicy"] == "Never"
     assert job["spec"]["activeDeadlineSeconds"] > 0
-    # Applied by hand before a rollout: a Job's pod template cannot be changed in place.
-    assert MIGRATE_JOB.name not in kustomization(K8S)["resources"]
+    # Run by hand before a rollout: a Job's pod template cannot be changed in place.
+    assert not [r for r in kustomization(K8S)["resources"] if "migrate" in r]
+    assert "migrate.sh" in MIGRATE_JOB.read_text()
+
+
+def containers_of(manifests: list[Manifest]) -> list[Manifest]:
+    return [c for m in manifests if "template" in m.get("spec", {}) for c in container_list(m)]
+
+
+def container_list(workload: Manifest) -> list[Manifest]:
+    spec = pod_spec(workload)
+    return [*spec.get("initContainers", []), *spec["containers"]]
+
+
+def test_every_manifest_names_the_image_that_the_image_component_sets():
+    (image,) = kustomization(K8S_IMAGE)["images"]
+    assert kustomization(K8S_IMAGE)["kind"] == "Component"
+    assert image["name"] == "tierank" and image["newTag"] != "latest"
+    for path in manifest_files():
+        for found in containers_of(load_all(path.read_text())):
+            # Never :latest, whose default pull policy (Always) would pull Docker Hub's
+            # unrelated `tierank` wherever the operator forgot to set the image.
+            assert found["image"] == image["name"], f"{path.name}: {found['image']}"
+            assert found["imagePullPolicy"] == "IfNotPresent", path.name
+    for folder in (K8S, K8S_MIGRATE, K8S_FIRST_ADMIN_KEY):
+        assert kustomization(folder)["components"] == [os.path.relpath(K8S_IMAGE, folder)], folder
+
+
+@needs_kubectl
+def test_every_kustomization_renders_the_operators_image():
+    (image,) = kustomization(K8S_IMAGE)["images"]
+    wanted = f"{image['newName']}:{image['newTag']}"
+    for folder in KUSTOMIZATIONS:
+        rendered = containers_of(render(folder))
+        assert rendered and {c["image"] for c in rendered} == {wanted}, folder
 
 
 def test_the_sqlite_overlay_runs_one_replica_on_a_volume():
@@ -758,3 +820,171 @@ def test_healthcheck_over_mutual_tls_needs_a_certificate_the_server_trusts(mtls_
         mtls_server, *trusted, "--cert", pki.stranger.cert, "--key", pki.stranger.key
     )
     assert stranger.returncode == 1
+
+
+# The one-step scripts of deploy/README.md, with a stand-in `kubectl` that records its calls,
+# makes the Secrets with the real kubectl (client-side, no cluster) and keeps what is applied.
+
+FAKE_KUBECTL = """#!/bin/sh
+printf '%s\\037' "$@" >> "$KUBECTL_CALLS"; echo >> "$KUBECTL_CALLS"
+case "$1" in
+  create) exec "$REAL_KUBECTL" "$@" ;;
+  apply) if [ "$2" = "-f" ]; then { cat; echo ---; } >> "$KUBECTL_APPLIED"; fi ;;
+  get) printf '%s' "$JOB_CONDITIONS" ;;
+  logs) echo "migration 3 failed: relation exists" ;;
+esac
+"""
+
+
+@dataclass(frozen=True)
+class Kubectl:
+    bin_dir: Path
+    calls: Path
+    applied: Path
+
+    def run(
+        self, script: Path, *args: str, stdin: str = "", **env: str
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["sh", str(script), *args],
+            input=stdin,
+            env={
+                "PATH": f"{self.bin_dir}:/usr/bin:/bin",
+                "KUBECTL_CALLS": str(self.calls),
+                "KUBECTL_APPLIED": str(self.applied),
+                "REAL_KUBECTL": shutil.which("kubectl") or "kubectl",
+                **env,
+            },
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    def commands(self) -> list[list[str]]:
+        text = self.calls.read_text() if self.calls.exists() else ""
+        return [line.split("\x1f")[:-1] for line in text.splitlines()]
+
+    def secrets(self) -> dict[str, Manifest]:
+        text = self.applied.read_text() if self.applied.exists() else ""
+        return {m["metadata"]["name"]: m for m in load_all(text)}
+
+
+@pytest.fixture
+def kubectl(tmp_path: Path) -> Kubectl:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "kubectl"
+    fake.write_text(FAKE_KUBECTL)
+    fake.chmod(0o755)
+    return Kubectl(bin_dir, tmp_path / "calls", tmp_path / "applied.yaml")
+
+
+@pytest.fixture
+def operator_files(tmp_path: Path) -> Path:
+    """deploy/secrets/ as README.md has the operator make it (mutual TLS included)."""
+    folder = tmp_path / "secrets"
+    folder.mkdir()
+    ca = make_ca(folder, "ca")
+    server = issue(ca, folder, "tierank", server=True, san=("tierank",))
+    (folder / "tls.crt").write_bytes(server.cert.read_bytes())
+    (folder / "tls.key").write_bytes(server.key.read_bytes())
+    (folder / "ca.crt").write_bytes(ca.cert.read_bytes())
+    (folder / "secret-key").write_text("sealing-value\n")
+    (folder / "openai-api-key").write_text("provider-value")
+    (folder / "anthropic-api-key").write_text("")  # a provider this deployment does not use
+    client_ca = make_ca(folder, "client-ca")
+    probe = issue(client_ca, folder, "tierank-probe", server=False)
+    (folder / "client-ca.crt").write_bytes(client_ca.cert.read_bytes())
+    (folder / "tierank-probe.crt").write_bytes(probe.cert.read_bytes())
+    (folder / "tierank-probe.key").write_bytes(probe.key.read_bytes())
+    return folder
+
+
+def secrets_read(manifests: list[Manifest]) -> set[str]:
+    """The Secrets that rendered manifests read, optional or not."""
+    names: set[str] = set()
+    for workload in manifests:
+        if "template" not in workload.get("spec", {}):
+            continue
+        spec = pod_spec(workload)
+        names |= {v["secret"]["secretName"] for v in spec.get("volumes", []) if "secret" in v}
+        for found in container_list(workload):
+            names |= {e["secretRef"]["name"] for e in found.get("envFrom", [])}
+            names |= {
+                e["valueFrom"]["secretKeyRef"]["name"]
+                for e in found.get("env", [])
+                if "secretKeyRef" in e.get("valueFrom", {})
+            }
+    return names
+
+
+def decoded(secret: Manifest) -> dict[str, str]:
+    return {key: base64.b64decode(value).decode() for key, value in secret["data"].items()}
+
+
+@needs_kubectl
+def test_create_secrets_makes_every_secret_the_manifests_read_in_one_step(
+    kubectl: Kubectl, operator_files: Path
+):
+    url = "postgresql://tierank:db-password@db.example.internal:5432/tierank"
+    done = kubectl.run(CREATE_SECRETS, stdin=url + "\n", TIERANK_SECRETS_DIR=str(operator_files))
+    assert done.returncode == 0, done.stderr
+    made = kubectl.secrets()
+    read = secrets_read(render(K8S_MTLS)) | secrets_read(render(K8S_MIGRATE))
+    assert set(made) == read
+    assert made["tierank-tls"]["type"] == "kubernetes.io/tls"
+    assert set(made["tierank-tls"]["data"]) == {"tls.crt", "tls.key", "ca.crt"}
+    assert decoded(made["tierank-database"]) == {"TIERANK_DB": url}
+    assert decoded(made["tierank-secret-key"]) == {"TIERANK_SECRET_KEY": "sealing-value\n"}
+    assert decoded(made["tierank-provider-keys"]) == {"OPENAI_API_KEY": "provider-value"}
+    assert made["tierank-probe-cert"]["type"] == "kubernetes.io/tls"
+    # Made client-side and applied, so a second run replaces them; the URL and its password
+    # never appear on a command line.
+    assert all(
+        c[-3:] == ["--dry-run=client", "-o", "yaml"] for c in kubectl.commands() if c[0] == "create"
+    )
+    assert "db-password" not in kubectl.calls.read_text()
+
+
+@needs_kubectl
+def test_create_secrets_for_sqlite_asks_for_no_database(kubectl: Kubectl, operator_files: Path):
+    (operator_files / "client-ca.crt").unlink()  # no mutual TLS either
+    done = kubectl.run(CREATE_SECRETS, "--sqlite", TIERANK_SECRETS_DIR=str(operator_files))
+    assert done.returncode == 0, done.stderr
+    made = set(kubectl.secrets())
+    assert made == {"tierank-tls", "tierank-secret-key", "tierank-provider-keys"}
+    assert made <= secrets_read(render(K8S_SQLITE))
+
+
+def test_create_secrets_names_a_missing_file_and_makes_nothing(kubectl: Kubectl, tmp_path: Path):
+    done = kubectl.run(CREATE_SECRETS, TIERANK_SECRETS_DIR=str(tmp_path))
+    assert done.returncode == 1
+    assert "tls.crt is missing or empty" in done.stderr
+    assert kubectl.commands() == []
+
+
+@pytest.mark.parametrize(("conditions", "status"), [("Complete", 0), ("FailureTarget Failed", 1)])
+def test_migrate_runs_the_job_with_the_operators_image_and_reports_its_end(
+    kubectl: Kubectl, conditions: str, status: int
+):
+    done = kubectl.run(MIGRATE_SCRIPT, JOB_CONDITIONS=conditions)
+    assert done.returncode == status, done.stderr
+    commands = kubectl.commands()
+    assert commands[:2] == [
+        ["delete", "job", "tierank-migrate", "--ignore-not-found"],
+        ["apply", "-k", f"{K8S}/migrate"],
+    ]
+    assert commands[2][:3] == ["get", "job", "tierank-migrate"]
+    if status:
+        assert commands[-1] == ["logs", "job/tierank-migrate"]
+        assert "migration 3 failed" in done.stderr
+
+
+def test_the_readme_builds_and_pushes_the_image_and_has_one_step_for_secrets_and_migration():
+    readme = " ".join((DEPLOY / "README.md").read_text().split())
+    assert "docker build -f deploy/Dockerfile -t registry." in readme and "docker push" in readme
+    assert "deploy/k8s/image/kustomization.yaml" in readme
+    assert "deploy/k8s/create-secrets.sh" in readme and "deploy/k8s/migrate.sh" in readme
+    for script in (CREATE_SECRETS, MIGRATE_SCRIPT):
+        assert os.access(script, os.X_OK), script.name
+        assert subprocess.run(["sh", "-n", str(script)], timeout=30).returncode == 0

@@ -27,6 +27,7 @@ from rich.text import Text
 
 from tierank.client._errors import error_from_rpc
 from tierank.client.commands._shared import (
+    EXIT_USAGE,
     SERVER_ENV,
     CommandError,
     UsageError,
@@ -109,6 +110,8 @@ def _through_admin_tool(
         # as "tierank: ..." like every tierank program: this command's name goes there instead.
         reason = failure_reason(done.stderr) if done.stderr.strip() else "no reason given"
         reason = reason.removeprefix(_TOOL_PREFIX)
+        if done.returncode == EXIT_USAGE:  # the tool refused an argument: --db
+            raise UsageError(reason)
         raise CommandError(reason if done.returncode == 1 else f"admin tool failed: {reason}")
     try:
         return json_format.Parse(done.stdout, response_class(), ignore_unknown_fields=True)

@@ -12,6 +12,7 @@ from typing import Any
 
 import grpc
 
+from tierank.addresses import parse_address, resolution_problem
 from tierank.client._connection import (
     ChannelSecurity,
     ConnectionSettingsError,
@@ -90,7 +91,8 @@ def add_server_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup
     )
     parser.add_argument(
         "--db",
-        type=Path,
+        # Not a Path: that would fold the "//" of a postgresql:// URL.
+        metavar="FILE_OR_URL",
         help="database of the embedded server (default: the server's default,"
         " $TIERANK_DB or $XDG_DATA_HOME/tierank/tierank.db)",
     )
@@ -209,6 +211,16 @@ def server_connection(args: argparse.Namespace) -> Iterator[Connection]:
 
 
 def wait_for_server(target: str, security: ChannelSecurity) -> Connection:
+    """The server at `target` once it answers. An address that cannot be one (no port, a URL,
+    a port out of range) or a host name that does not resolve is refused at once: waiting
+    would not mend it."""
+    try:
+        address = parse_address(target, listening=False)
+    except ValueError as error:
+        raise UsageError(f"server address {error}") from None
+    problem = resolution_problem(address)
+    if problem is not None:
+        raise CommandError(f"cannot reach {target}: {problem}")
     connection = Connection(target, security)
     with connection.client() as client:
         client.wait_ready(_connect_timeout())

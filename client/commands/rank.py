@@ -111,7 +111,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--max-cost", type=float, default=0.0, help="cost budget in USD (0: unlimited)"
     )
     judging.add_argument(
-        "--deadline", type=float, default=0.0, help="job deadline in seconds (0: none)"
+        "--deadline",
+        type=float,
+        default=0.0,
+        help="job deadline in seconds (0: none); a job still running then ends deadline_exceeded",
     )
     judging.add_argument(
         "--allow-unqualified-judges",

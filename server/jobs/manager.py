@@ -109,6 +109,10 @@ class JobManager:
         self._tasks: TaskGroup | None = None
         self._draining = False
         self._look_now = anyio.Event()
+        # Set on the way out: the beats stop between two beats, not in the middle of one (a
+        # query cancelled half-way costs its pooled connection, and psycopg says so).
+        self._stop_beating = False
+        self._beats_stopped = anyio.Event()
         self._log = structlog.get_logger().bind(replica=replica.replica_id)
 
     async def __aenter__(self) -> JobManager:
@@ -125,6 +129,10 @@ class JobManager:
         tb: TracebackType | None,
     ) -> bool | None:
         assert self._tasks is not None
+        self._stop_beating = True
+        self._look_now.set()
+        with anyio.move_on_after(_LAST_WRITE_S):
+            await self._beats_stopped.wait()
         self._tasks.cancel_scope.cancel()
         try:
             return await self._tasks.__aexit__(exc_type, exc, tb)
@@ -174,8 +182,14 @@ class JobManager:
     # -- leases -----------------------------------------------------------------------------
 
     async def _keep_beating(self) -> None:
+        try:
+            await self._beat_until_stopped()
+        finally:
+            self._beats_stopped.set()
+
+    async def _beat_until_stopped(self) -> None:
         failing = False
-        while True:
+        while not self._stop_beating:
             try:
                 await self._beat()
             except StorageError as error:

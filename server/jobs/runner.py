@@ -236,7 +236,7 @@ class JobRunner:
         self._log.info("job running", resumed_calls=len(unanswered), stored_answers=len(arrived))
         send, receive = anyio.create_memory_object_stream[_Answer | _Wake](math.inf)
         self._wake = send
-        reason: StopReason | None = None
+        reason: rank_pb2.CompletionReason | None = None
         order = deque(groups)  # plans whose answers are not all recorded yet
         # The stream closes only after the task group has exited (its calls done or cancelled),
         # so no call ever answers into a closed stream.
@@ -258,7 +258,7 @@ class JobRunner:
                             return
                         # Asked again now that planning has estimated the calls: a budget too
                         # small for even one call is BUDGET_EXHAUSTED, not EXHAUSTED.
-                        reason = tournament.stop_reason() or StopReason.EXHAUSTED
+                        reason = _REASONS[tournament.stop_reason() or StopReason.EXHAUSTED]
                         break
                     with anyio.move_on_after(self._time_left()):
                         for item in await _drain(receive):
@@ -267,18 +267,22 @@ class JobRunner:
                 # Cancelled, past the deadline or out of judges: the calls in flight are abandoned.
                 calls.cancel_scope.cancel()
             if reason is None and tournament.stop_reason() == StopReason.SETTLED:
-                reason = StopReason.SETTLED  # it settled before the cancel reached it
+                reason = rank_pb2.COMPLETION_REASON_SETTLED  # settled before the cancel came
             await self._keep_answers(tournament, stats, order, arrived, receive)
         # The loop ends with no reason only on a cancel.
-        final = rank_pb2.COMPLETION_REASON_CANCELLED if reason is None else _REASONS[reason]
+        final = rank_pb2.COMPLETION_REASON_CANCELLED if reason is None else reason
         await self._finish(tournament, stats, final)
 
-    def _deadline_reason(self) -> StopReason | None:
-        """BUDGET_EXHAUSTED past the job's deadline or once its tenant's daily budget ran out."""
+    def _stop_reason(self, tournament: Tournament) -> rank_pb2.CompletionReason | None:
+        """Why the job must end now: the tournament's own reason, else its tenant's daily
+        budget running out (BUDGET_EXHAUSTED) or its deadline passing (DEADLINE_EXCEEDED)."""
+        stopped = tournament.stop_reason()
+        if stopped is not None:
+            return _REASONS[stopped]
         if self._over_budget is not None:
-            return StopReason.BUDGET_EXHAUSTED
+            return rank_pb2.COMPLETION_REASON_BUDGET_EXHAUSTED
         if self._deadline is not None and time.time() >= self._deadline:
-            return StopReason.BUDGET_EXHAUSTED
+            return rank_pb2.COMPLETION_REASON_DEADLINE_EXCEEDED
         return None
 
     def _time_left(self) -> float:
@@ -482,7 +486,7 @@ class JobRunner:
         order: deque[list[JudgeCall]],
         arrived: dict[str, _Answer],
         step: _Step,
-    ) -> StopReason | None:
+    ) -> rank_pb2.CompletionReason | None:
         """Record the oldest plan's answers once all are in, plan again, and repeat.
 
         Answers are recorded a whole plan at a time and in plan order, never as they arrive, and
@@ -491,10 +495,10 @@ class JobRunner:
         ranking benchmark measures, and it keeps one standings update per plan, not per answer.)
         """
         while True:
-            reason = tournament.stop_reason() or self._deadline_reason()
+            reason = self._stop_reason(tournament)
             # A settled target still waits for the calls in flight: they are paid for, and in
             # an ensemble the batch's other judges may overturn what the first one said.
-            landing = reason == StopReason.SETTLED and bool(tournament.in_flight)
+            landing = reason == rank_pb2.COMPLETION_REASON_SETTLED and bool(tournament.in_flight)
             if reason is not None and not landing:
                 return reason
             if self._plan_due and not (self._draining or landing):
@@ -588,6 +592,7 @@ class JobRunner:
             settled=tournament.settled_count,
             total=tournament.total,
             wall_seconds=time.time() - self._create_time,
+            breakers_open=[judge.breaker_open for judge in self._judges],
         )
 
     async def _commit(self, events: list[rank_pb2.JobEvent], **update: object) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tierank.server.judges.base import FailureKind, JudgeFailure
@@ -20,8 +21,8 @@ class _JudgeBook:
     consecutive_failures: int = 0
     last_error: str = ""
     disabled: bool = False
-    # Dropped from the job because its provider's breaker was open (not for failures in a row).
-    breaker_open: bool = False
+    # Dropped from the job while its provider's breaker was open (its latest failure a refusal).
+    dropped_by_breaker: bool = False
     abandoned: int = 0
 
     def __post_init__(self) -> None:
@@ -58,11 +59,11 @@ class StatsBook:
         self._judges[judge].abandoned += 1
 
     def disable(self, judge: int) -> None:
-        """Drop a judge from the job; its breaker reads open only if an open breaker refused
-        its latest failed call."""
+        """Drop a judge from the job, remembering whether an open breaker refused its latest
+        failed call (the breaker may have closed again by the time the job ends)."""
         book = self._judges[judge]
         book.disabled = True
-        book.breaker_open = book.last_error.startswith(_BREAKER_REFUSAL)
+        book.dropped_by_breaker = book.last_error.startswith(_BREAKER_REFUSAL)
 
     def disabled(self, judge: int) -> bool:
         return self._judges[judge].disabled
@@ -74,7 +75,10 @@ class StatsBook:
         settled: int,
         total: int,
         wall_seconds: float,
+        breakers_open: Sequence[bool],
     ) -> rank_pb2.JobStats:
+        """The stats as of now; `breakers_open` says, per judge, whether its provider's breaker
+        is open now, so that breaker_open agrees with a last_error of "circuit open"."""
         judges = [
             rank_pb2.JudgeStats(
                 judge=b.name,
@@ -84,10 +88,15 @@ class StatsBook:
                 usage=b.usage,
                 agreement_rate=rate if rate is not None else 0.0,
                 last_error=b.last_error,
-                breaker_open=b.breaker_open,
+                breaker_open=b.dropped_by_breaker or breaker_open,
                 abandoned_calls=b.abandoned,
             )
-            for b, rate in zip(self._judges, agreement or [None] * len(self._judges), strict=True)
+            for b, rate, breaker_open in zip(
+                self._judges,
+                agreement or [None] * len(self._judges),
+                breakers_open,
+                strict=True,
+            )
         ]
         return rank_pb2.JobStats(
             judge_calls=sum(b.calls for b in self._judges),

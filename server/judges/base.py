@@ -164,5 +164,11 @@ class Judge(ConfiguredJudge):
     async def judge(self, request: BatchRequest) -> JudgeReply:
         """Judge one batch. Returns a failed reply instead of raising on provider errors."""
 
+    @property
+    def breaker_open(self) -> bool:
+        """Whether calls to this judge are refused now, without a request, because its
+        provider's circuit breaker is open (a judge with no provider has none)."""
+        return False
+
     async def aclose(self) -> None:
         """Release clients and connections."""

@@ -223,6 +223,10 @@ class LLMJudge(Judge):
 
     # -- the Judge interface ----------------------------------------------------------------
 
+    @property
+    def breaker_open(self) -> bool:
+        return self.shared.breaker(self.config.model).is_open
+
     def cache_identity(self) -> str:
         return self.identity(TEMPLATE_VERSION)
 

@@ -24,6 +24,43 @@ def is_postgres(location: str) -> bool:
     return location.startswith(POSTGRES_SCHEMES)
 
 
+def check_location(text: str) -> str:
+    """`text` if it can name a database, else ValueError saying what is wrong with it (an
+    empty value, a scheme other than sqlite:// and postgresql://, a URL that cannot be read),
+    so that a mistyped --db is refused before anything is opened or created."""
+    if not text.strip():
+        raise ValueError("is empty: give a SQLite file path or a postgresql:// URL")
+    scheme, separator, rest = text.partition("://")
+    if not separator:
+        return text
+    if is_postgres(text):
+        _check_postgres_url(text)
+        return text
+    if text.startswith(SQLITE_SCHEME):
+        if not rest.strip("/"):
+            raise ValueError("names no file: sqlite:///PATH")
+        return text
+    raise ValueError(
+        f"has the unknown scheme {scheme + '://'!r}: give a SQLite file path, sqlite:///PATH, "
+        "or postgresql://USER@HOST:PORT/DB"
+    )
+
+
+def _check_postgres_url(text: str) -> None:
+    # libpq's own parser (as the connection will read it), loaded only for PostgreSQL URLs.
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        parameters = conninfo_to_dict(text)
+    except psycopg.Error as error:
+        reason = " ".join(str(error).split()).replace(f'"{text}"', "it")
+        raise ValueError(f"is not a PostgreSQL URL libpq can read: {reason}") from None
+    for port in str(parameters.get("port", "")).split(","):
+        if port and not (port.isdigit() and 0 < int(port) <= 65535):
+            raise ValueError(f"has the port {port!r}; a port is a number from 1 to 65535")
+
+
 def sqlite_path(location: str | os.PathLike[str]) -> str:
     """The file of a SQLite location: `sqlite:///abs/path`, `sqlite://rel/path` or a path."""
     text = os.fspath(location)

@@ -371,8 +371,11 @@ class SqliteStorage(Storage):
         """Open (or create) the database; raises DatabaseLocked when another server holds it,
         StorageDamaged when the file is not a tierank database or cannot be read."""
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock_fd = _lock(self.path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._lock_fd = _lock(self.path)
+        except OSError as error:
+            raise StorageError(f"cannot open the database {path}: {_file_problem(error)}") from None
         try:
             writer_conn, reader_conn = _open(self.path, synchronous)
         except BaseException:
@@ -1041,6 +1044,19 @@ class SqliteStorage(Storage):
         await asyncio.to_thread(self._reader.stop)
         # Only now: closing any descriptor of the file drops SQLite's own POSIX locks on it.
         os.close(self._lock_fd)
+
+
+def _file_problem(error: OSError) -> str:
+    """What is wrong with a database path, in words that name the fix."""
+    if isinstance(error, IsADirectoryError):
+        return "it is a directory; give a file in it, e.g. DIR/tierank.db"
+    # mkdir finds a file where a directory of the path should be (FileExistsError), or
+    # open does (NotADirectoryError).
+    if isinstance(error, NotADirectoryError | FileExistsError):
+        return "a part of the path is a file, not a directory"
+    if isinstance(error, PermissionError):
+        return "permission denied (this user cannot create or write it)"
+    return error.strerror or str(error)
 
 
 def _lock(path: Path) -> int:

@@ -49,6 +49,18 @@ def test_a_budget_run_out_exits_4_with_one_warning(tierank_server: str) -> None:
     assert warning.startswith("tierank rank: warning: provisional result (budget_exhausted)")
 
 
+def test_a_deadline_passed_exits_4_with_its_own_reason(tierank_server: str) -> None:
+    # One slow call at a time: the 1 s deadline passes long before the 30 candidates settle.
+    result = rank(
+        tierank_server, "--judge", "oracle?latency_ms=400", "--k", "2", "--max-in-flight", "1",
+        "--deadline", "1", "--format", "json",
+    )  # fmt: skip
+    assert result.returncode == 4, result.stderr
+    assert json.loads(result.stdout)["completion_reason"] == "deadline_exceeded"
+    warning = result.stderr.splitlines()[-1]
+    assert warning.startswith("tierank rank: warning: provisional result (deadline_exceeded)")
+
+
 def test_a_cancelled_job_exits_4_with_one_warning(tierank_server: str) -> None:
     # One call at a time, each slow: the job is still running when the first verdict shows.
     ranking = subprocess.Popen(

@@ -125,3 +125,29 @@ async def test_breaker_open_reads_true_when_the_breaker_refused_the_calls(
     broken = judge_stats(done, "openai/any-name")
     assert broken.breaker_open and broken.last_error.startswith("unavailable:")
     assert done.reason == rank_pb2.COMPLETION_REASON_SETTLED
+
+
+async def test_breaker_open_agrees_with_a_circuit_open_last_error_on_a_judge_kept_in_the_job(
+    fake_llm: FakeLLMServer, judged_server: StartServer
+) -> None:
+    # openai's first call fails twice and opens its breaker; its next calls are refused. The
+    # job settles on anthropic's answers before openai has failed five times in a row, so
+    # openai is never dropped, and its stats must still say that its breaker is open.
+    fake_llm.respond_with("openai", lambda request: HttpError(500, message="boom"))
+    fake_llm.respond_with("anthropic", rank_by_score)
+    stub = await judged_server(openai={"breaker": {"failure_threshold": 2, "cooldown_s": 60}})
+    judges = [llm_judge("openai"), llm_judge("anthropic")]
+    events = await run_job(stub, scored_spec(8, judges, batch_size=4, max_in_flight=1))
+
+    done = completed(events)
+    assert done.reason == rank_pb2.COMPLETION_REASON_SETTLED
+    broken = judge_stats(done, "openai/any-name")
+    assert broken.last_error.startswith("unavailable: circuit open")
+    assert 0 < broken.failed_calls < 5, "kept in the job"
+    assert broken.breaker_open
+    progress = [e.tiers_updated.stats for e in events if e.HasField("tiers_updated")]
+    for stats in [*progress, done.stats]:
+        for judge in stats.judges:
+            if judge.last_error.startswith("unavailable: circuit open"):
+                assert judge.breaker_open, judge
+    assert not judge_stats(done, "anthropic/any-name").breaker_open

@@ -155,7 +155,7 @@ async def test_an_early_end_keeps_the_answers_in_and_counts_the_rest_abandoned(
     completed = events[-1].completed
     expected_reason = {
         "cancel": rank_pb2.COMPLETION_REASON_CANCELLED,
-        "deadline": rank_pb2.COMPLETION_REASON_BUDGET_EXHAUSTED,
+        "deadline": rank_pb2.COMPLETION_REASON_DEADLINE_EXCEEDED,
     }[ending]
     assert completed.reason == expected_reason
     verdicts = [e.verdict for e in events if e.HasField("verdict")]

@@ -33,6 +33,7 @@ class CompletionReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     COMPLETION_REASON_CANCELLED: _ClassVar[CompletionReason]
     COMPLETION_REASON_JUDGES_UNAVAILABLE: _ClassVar[CompletionReason]
     COMPLETION_REASON_EXHAUSTED: _ClassVar[CompletionReason]
+    COMPLETION_REASON_DEADLINE_EXCEEDED: _ClassVar[CompletionReason]
 
 class JobView(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -54,6 +55,7 @@ COMPLETION_REASON_BUDGET_EXHAUSTED: CompletionReason
 COMPLETION_REASON_CANCELLED: CompletionReason
 COMPLETION_REASON_JUDGES_UNAVAILABLE: CompletionReason
 COMPLETION_REASON_EXHAUSTED: CompletionReason
+COMPLETION_REASON_DEADLINE_EXCEEDED: CompletionReason
 JOB_VIEW_UNSPECIFIED: JobView
 JOB_VIEW_BASIC: JobView
 JOB_VIEW_FULL: JobView
