@@ -181,3 +181,17 @@ async def test_a_key_for_a_tenant_that_does_not_exist_is_refused(keyed_server):
         admin_pb2.ListTenantsRequest(), metadata=operator.metadata
     )
     assert [t.name for t in tenants.tenants] == ["tenants/ops"]
+
+
+async def test_an_admin_of_the_operators_tenant_cannot_revoke_an_operator(keyed_server):
+    admin = keyed_server.session(await keyed_server.key("ops", admin_pb2.ROLE_ADMIN))
+    keys = await admin.admin.ListApiKeys(admin_pb2.ListApiKeysRequest(), metadata=admin.metadata)
+    operator_name = next(k.name for k in keys.keys if k.role == admin_pb2.ROLE_OPERATOR)
+    denied = await refused(
+        lambda: admin.admin.RevokeApiKey(
+            admin_pb2.RevokeApiKeyRequest(name=operator_name), metadata=admin.metadata
+        )
+    )
+    assert denied.code() == grpc.StatusCode.PERMISSION_DENIED
+    operator = keyed_server.admin
+    await operator.admin.ListTenants(admin_pb2.ListTenantsRequest(), metadata=operator.metadata)
