@@ -149,6 +149,26 @@ async def test_a_revoked_keys_open_streams_end(keyed_server):
     await _revoke_ends_its_streams(keyed_server, keyed_server, "team-a")
 
 
+async def test_a_stream_ended_by_a_revoke_gives_its_watcher_slot_back(keyed_server):
+    doomed_token = await keyed_server.member_key("team-w", max_watchers=1)
+    doomed = keyed_server.session(doomed_token)
+    job = await doomed.rank.CreateJob(
+        rank_pb2.CreateJobRequest(spec=_long_job()), metadata=doomed.metadata
+    )
+    stream = await _open_stream(doomed, job)
+    keys = await keyed_server.admin.admin.ListApiKeys(
+        admin_pb2.ListApiKeysRequest(tenant="team-w"), metadata=keyed_server.admin.metadata
+    )
+    (key,) = keys.keys
+    await keyed_server.admin.admin.RevokeApiKey(
+        admin_pb2.RevokeApiKeyRequest(name=key.name), metadata=keyed_server.admin.metadata
+    )
+    await _ends_revoked(stream, key.name)
+    # The tenant's one stream slot is free again for its other keys.
+    other = keyed_server.session(await keyed_server.member_key("team-w", max_watchers=1))
+    await _open_stream(other, job)
+
+
 async def test_a_revoke_on_one_replica_ends_streams_on_another(schema_url):
     token = operator_key(schema_url)
     async with AsyncExitStack() as stack:
