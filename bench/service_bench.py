@@ -199,15 +199,22 @@ async def auth_round(
 
 
 def _member_key(db: Path) -> str:
-    """A member key made on the database as an operator makes the first one."""
-    done = subprocess.run(
-        [sys.executable, "-m", "tierank.server.admin_tool", "CreateApiKey", "--db", str(db)],
-        input=json.dumps({"tenant": "bench", "role": "ROLE_MEMBER"}),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return json.loads(done.stdout)["secret"]
+    """A member key made on the database as an operator makes the first one (its tenant first:
+    keys are made only for tenants that exist)."""
+    answers = [
+        subprocess.run(
+            [sys.executable, "-m", "tierank.server.admin_tool", method, "--db", str(db)],
+            input=json.dumps(request),
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for method, request in (
+            ("SetTenant", {"tenant": "bench"}),
+            ("CreateApiKey", {"tenant": "bench", "role": "ROLE_MEMBER"}),
+        )
+    ]
+    return json.loads(answers[-1])["secret"]
 
 
 def compare_auth(args: argparse.Namespace, extra: tuple[str, ...]) -> None:

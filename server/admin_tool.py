@@ -1,10 +1,10 @@
 """`python -m tierank.server.admin_tool METHOD --db FILE`: one AdminService call, made directly
-on a database with no server running (this is how the first admin key is made).
+on a database with no server running (this is how the first operator key is made).
 
 The request message comes as JSON on stdin and the response goes as JSON to stdout (exit 0); a
 failure is one line on stderr (exit 1). The `tierank keys|tenants|usage --db` commands run this,
 so that the client never imports server code and both paths share the servicer's rules. Whoever
-can write the database file is its administrator: the call runs as an admin.
+can write the database file is its administrator: the call runs as the operator.
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from tierank.server.settings import OneLineParser, database_location, default_db
 from tierank.server.storage.base import StorageError
 from tierank.server.storage.by_url import open_storage
 from tierank.server.storage.sqlite import DatabaseLocked
-from tierank.server.tenancy.keys import DEFAULT_TENANT, ROLE_ADMIN
+from tierank.server.tenancy.keys import DEFAULT_TENANT, ROLE_OPERATOR
 from tierank.server.tenancy.sealing import Sealer, SealingError
 from tierank.v1 import admin_pb2
 
 _SERVICE = admin_pb2.DESCRIPTOR.services_by_name["AdminService"]
 METHODS = tuple(method.name for method in _SERVICE.methods)
-_OPERATOR = Caller(DEFAULT_TENANT, ROLE_ADMIN, origin="database operator")
+_OPERATOR = Caller(DEFAULT_TENANT, ROLE_OPERATOR, origin="database operator")
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -29,7 +29,8 @@ from tierank.server.rpc.auth import AUTH_NONE, Authenticator
 from tierank.server.rpc.eval_service import EVAL_SERVICE, EvalServicer
 from tierank.server.rpc.interceptor import EdgeInterceptor
 from tierank.server.rpc.rank_service import RankServicer
-from tierank.server.rpc.reflection import enable_reflection
+from tierank.server.rpc.reflection import REFLECTION_SERVICES, enable_reflection
+from tierank.server.rpc.revocation import StreamCredentials
 from tierank.server.rpc.tls import server_credentials
 from tierank.server.settings import ServerSettings
 from tierank.server.storage.base import Storage
@@ -71,15 +72,22 @@ def check_exposure(settings: ServerSettings) -> None:
         raise UnsafeSettings(
             f"refusing to serve {settings.listen} without authentication: anyone who reaches it "
             "could read every job and spend the provider keys. Serve with --auth keys (make "
-            "the first admin key with `tierank keys create --db FILE --tenant NAME --role "
-            "admin`), listen on 127.0.0.1, or pass --allow-unauthenticated"
+            "the first operator key with `tierank tenants set NAME --db FILE` and `tierank "
+            "keys create --db FILE --tenant NAME --role operator`), listen on 127.0.0.1, or "
+            "pass --allow-unauthenticated"
         )
 
 
-def _grpc_server(settings: ServerSettings, storage: Storage) -> grpc.aio.Server:
+def _grpc_server(
+    settings: ServerSettings, storage: Storage, streams: StreamCredentials
+) -> grpc.aio.Server:
     authenticator = Authenticator(storage, settings.auth)
+    # Health is left out: load balancers probe it without keys.
+    authenticated = (*SERVICES, *REFLECTION_SERVICES)
     return grpc.aio.server(
-        interceptors=[EdgeInterceptor(settings.max_message_bytes, SERVICES, authenticator)],
+        interceptors=[
+            EdgeInterceptor(settings.max_message_bytes, authenticated, authenticator, streams)
+        ],
         options=[
             # Above the API's limit, so that the interceptor can answer requests between the two
             # with a status naming the limit and the flag (see settings.transport_limit_bytes).
@@ -171,7 +179,8 @@ async def serve(
     )
     factory: JudgeFactory | None = None
     try:
-        server = _grpc_server(settings, storage)
+        streams = StreamCredentials(storage)
+        server = _grpc_server(settings, storage, streams)
         port = _listen(server, settings.listen, credentials)
         factory = JudgeFactory(judge_settings)
         replica = Replica(new_replica_id(), settings.lease_s)
@@ -209,9 +218,11 @@ async def serve(
             served = ("", *SERVICES)
             for service in served:
                 await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
-            # Health follows the database until the shutdown, NOT_SERVING from then on.
+            # Health follows the database until the shutdown, NOT_SERVING from then on; open
+            # streams follow their keys' revocation.
             async with anyio.create_task_group() as following:
                 following.start_soon(follow_database, storage, health_servicer, served)
+                following.start_soon(streams.run)
                 address = f"{settings.listen.rpartition(':')[0]}:{port}"
                 metrics_address = _expose_metrics(settings.metrics_listen)
                 if settings.ready_file:

@@ -117,12 +117,12 @@ def _bad_request(code: int, headline: str, violations: Sequence[FieldViolation])
     )
 
 
-def not_found(resource: str, resource_type: str = "tierank.v1.Job") -> ApiError:
+def not_found(resource: str, resource_type: str = "tierank.v1.Job", advice: str = "") -> ApiError:
     resource = clip(resource, _FIELD_BYTES)
     return ApiError(
         _status(
             code_pb2.NOT_FOUND,
-            f"{resource} not found",
+            f"{resource} not found" + (f"; {advice}" if advice else ""),
             _info("NOT_FOUND", resource=resource),
             error_details_pb2.ResourceInfo(resource_type=resource_type, resource_name=resource),
         )

@@ -215,7 +215,7 @@ def parser() -> argparse.ArgumentParser:
         choices=[AUTH_NONE, AUTH_KEYS],
         default=env("TIERANK_AUTH", AUTH_NONE),
         help="keys: every call needs an API key (authorization: Bearer); none: every caller is "
-        "the admin of tenant 'default', allowed only on loopback (env TIERANK_AUTH)",
+        "the operator, in tenant 'default', allowed only on loopback (env TIERANK_AUTH)",
     )
     p.add_argument(
         "--allow-unauthenticated",
@@ -228,8 +228,8 @@ def parser() -> argparse.ArgumentParser:
         "--reflection",
         choices=["on", "off"],
         default=env("TIERANK_REFLECTION"),
-        help="gRPC server reflection; default on with --auth none, off with --auth keys "
-        "(env TIERANK_REFLECTION)",
+        help="gRPC server reflection; default on with --auth none, off with --auth keys, "
+        "where it needs a key when on (env TIERANK_REFLECTION)",
     )
     p.add_argument(
         "--tls-cert",

@@ -1,8 +1,9 @@
 """What `tierank keys`, `tenants` and `usage` share: where the AdminService is, its calls, and
 the renderings of its messages.
 
-An admin command talks either to a running server (--server, with an admin key) or to the
-database file itself (--db), with no server running: that is how the first admin key is made.
+An admin command talks either to a running server (--server, with an admin or operator key) or
+to the database file itself (--db), with no server running, as the operator: that is how the
+first operator key is made.
 The client never imports the server, so --db runs the server's admin tool as a child process,
 `python -m tierank.server.admin_tool METHOD --db FILE`: the request message as JSON on stdin;
 the response message as JSON on stdout and exit status 0, or one line on stderr and status 1.
@@ -54,12 +55,12 @@ def add_admin_options(parser: argparse.ArgumentParser) -> None:
         "--format", choices=FORMATS, default="text", help="output format (default text)"
     )
     where = parser.add_argument_group("where (one of --server and --db)")
-    add_server_option(where, "; needs an admin key", from_env=False)
+    add_server_option(where, "; needs an admin or operator key", from_env=False)
     where.add_argument(
         "--db",
         metavar="FILE_OR_URL",
         help="work on this database directly (a SQLite file, or a postgresql:// URL), with no"
-        " server running (how the first admin key is made)",
+        " server running, as the operator (how the first operator key is made)",
     )
     add_security_options(where)
     where.add_argument(

@@ -1,4 +1,5 @@
-"""`tierank keys create | list | revoke`: API keys of tenants (an admin's job)."""
+"""`tierank keys create | list | revoke`: API keys of tenants (an admin's job for its own tenant,
+the operator's for every tenant)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,11 @@ from tierank.client.commands._admin import (
 from tierank.client.commands._shared import EXIT_OK, table_console
 from tierank.v1 import admin_pb2
 
-ROLES = {"member": admin_pb2.ROLE_MEMBER, "admin": admin_pb2.ROLE_ADMIN}
+ROLES = {
+    "member": admin_pb2.ROLE_MEMBER,
+    "admin": admin_pb2.ROLE_ADMIN,
+    "operator": admin_pb2.ROLE_OPERATOR,
+}
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -30,7 +35,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "keys",
         help="create, list and revoke API keys (admin)",
         description="API keys: each belongs to a tenant and is a member (runs and reads its"
-        " tenant's jobs) or an admin (also manages tenants, keys and quotas).",
+        " tenant's jobs), an admin (also manages its own tenant's keys, quotas and provider"
+        " keys) or an operator (manages every tenant, creates tenants, makes operator keys).",
     )
     actions = parser.add_subparsers(
         dest="action", metavar="ACTION", required=True, help="create, list or revoke"
@@ -39,13 +45,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     create = actions.add_parser(
         "create",
         help="make a key; its token is shown once",
-        description="Make a key for a tenant (a new tenant is created without limits). Its"
-        " token goes to stdout, alone on its line, and is never shown again: e.g."
-        " `export TIERANK_API_KEY=$(tierank keys create --tenant ops --role admin --db FILE)`.",
+        description="Make a key for an existing tenant (`tierank tenants set NAME` creates"
+        " one). Its token goes to stdout, alone on its line, and is never shown again: e.g."
+        " `export TIERANK_API_KEY=$(tierank keys create --tenant ops --role operator --db"
+        " FILE)`.",
     )
-    create.add_argument("--tenant", required=True, help="the tenant the key belongs to")
     create.add_argument(
-        "--role", choices=ROLES, default="member", help="what the key may do (default member)"
+        "--tenant", required=True, help="the tenant the key belongs to (it must exist)"
+    )
+    create.add_argument(
+        "--role",
+        choices=ROLES,
+        default="member",
+        help="what the key may do (default member; an operator key needs an operator or --db)",
     )
     create.add_argument("--name", default="", metavar="LABEL", help='a label ("ci", "alice")')
     create.add_argument(
@@ -59,7 +71,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     create.set_defaults(handler=run_create)
 
     listing = actions.add_parser("list", help="list keys", description="List API keys.")
-    listing.add_argument("--tenant", default="", help="only this tenant's keys")
+    listing.add_argument(
+        "--tenant",
+        default="",
+        help="only this tenant's keys (default: every tenant's for an operator, the key's own"
+        " tenant's for an admin)",
+    )
     listing.add_argument("--all", action="store_true", help="include revoked keys")
     add_admin_options(listing)
     listing.set_defaults(handler=run_list)

@@ -1,5 +1,5 @@
 """`tierank tenants set | list | show | provider-key`: tenants, their limits and their own
-provider keys (an admin's job)."""
+provider keys (an admin's job for its own tenant; creating tenants is the operator's)."""
 
 from __future__ import annotations
 
@@ -55,9 +55,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
     setter = actions.add_parser(
         "set",
-        help="create a tenant or change its limits",
-        description="Create a tenant or change its limits; limits not named stay as they are."
-        " Over a limit, calls are refused with RESOURCE_EXHAUSTED.",
+        help="create a tenant (operator) or change its limits",
+        description="Create a tenant (an operator's key, or --db) or change its limits; limits"
+        " not named stay as they are. Over a limit, calls are refused with RESOURCE_EXHAUSTED.",
     )
     setter.add_argument("tenant", metavar="NAME", help="the tenant's id: letters, digits, '-', '_'")
     for field in quota_fields():
@@ -86,7 +86,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_admin_options(setter)
     setter.set_defaults(handler=run_set)
 
-    listing = actions.add_parser("list", help="list tenants", description="List tenants.")
+    listing = actions.add_parser(
+        "list",
+        help="list tenants",
+        description="List tenants: every one for an operator, its own for an admin.",
+    )
     add_admin_options(listing)
     listing.set_defaults(handler=run_list)
 

@@ -1,8 +1,10 @@
 """AdminService: tenants, API keys, quotas, provider keys and usage.
 
 Every method needs an admin caller except GetUsage, which a member may call for its own tenant.
-Every change is one audit line (server/rpc/audit.py). No response carries a key's secret, other
-than CreateApiKey's own, or any provider key.
+An admin acts on its own tenant only: to it, another tenant is NOT_FOUND exactly like one that
+does not exist. The operator acts on every tenant, and alone creates tenants, lists them all and
+makes operator keys. Every change is one audit line (server/rpc/audit.py). No response carries a
+key's secret, other than CreateApiKey's own, or any provider key.
 """
 
 from __future__ import annotations
@@ -12,11 +14,11 @@ import time
 import grpc
 
 from tierank.server.errors import (
+    ApiError,
     FieldViolation,
     failed_precondition,
     invalid_argument,
     not_found,
-    permission_denied,
 )
 from tierank.server.jobs.convert import timestamp
 from tierank.server.judges.settings import PROVIDERS
@@ -29,7 +31,7 @@ from tierank.server.names import (
     tenant_name,
 )
 from tierank.server.rpc import audit
-from tierank.server.rpc.auth import current_caller, require_admin
+from tierank.server.rpc.auth import Caller, current_caller, require_admin, require_operator
 from tierank.server.rpc.validation import NUL, NUL_RULE
 from tierank.server.storage.base import (
     LIMIT_NAMES,
@@ -39,7 +41,7 @@ from tierank.server.storage.base import (
     Storage,
     TenantRecord,
 )
-from tierank.server.tenancy.keys import ROLE_ADMIN, ROLE_MEMBER, new_key
+from tierank.server.tenancy.keys import ROLE_ADMIN, ROLE_MEMBER, ROLE_OPERATOR, new_key
 from tierank.server.tenancy.sealing import Sealer, SealingError
 from tierank.server.tenancy.spending import utc_day
 from tierank.v1 import admin_pb2, admin_pb2_grpc
@@ -49,8 +51,13 @@ _ROLES = {
     admin_pb2.ROLE_UNSPECIFIED: ROLE_MEMBER,
     admin_pb2.ROLE_MEMBER: ROLE_MEMBER,
     admin_pb2.ROLE_ADMIN: ROLE_ADMIN,
+    admin_pb2.ROLE_OPERATOR: ROLE_OPERATOR,
 }
-_ROLE_ENUMS = {ROLE_MEMBER: admin_pb2.ROLE_MEMBER, ROLE_ADMIN: admin_pb2.ROLE_ADMIN}
+_ROLE_ENUMS = {
+    ROLE_MEMBER: admin_pb2.ROLE_MEMBER,
+    ROLE_ADMIN: admin_pb2.ROLE_ADMIN,
+    ROLE_OPERATOR: admin_pb2.ROLE_OPERATOR,
+}
 MAX_DISPLAY_NAME_BYTES = 128
 MAX_SUBJECT_BYTES = 1024
 MAX_PROVIDER_KEY_BYTES = 4096
@@ -73,6 +80,22 @@ def _check_bytes(field: str, value: str, limit: int) -> list[FieldViolation]:
 def _raise_if(violations: list[FieldViolation]) -> None:
     if violations:
         raise invalid_argument(violations)
+
+
+def tenant_not_found(tenant: str) -> ApiError:
+    """The one answer for a tenant that does not exist and for one the caller may not see, so
+    that it never tells them apart."""
+    return not_found(
+        tenant_name(tenant),
+        _TENANT_TYPE,
+        f"an operator creates it with `tierank tenants set {tenant}`",
+    )
+
+
+def _check_visible(caller: Caller, rpc: str, tenant: str) -> None:
+    if not caller.sees_tenant(tenant):
+        audit.denied(caller, rpc, f"tenant {tenant} is not the caller's")
+        raise tenant_not_found(tenant)
 
 
 def key_view(key: KeyRecord) -> admin_pb2.ApiKey:
@@ -151,13 +174,22 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         if request.certificate_subject:
             mapped = await self._storage.key_for_subject(request.certificate_subject)
             if mapped is not None:
+                # Another tenant's key is not named: its id is none of this admin's business.
+                which = key_name(mapped.key_id) if caller.sees_tenant(mapped.tenant) else "a key"
                 violations.append(
                     FieldViolation(
                         "certificate_subject",
-                        f"is already mapped to {key_name(mapped.key_id)}; revoke that key first",
+                        f"is already mapped to {which}; revoke that key first",
                     )
                 )
         _raise_if(violations)
+        if _ROLES[request.role] == ROLE_OPERATOR:
+            require_operator(caller, "CreateApiKey", "making an operator key")
+        _check_visible(caller, "CreateApiKey", request.tenant)
+        # A key of a tenant that does not exist would make it, without limits: a typo in
+        # --tenant would go unnoticed, and a tenant is the operator's to create.
+        if await self._storage.get_tenant(request.tenant) is None:
+            raise tenant_not_found(request.tenant)
         made = new_key()
         record = KeyRecord(
             key_id=made.key_id,
@@ -177,10 +209,15 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     async def ListApiKeys(
         self, request: admin_pb2.ListApiKeysRequest, context: grpc.aio.ServicerContext
     ) -> admin_pb2.ListApiKeysResponse:
-        require_admin(current_caller(), "ListApiKeys")
-        if request.tenant:
-            _raise_if(_check_tenant("tenant", request.tenant))
-        keys = await self._storage.list_keys(request.tenant or None, request.include_revoked)
+        caller = current_caller()
+        require_admin(caller, "ListApiKeys")
+        tenant: str | None = request.tenant
+        if tenant:
+            _raise_if(_check_tenant("tenant", tenant))
+            _check_visible(caller, "ListApiKeys", tenant)
+        elif not caller.is_operator:
+            tenant = caller.tenant
+        keys = await self._storage.list_keys(tenant or None, request.include_revoked)
         return admin_pb2.ListApiKeysResponse(keys=[key_view(k) for k in keys])
 
     async def RevokeApiKey(
@@ -192,6 +229,13 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             key_id = parse_key_name(request.name)
         except BadName as bad:
             raise invalid_argument([FieldViolation("name", str(bad))]) from None
+        key = await self._storage.get_key(key_id)
+        if key is None or not caller.sees_tenant(key.tenant):
+            if key is not None:
+                audit.denied(caller, "RevokeApiKey", f"{request.name} is not the caller's")
+            raise not_found(request.name, _KEY_TYPE)
+        if key.role == ROLE_OPERATOR:
+            require_operator(caller, "RevokeApiKey", "revoking an operator key")
         key = await self._storage.revoke_key(key_id, time.time())
         if key is None:
             raise not_found(request.name, _KEY_TYPE)
@@ -216,6 +260,8 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
                     FieldViolation(f"clear_limits[{i}]", f"{name} is also set in quota")
                 )
         _raise_if(violations)
+        # An admin's own tenant exists (its key made it): so only the operator creates tenants.
+        _check_visible(caller, "SetTenant", request.tenant)
         allow = (
             request.allow_server_provider_keys
             if request.HasField("allow_server_provider_keys")
@@ -234,24 +280,28 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         )
         return tenant_view(tenant)
 
-    async def _tenant(self, field: str, tenant: str) -> TenantRecord:
-        _raise_if(_check_tenant(field, tenant))
-        record = await self._storage.get_tenant(tenant)
-        if record is None:
-            raise not_found(tenant_name(tenant), _TENANT_TYPE)
-        return record
-
     async def GetTenant(
         self, request: admin_pb2.GetTenantRequest, context: grpc.aio.ServicerContext
     ) -> admin_pb2.Tenant:
-        require_admin(current_caller(), "GetTenant")
-        return tenant_view(await self._tenant("tenant", request.tenant))
+        caller = current_caller()
+        require_admin(caller, "GetTenant")
+        _raise_if(_check_tenant("tenant", request.tenant))
+        _check_visible(caller, "GetTenant", request.tenant)
+        record = await self._storage.get_tenant(request.tenant)
+        if record is None:
+            raise tenant_not_found(request.tenant)
+        return tenant_view(record)
 
     async def ListTenants(
         self, request: admin_pb2.ListTenantsRequest, context: grpc.aio.ServicerContext
     ) -> admin_pb2.ListTenantsResponse:
-        require_admin(current_caller(), "ListTenants")
-        tenants = await self._storage.list_tenants()
+        caller = current_caller()
+        require_admin(caller, "ListTenants")
+        if caller.is_operator:
+            tenants = await self._storage.list_tenants()
+        else:
+            own = await self._storage.get_tenant(caller.tenant)
+            tenants = [own] if own is not None else []
         return admin_pb2.ListTenantsResponse(tenants=[tenant_view(t) for t in tenants])
 
     async def SetProviderKey(
@@ -264,6 +314,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             violations.append(FieldViolation("provider", f"must be one of {', '.join(PROVIDERS)}"))
         violations += _check_bytes("api_key", request.api_key, MAX_PROVIDER_KEY_BYTES)
         _raise_if(violations)
+        _check_visible(caller, "SetProviderKey", request.tenant)
         sealed = None
         if request.api_key:
             try:
@@ -272,7 +323,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
                 raise failed_precondition(str(error), "NO_SECRET_KEY") from None
         tenant = await self._storage.set_provider_key(request.tenant, request.provider, sealed)
         if tenant is None:
-            raise not_found(tenant_name(request.tenant), _TENANT_TYPE)
+            raise tenant_not_found(request.tenant)
         audit.admin_action(
             caller,
             "SetProviderKey",
@@ -288,12 +339,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         caller = current_caller()
         tenant = request.tenant or caller.tenant
         _raise_if(_check_tenant("tenant", tenant))
-        if tenant != caller.tenant and not caller.is_admin:
-            audit.denied(caller, "GetUsage", f"usage of tenant {tenant}")
-            raise permission_denied(
-                f"a member key sees only its own tenant's usage ({caller.tenant})",
-                "OWN_TENANT_ONLY",
-            )
+        _check_visible(caller, "GetUsage", tenant)
         day = utc_day()
         report = await self._storage.usage(tenant, day)
         record = await self._storage.get_tenant(tenant)

@@ -1,5 +1,9 @@
 """The one place where a tierank RPC's request is read and its failures become a status.
 
+Server reflection passes here too, for authentication only: what it shows helps an attacker,
+so with --auth keys it needs a key like any tierank RPC. Health checking does not: load
+balancers probe it without keys.
+
 Each unary and server-streaming method of the tierank services is re-wrapped so that gRPC hands
 it the request as raw bytes. That lets the server:
 
@@ -8,6 +12,7 @@ it the request as raw bytes. That lets the server:
 - answer bytes that are not a valid message (garbage, truncated, invalid UTF-8, nesting too
   deep) with INVALID_ARGUMENT rather than UNKNOWN and a protobuf class name;
 - authenticate the caller (server/rpc/auth.py) before anything else, and keep it for the call;
+- end a stream whose key is revoked while it is open (server/rpc/revocation.py);
 - bind the rpc name, the caller's tenant and a request id to every log line of the call;
 - turn ApiError into its rich status, a full or damaged database into a plain status, and any
   other exception into INTERNAL with the request id, never a class name or a traceback.
@@ -17,7 +22,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import aclosing, asynccontextmanager
 from typing import Any
 
 import grpc
@@ -37,6 +42,7 @@ from tierank.server.errors import (
     unavailable,
 )
 from tierank.server.rpc.auth import Authenticator, current_caller, set_caller
+from tierank.server.rpc.revocation import StreamCredentials
 from tierank.server.storage.base import (
     QuotaExceeded,
     StorageDamaged,
@@ -54,11 +60,16 @@ _QUOTA_ADVICE = "an admin can change it with `tierank tenants set`"
 
 class EdgeInterceptor(grpc.aio.ServerInterceptor):
     def __init__(
-        self, max_message_bytes: int, services: tuple[str, ...], authenticator: Authenticator
+        self,
+        max_message_bytes: int,
+        services: tuple[str, ...],
+        authenticator: Authenticator,
+        streams: StreamCredentials,
     ) -> None:
         self._max_message_bytes = max_message_bytes
         self._prefixes = tuple(f"/{service}/" for service in services)
         self._authenticator = authenticator
+        self._streams = streams
 
     async def intercept_service(
         self,
@@ -75,6 +86,7 @@ class EdgeInterceptor(grpc.aio.ServerInterceptor):
             handler.request_deserializer,
             details,
             self._authenticator,
+            self._streams,
         )
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
@@ -84,6 +96,12 @@ class EdgeInterceptor(grpc.aio.ServerInterceptor):
         if handler.unary_stream is not None:
             return grpc.unary_stream_rpc_method_handler(
                 call.stream(handler.unary_stream),
+                response_serializer=handler.response_serializer,
+            )
+        if handler.stream_stream is not None:  # server reflection
+            return grpc.stream_stream_rpc_method_handler(
+                call.bidi(handler.stream_stream),
+                request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer,
             )
         return handler
@@ -97,18 +115,20 @@ class _Call:
         deserialize: Callable[[bytes], Any],
         details: grpc.HandlerCallDetails,
         authenticator: Authenticator,
+        streams: StreamCredentials,
     ) -> None:
         self._rpc = method.rpartition("/")[2]
         self._max_message_bytes = max_message_bytes
         self._deserialize = deserialize
         self._authenticator = authenticator
-        self._metadata = {
-            key: value
-            for key, value in details.invocation_metadata or ()  # type: ignore[attr-defined]
-            if isinstance(value, str)
-        }
+        self._streams = streams
+        self._metadata: tuple[tuple[str, str | bytes], ...] = tuple(
+            details.invocation_metadata or ()  # type: ignore[attr-defined]
+        )
         # A client's own id, when it sends one, ties its logs to ours; cut so it cannot bloat them.
-        given = self._metadata.get(_REQUEST_ID_HEADER, "")[:64]
+        given = next(
+            (v for k, v in self._metadata if k == _REQUEST_ID_HEADER and isinstance(v, str)), ""
+        )[:64]
         self.request_id = given or secrets.token_hex(8)
 
     @asynccontextmanager
@@ -137,10 +157,33 @@ class _Call:
     ) -> Callable[..., AsyncIterator[Any]]:
         async def handle(raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             async with self._guard(context):
-                async for response in behaviour(self._parse(raw), context):
+                async for response in self._until_revoked(behaviour(self._parse(raw), context)):
                     yield response
 
         return handle
+
+    def bidi(
+        self, behaviour: Callable[..., AsyncIterator[Any]]
+    ) -> Callable[..., AsyncIterator[Any]]:
+        async def handle(
+            requests: AsyncIterator[Any], context: grpc.aio.ServicerContext
+        ) -> AsyncIterator[Any]:
+            async with self._guard(context):
+                async for response in self._until_revoked(behaviour(requests, context)):
+                    yield response
+
+        return handle
+
+    async def _until_revoked(self, responses: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        """The responses, until the caller's key is revoked (then KEY_REVOKED)."""
+        async with aclosing(responses):  # type: ignore[type-var]
+            with self._streams.watching(current_caller(), self._rpc) as stream:
+                while True:
+                    try:
+                        response = await stream.next_of(responses)
+                    except StopAsyncIteration:
+                        return
+                    yield response
 
     def _parse(self, raw: bytes) -> Any:
         if len(raw) > self._max_message_bytes:

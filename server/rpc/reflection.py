@@ -13,17 +13,19 @@ import grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 
 V1_SERVICE_NAME = "grpc.reflection.v1.ServerReflection"
+# Both names, for the interceptor: with --auth keys, reflection needs a key.
+REFLECTION_SERVICES = (V1_SERVICE_NAME, reflection.SERVICE_NAME)
 
 
 def enable_reflection(services: Sequence[str], server: grpc.aio.Server) -> None:
-    names = [*services, V1_SERVICE_NAME, reflection.SERVICE_NAME]
+    names = [*services, *REFLECTION_SERVICES]
     servicer = reflection.aio.ReflectionServicer(names)
     handler = grpc.stream_stream_rpc_method_handler(
         servicer.ServerReflectionInfo,
         request_deserializer=reflection_pb2.ServerReflectionRequest.FromString,
         response_serializer=reflection_pb2.ServerReflectionResponse.SerializeToString,
     )
-    for service in (V1_SERVICE_NAME, reflection.SERVICE_NAME):
+    for service in REFLECTION_SERVICES:
         server.add_generic_rpc_handlers(
             (grpc.method_handlers_generic_handler(service, {"ServerReflectionInfo": handler}),)
         )

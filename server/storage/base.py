@@ -178,7 +178,7 @@ class KeyRecord:
 
     key_id: str
     tenant: str
-    role: str  # "member" or "admin"
+    role: str  # "member", "admin" or "operator"
     display_name: str
     secret_hash: bytes
     create_time: float

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 DEFAULT_TENANT = "default"
 ROLE_MEMBER = "member"
 ROLE_ADMIN = "admin"
+# The server's own administrator: acts on every tenant (tenants, their keys, quotas, usage).
+ROLE_OPERATOR = "operator"
 _PREFIX = "trk"
 _TOKEN = re.compile(rf"{_PREFIX}_([0-9a-f]{{12}})_([A-Za-z0-9_-]{{43}})")
 

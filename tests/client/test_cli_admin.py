@@ -985,13 +985,15 @@ def test_db_refuses_security_flags(
 
 def test_a_key_made_on_the_database_works_until_revoked(tmp_path: Path, pki: Pki) -> None:
     db = tmp_path / "tierank.db"
-    made = tierank("keys", "create", "--tenant", "ops", "--role", "admin", "--db", str(db))
+    assert tierank("tenants", "set", "ops", "--db", str(db)).returncode == 0
+    made = tierank("keys", "create", "--tenant", "ops", "--role", "operator", "--db", str(db))
     assert made.returncode == 0, made.stderr
     admin_key = made.stdout.strip()
     tls = ("--tls-cert", str(pki.server.cert), "--tls-key", str(pki.server.key))
     with LocalServer(db=db, extra_args=("--auth", "keys", *tls)) as server:
         where = {"TIERANK_SERVER": server.address, "TIERANK_TLS_CA": str(pki.ca.cert)}
         as_admin = {**where, "TIERANK_API_KEY": admin_key}
+        assert tierank("tenants", "set", "team-a", env=as_admin).returncode == 0
         member = tierank("keys", "create", "--tenant", "team-a", env=as_admin)
         assert member.returncode == 0, member.stderr
         as_member = {**where, "TIERANK_API_KEY": member.stdout.strip()}
@@ -1016,6 +1018,31 @@ def test_a_key_made_on_the_database_works_until_revoked(tmp_path: Path, pki: Pki
     ]
     for result in (forbidden, anonymous, refused):
         assert_no_secret(result, admin_key, as_member["TIERANK_API_KEY"])
+
+
+def test_keys_create_for_a_tenant_that_does_not_exist_is_refused(tmp_path: Path, pki: Pki) -> None:
+    db = tmp_path / "tierank.db"
+    direct = tierank("keys", "create", "--tenant", "nosuchtenant", "--db", str(db))
+    assert tierank("tenants", "set", "ops", "--db", str(db)).returncode == 0
+    made = tierank("keys", "create", "--tenant", "ops", "--role", "operator", "--db", str(db))
+    tls = ("--tls-cert", str(pki.server.cert), "--tls-key", str(pki.server.key))
+    with LocalServer(db=db, extra_args=("--auth", "keys", *tls)) as server:
+        as_operator = {
+            "TIERANK_SERVER": server.address,
+            "TIERANK_TLS_CA": str(pki.ca.cert),
+            "TIERANK_API_KEY": made.stdout.strip(),
+        }
+        remote = tierank("keys", "create", "--tenant", "nosuchtenant", env=as_operator)
+        tenants = tierank("tenants", "list", "--format", "json", env=as_operator)
+    for result in (direct, remote):
+        assert result.returncode == 1
+        assert result.stdout == ""
+        assert result.stderr.splitlines()[-1] == (
+            "tierank keys: NOT_FOUND: tenants/nosuchtenant not found; an operator creates it"
+            " with `tierank tenants set nosuchtenant`"
+        )
+    # Neither way made the tenant on the side.
+    assert [t["name"] for t in json.loads(tenants.stdout)["tenants"]] == ["tenants/ops"]
 
 
 def test_every_admin_flag_has_help() -> None:

@@ -27,16 +27,20 @@ NODE_DIR = Path(__file__).resolve().parent / "node"
 
 
 def member_key(db: Path, tenant: str) -> str:
-    """A key made on the database before the server starts, as an operator makes one."""
-    done = subprocess.run(
-        [sys.executable, "-m", "tierank.server.admin_tool", "CreateApiKey", "--db", str(db)],
-        input=json.dumps({"tenant": tenant}),
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
-    return json.loads(done.stdout)["secret"]
+    """A key made on the database before the server starts, as an operator makes one (the
+    tenant first, then its key)."""
+    made = {}
+    for method in ("SetTenant", "CreateApiKey"):
+        done = subprocess.run(
+            [sys.executable, "-m", "tierank.server.admin_tool", method, "--db", str(db)],
+            input=json.dumps({"tenant": tenant}),
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        )
+        made = json.loads(done.stdout)
+    return made["secret"]
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
-"""A real server with --auth keys on loopback, its first admin key made as an operator makes it
-(`python -m tierank.server.admin_tool` on the database before the server starts), and sessions
-to call it as one tenant or another."""
+"""A real server with --auth keys on loopback, its first operator key made as an operator makes
+it (`python -m tierank.server.admin_tool` on the database before the server starts), and
+sessions to call it as one tenant or another."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from tierank.server.settings import ServerSettings
 from tierank.v1 import admin_pb2, admin_pb2_grpc, eval_pb2_grpc, rank_pb2_grpc
 
 
-def admin_tool(db: Path, method: str, request: dict) -> dict:
+def admin_tool(db: Path | str, method: str, request: dict) -> dict:
     """One AdminService call on the database, as `tierank keys --db` makes it."""
     done = subprocess.run(
         [sys.executable, "-m", "tierank.server.admin_tool", method, "--db", str(db)],
@@ -30,6 +30,12 @@ def admin_tool(db: Path, method: str, request: dict) -> dict:
         check=True,
     )
     return json.loads(done.stdout)
+
+
+def operator_key(db: Path | str) -> str:
+    """The first operator key, made as `tierank tenants set` and `keys create --db` make it."""
+    admin_tool(db, "SetTenant", {"tenant": "ops"})
+    return admin_tool(db, "CreateApiKey", {"tenant": "ops", "role": "ROLE_OPERATOR"})["secret"]
 
 
 @dataclass
@@ -71,13 +77,16 @@ class KeyedServer:
         return self.session(self.admin_token)
 
     async def member_key(self, tenant: str, **quota: float) -> str:
-        if quota:
-            await self.admin.admin.SetTenant(
-                admin_pb2.SetTenantRequest(tenant=tenant, quota=admin_pb2.Quota(**quota)),
-                metadata=self.admin.metadata,
-            )
+        return await self.key(tenant, admin_pb2.ROLE_MEMBER, **quota)
+
+    async def key(self, tenant: str, role: admin_pb2.Role.ValueType, **quota: float) -> str:
+        """A key of `tenant` (created, with these limits, by the operator) in this role."""
+        await self.admin.admin.SetTenant(
+            admin_pb2.SetTenantRequest(tenant=tenant, quota=admin_pb2.Quota(**quota)),
+            metadata=self.admin.metadata,
+        )
         made = await self.admin.admin.CreateApiKey(
-            admin_pb2.CreateApiKeyRequest(tenant=tenant, role=admin_pb2.ROLE_MEMBER),
+            admin_pb2.CreateApiKeyRequest(tenant=tenant, role=role),
             metadata=self.admin.metadata,
         )
         return made.secret
@@ -85,8 +94,8 @@ class KeyedServer:
 
 @asynccontextmanager
 async def keyed_server_on(db: Path, **settings: object) -> AsyncIterator[KeyedServer]:
-    """Make the first admin key on `db`, then serve it with --auth keys."""
-    first = admin_tool(db, "CreateApiKey", {"tenant": "ops", "role": "ROLE_ADMIN"})
+    """Make the first operator key on `db`, then serve it with --auth keys."""
+    first = operator_key(db)
     server_settings = ServerSettings(
         listen="127.0.0.1:0", db=db, shutdown_grace_s=1.0, auth="keys", **settings
     )
@@ -94,7 +103,7 @@ async def keyed_server_on(db: Path, **settings: object) -> AsyncIterator[KeyedSe
         background_server(server_settings) as address,
         grpc.aio.insecure_channel(address) as channel,
     ):
-        yield KeyedServer(address, db, channel, first["secret"])
+        yield KeyedServer(address, db, channel, first)
 
 
 # LLM judges in these tests talk to the e2e fake provider (tests/e2e/graded_fakes.py).

@@ -319,7 +319,8 @@ async def test_a_member_calling_an_admin_rpc_is_denied(keyed_server):
         await member.admin.GetUsage(
             admin_pb2.GetUsageRequest(tenant="team-b"), metadata=member.metadata
         )
-    assert denied.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    # Another tenant does not exist for a member: no hint that team-b does.
+    assert denied.value.code() == grpc.StatusCode.NOT_FOUND
     own = await member.admin.GetUsage(admin_pb2.GetUsageRequest(), metadata=member.metadata)
     assert own.tenant == "team-a"
 

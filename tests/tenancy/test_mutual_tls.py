@@ -15,7 +15,7 @@ from grpc_status import rpc_status
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from certs import issue, make_ca
-from keyed import admin_tool
+from keyed import admin_tool, operator_key
 
 from tierank.server.app import background_server
 from tierank.server.settings import ServerSettings
@@ -50,7 +50,9 @@ async def test_a_mapped_client_certificate_is_its_keys_tenant(tmp_path):
     unmapped = issue(client_ca, tmp_path, "team-x", server=False, organization="Example")
     forged = issue(stranger_ca, tmp_path, "team-a", server=False, organization="Example")
     db = tmp_path / "t.db"
-    admin_token = admin_tool(db, "CreateApiKey", {"tenant": "ops", "role": "ROLE_ADMIN"})["secret"]
+    admin_token = operator_key(db)
+    for tenant in ("team-a", "team-b"):
+        admin_tool(db, "SetTenant", {"tenant": tenant})
     settings = ServerSettings(
         listen="127.0.0.1:0",
         db=db,

@@ -15,9 +15,11 @@ class Role(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ROLE_UNSPECIFIED: _ClassVar[Role]
     ROLE_MEMBER: _ClassVar[Role]
     ROLE_ADMIN: _ClassVar[Role]
+    ROLE_OPERATOR: _ClassVar[Role]
 ROLE_UNSPECIFIED: Role
 ROLE_MEMBER: Role
 ROLE_ADMIN: Role
+ROLE_OPERATOR: Role
 
 class ApiKey(_message.Message):
     __slots__ = ("name", "tenant", "role", "display_name", "create_time", "revoke_time", "certificate_subject")

@@ -80,8 +80,8 @@ class AdminServiceServicer:
     """Missing associated documentation comment in .proto file."""
 
     def CreateApiKey(self, request, context):
-        """Makes a key for a tenant (the tenant is created, without limits, if it is new). The secret
-        is in the response once and is stored only as a hash.
+        """Makes a key for an existing tenant (NOT_FOUND for a tenant that does not exist: SetTenant
+        creates it). The secret is in the response once and is stored only as a hash.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -94,14 +94,17 @@ class AdminServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def RevokeApiKey(self, request, context):
-        """Takes effect on the key's next call. Revoking a revoked key returns it unchanged.
+        """Takes effect on the key's next call, and ends the key's open streams (WatchJob, Rank)
+        with UNAUTHENTICATED within a few seconds, on every replica. Revoking a revoked key returns
+        it unchanged.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def SetTenant(self, request, context):
-        """Creates a tenant or changes its limits; limits not named are left as they are.
+        """Creates a tenant (operator only) or changes its limits; limits not named are left as they
+        are.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -114,7 +117,8 @@ class AdminServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListTenants(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Every tenant for the operator; the caller's own tenant for an admin.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
