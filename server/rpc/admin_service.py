@@ -260,8 +260,11 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
                     FieldViolation(f"clear_limits[{i}]", f"{name} is also set in quota")
                 )
         _raise_if(violations)
-        # An admin's own tenant exists (its key made it): so only the operator creates tenants.
         _check_visible(caller, "SetTenant", request.tenant)
+        # Quotas and the use of the server's provider keys bound what a tenant may spend of the
+        # platform's money, so a tenant's own admin cannot raise them; creating tenants is the
+        # operator's too.
+        require_operator(caller, "SetTenant", "setting a tenant's quotas")
         allow = (
             request.allow_server_provider_keys
             if request.HasField("allow_server_provider_keys")

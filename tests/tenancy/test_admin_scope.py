@@ -117,11 +117,18 @@ async def test_a_tenant_admin_manages_its_own_tenant_but_makes_no_operator(keyed
     await a.CreateApiKey(
         admin_pb2.CreateApiKeyRequest(tenant="team-a", role=admin_pb2.ROLE_ADMIN), metadata=md
     )
-    tenant = await a.SetTenant(
-        admin_pb2.SetTenantRequest(tenant="team-a", quota=admin_pb2.Quota(max_watchers=2)),
-        metadata=md,
+    before = await a.GetTenant(admin_pb2.GetTenantRequest(tenant="team-a"), metadata=md)
+    own_quota = await refused(
+        lambda: a.SetTenant(
+            admin_pb2.SetTenantRequest(tenant="team-a", quota=admin_pb2.Quota(max_watchers=9999)),
+            metadata=md,
+        )
     )
-    assert tenant.quota.max_watchers == 2
+    # Quotas bound the platform's spend: an admin reads its own but only the operator sets them.
+    assert own_quota.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert "operator" in own_quota.details()
+    after = await a.GetTenant(admin_pb2.GetTenantRequest(tenant="team-a"), metadata=md)
+    assert after == before
     assert (await a.GetUsage(admin_pb2.GetUsageRequest(), metadata=md)).tenant == "team-a"
     revoked = await a.RevokeApiKey(admin_pb2.RevokeApiKeyRequest(name=member.key.name), metadata=md)
     assert revoked.HasField("revoke_time")
