@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tierank.scheduler.bias import PositionBias
 from tierank.server.judges.base import FailureKind, JudgeFailure
 from tierank.v1 import rank_pb2
 
@@ -70,6 +71,7 @@ class StatsBook:
     def to_proto(
         self,
         critical_path: int,
+        position_bias: list[PositionBias],
         agreement: list[float | None] | None,
         settled: int,
         total: int,
@@ -86,8 +88,16 @@ class StatsBook:
                 last_error=b.last_error,
                 breaker_open=b.breaker_open,
                 abandoned_calls=b.abandoned,
+                position_bias=rank_pb2.PositionBias(
+                    verdicts=bias.verdicts, mean_tau=bias.mean_tau, z=bias.z, biased=bias.flagged
+                ),
             )
-            for b, rate in zip(self._judges, agreement or [None] * len(self._judges), strict=True)
+            for b, rate, bias in zip(
+                self._judges,
+                agreement or [None] * len(self._judges),
+                position_bias,
+                strict=True,
+            )
         ]
         return rank_pb2.JobStats(
             judge_calls=sum(b.calls for b in self._judges),
