@@ -20,6 +20,10 @@ from tierank.evaluation.rubric import DEFAULT_RUBRIC
 from tierank.server.judges.base import Passage
 
 TEMPLATE_VERSION = "listwise-v3"
+# Earlier templates whose qualifications still stand for this one: listwise-v3 changed only the
+# form of the example and the reading of out-of-range numbers, not what a judge is asked, so a
+# judge measured (and perhaps refused) under them is not a new judge.
+QUALIFICATIONS_CARRY_OVER_FROM = ("listwise-v2",)
 DEFAULT_PASSAGE_TOKEN_BUDGET = 300
 CHARS_PER_TOKEN = 4
 UPPER_BOUND_CHARS_PER_TOKEN = 2
