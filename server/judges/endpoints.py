@@ -45,9 +45,10 @@ def canonical_base_url(url: str, *, resolves_to_loopback: bool = False) -> str:
 
 
 async def resolves_only_to_loopback(url: str) -> bool:
-    """Whether the host of `url` is a name (not an address) whose every address is loopback."""
+    """Whether the host of `url` is a name (not an address, not `localhost`, which needs no
+    lookup) whose every address is loopback."""
     host = (urlsplit(url.strip()).hostname or "").rstrip(".")
-    if not host or _ip(host) is not None:
+    if not host or _ip(host) is not None or _is_loopback(host):
         return False
     with anyio.move_on_after(RESOLVE_TIMEOUT_S):
         try:

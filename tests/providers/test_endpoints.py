@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
 from tierank.server.judges.endpoints import canonical_base_url, resolves_only_to_loopback
@@ -58,7 +60,12 @@ def test_other_servers_stay_apart(one: str, other: str) -> None:
 
 
 async def test_a_name_is_loopback_only_when_all_its_addresses_are() -> None:
-    assert await resolves_only_to_loopback("http://localhost:8091/v1")
-    # Addresses are read as written, never looked up.
+    # Looked up: this machine's own name (loopback only where /etc/hosts maps it so).
+    own = socket.gethostname()
+    addresses = {info[4][0] for info in socket.getaddrinfo(own, None)}
+    expected = all(address.startswith("127.") or address == "::1" for address in addresses)
+    assert await resolves_only_to_loopback(f"http://{own}:8091/v1") == expected
+    # Addresses and localhost are read as written, never looked up.
     assert not await resolves_only_to_loopback("http://127.0.0.1:8091/v1")
+    assert not await resolves_only_to_loopback("http://localhost:8091/v1")
     assert not await resolves_only_to_loopback("http://no-such-host.invalid:8091/v1")
