@@ -11,15 +11,17 @@ The statistic per verdict is Kendall's tau between shown position and answered r
 candidates the verdict ranks: +1 is the shown order repeated, -1 the shown order reversed. For
 m candidates ranked independently of their positions, tau has mean 0 and variance
 2(2m + 5) / (9m(m - 1)) (exact for a uniformly random order; presentations balanced by
-positions.py only lower it). Over a judge's verdicts, z = sum(tau) / sqrt(sum(variance)) is
-then about standard normal. A judge is flagged when, after at least MIN_VERDICTS verdicts,
-|z| >= Z_THRESHOLD (a two-sided false-alarm rate of 0.01% at any one look) and the mean tau is
-at least MIN_MEAN_TAU away from 0. The reading is looked at after every verdict, so the rate
-per look is kept that low: simulated honest judges are ever flagged in about 0.1% of jobs of
-150 verdicts (batches of 2 to 10; tests/scheduler/test_bias.py). The effect-size floor keeps a
-long job from flagging the mild primacy most real models show. A judge that reverses or repeats
-the shown order of batches of 5 or more is flagged after MIN_VERDICTS verdicts (the floor
-keeps a handful of coarse early readings from deciding); of pairs (k = 2), after 16.
+positions.py only lower it). Over a judge's verdicts the taus are combined with inverse-variance
+weights w = 1 / variance: a verdict on 7 passages says far more than one on 2. The weighted
+mean is sum(w tau) / sum(w), and z = sum(w tau) / sqrt(sum(w)) is then about standard
+normal. A judge is flagged when, after at least MIN_VERDICTS verdicts, |z| >= Z_THRESHOLD (a
+two-sided false-alarm rate of 0.01% at any one look) and the mean tau is at least MIN_MEAN_TAU
+away from 0. The reading is looked at after every verdict, so the rate per look is kept that
+low: simulated honest judges are ever flagged in about 0.1% of jobs of 150 verdicts (batches
+of 2 to 10; tests/scheduler/test_bias.py). The effect-size floor keeps a long job from flagging
+the mild primacy most real models show. A judge that reverses or repeats the shown order of
+batches of 5 or more is flagged after MIN_VERDICTS verdicts (the floor keeps a handful of
+coarse early readings from deciding); of pairs (k = 2), after 16.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ class PositionBias:
 
     # Verdicts that ranked at least two candidates.
     verdicts: int = 0
-    # Mean Kendall tau between shown position and answered rank; +1 follows the shown order.
+    # Mean Kendall tau between shown position and answered rank, each verdict weighted by the
+    # inverse of its null variance; +1 follows the shown order.
     mean_tau: float = 0.0
     # The mean's distance from 0 in null standard errors.
     z: float = 0.0
@@ -75,21 +78,22 @@ class PositionBiasMeter:
 
     def __init__(self) -> None:
         self._verdicts = 0
-        self._tau_sum = 0.0
-        self._variance_sum = 0.0
+        self._weighted_tau_sum = 0.0
+        self._weight_sum = 0.0
 
     def add(self, presented: Sequence[object], ordering: Sequence[object]) -> None:
         if len(ordering) < 2:
             return
+        weight = 1 / null_variance(len(ordering))
         self._verdicts += 1
-        self._tau_sum += position_tau(presented, ordering)
-        self._variance_sum += null_variance(len(ordering))
+        self._weighted_tau_sum += weight * position_tau(presented, ordering)
+        self._weight_sum += weight
 
     def reading(self) -> PositionBias:
         if not self._verdicts:
             return PositionBias()
         return PositionBias(
             verdicts=self._verdicts,
-            mean_tau=self._tau_sum / self._verdicts,
-            z=self._tau_sum / math.sqrt(self._variance_sum),
+            mean_tau=self._weighted_tau_sum / self._weight_sum,
+            z=self._weighted_tau_sum / math.sqrt(self._weight_sum),
         )
