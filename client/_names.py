@@ -65,3 +65,14 @@ STATE_NAMES = tuple(
 def abandoned_note(stats: rank_pb2.JobStats) -> str:
     """The suffix ", N abandoned" for a job that ended with calls unanswered; else empty."""
     return f", {stats.abandoned_calls} abandoned" if stats.abandoned_calls else ""
+
+
+def position_bias_note(stats: rank_pb2.JobStats) -> str:
+    """ "; judge J follows shown positions (...)" for each judge flagged as position-biased."""
+    return "".join(
+        f"; judge {judge.judge} follows shown positions (mean tau"
+        f" {judge.position_bias.mean_tau:+.2f} over {judge.position_bias.verdicts} verdicts,"
+        f" {'reversing' if judge.position_bias.mean_tau < 0 else 'repeating'} the shown order)"
+        for judge in stats.judges
+        if judge.position_bias.biased
+    )

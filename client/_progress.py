@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tierank.client._errors import TierankError
-from tierank.client._names import abandoned_note, reason_name
+from tierank.client._names import abandoned_note, position_bias_note, reason_name
 from tierank.v1 import rank_pb2
 
 _TOP_TIERS_SHOWN = 5
@@ -41,7 +41,7 @@ def describe_event(event: rank_pb2.JobEvent) -> str:
         update = event.tiers_updated
         return (
             f"{head} {update.settled_count}/{update.total_count} settled;"
-            f" top {format_tiers(update.tiers[:3])}"
+            f" top {format_tiers(update.tiers[:3])}{position_bias_note(update.stats)}"
         )
     if kind == "completed":
         completed = event.completed
@@ -49,6 +49,7 @@ def describe_event(event: rank_pb2.JobEvent) -> str:
             f"{head} ({reason_name(completed.reason)}): {completed.stats.settled_count}/"
             f"{completed.stats.total_count} settled, {completed.stats.judge_calls} judge calls"
             f"{abandoned_note(completed.stats)}, critical path {completed.stats.critical_path}"
+            f"{position_bias_note(completed.stats)}"
         )
     if kind == "failed":
         return f"{head}: {event.failed.error.message}"

@@ -26,7 +26,13 @@ from rich.table import Table
 from rich.text import Text
 
 from tierank.client._console import Console
-from tierank.client._names import abandoned_note, reason_name, state_name, status_text
+from tierank.client._names import (
+    abandoned_note,
+    position_bias_note,
+    reason_name,
+    state_name,
+    status_text,
+)
 from tierank.v1 import rank_pb2
 
 FORMATS = ("table", "json", "trec")
@@ -192,6 +198,7 @@ def summary_line(job: rank_pb2.Job) -> str:
         f" ({stats.failed_calls} failed, {stats.cached_calls} cached{abandoned_note(stats)}), "
         f"{stats.input_tokens} input / {stats.output_tokens} output tokens, "
         f"${stats.cost_usd:.4f}, critical path {stats.critical_path}, {stats.wall_seconds:.2f}s"
+        f"{position_bias_note(stats)}"
     )
     if job.HasField("error") and job.error.message:
         line += f"\nerror: {job.error.message}"

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
+from tierank.scheduler.bias import PositionBias, PositionBiasMeter
 from tierank.scheduler.ensemble import (
     Batch,
     contested_pairs,
@@ -171,6 +172,9 @@ class Tournament:
         self._critical_path = 0
         self._estimate: Callable[[JudgeCall], Cost] = one_call
         self._shown_order = ShownOrder()
+        self._position_bias = [PositionBiasMeter() for _ in range(self._judge_count)]
+        # Judges with at least one recorded vote.
+        self._voted = [False] * self._judge_count
 
     # -- public surface -------------------------------------------------------------------
 
@@ -245,6 +249,8 @@ class Tournament:
         batch = planned.batch
         batch.outstanding -= 1
         if len(ordering) >= 2:
+            self._position_bias[planned.call.judge].add(planned.call.presented, verdict.ordering)
+            self._voted[planned.call.judge] = True
             changes = self._tally.add_ordering(planned.call.judge, ordering)
             self._strengths.add_ordering(ordering, self._config.judge_weights[planned.call.judge])
             if changes:
@@ -286,7 +292,7 @@ class Tournament:
         settle it or free budget.
         """
         if self._target_settled():
-            return StopReason.SETTLED
+            return StopReason.SETTLED if self._trusted() else StopReason.POSITION_BIASED
         if not any(self._active):
             return StopReason.JUDGES_UNAVAILABLE
         if self._outstanding:
@@ -323,7 +329,11 @@ class Tournament:
 
     @property
     def settled_count(self) -> int:
-        return self._progress().settled.bit_count()
+        return self._progress().settled.bit_count() if self._trusted() else 0
+
+    def position_bias(self) -> list[PositionBias]:
+        """Per judge: how far its answers follow the positions it was shown (scheduler/bias.py)."""
+        return [meter.reading() for meter in self._position_bias]
 
     @property
     def total(self) -> int:
@@ -368,10 +378,11 @@ class Tournament:
         standings = progress.standings
         strength = self._strength(final)
         tiers, by_key = [], {}
+        trusted = self._trusted()
         for rank, component in enumerate(tiers_best_first(standings, strength), start=1):
             bits = standings.component_bits[component]
             members = self._best_first(standings.component_members[component], bits)
-            key = (rank, members, not bits & ~progress.settled)
+            key = (rank, members, trusted and not bits & ~progress.settled)
             tier = self._tier_by_key.get(key)
             if tier is None:
                 tier = Tier(rank=rank, members=tuple(self._ids[m] for m in members), settled=key[2])
@@ -391,6 +402,12 @@ class Tournament:
                 key=lambda m: (m - places * self._graph.net_wins(m, bits), m),
             )
         )
+
+    def _trusted(self) -> bool:
+        """Whether the votes include some from a judge not flagged for following positions:
+        votes from flagged judges alone settle nothing (their tiers stay provisional)."""
+        voters = [judge for judge in range(self._judge_count) if self._voted[judge]]
+        return not voters or any(not self._position_bias[j].reading().flagged for j in voters)
 
     def _target_settled(self) -> bool:
         return self._progress().settled.bit_count() == len(self._ids)

@@ -85,6 +85,9 @@ class StopReason(enum.StrEnum):
     # Nothing more a judge could resolve (e.g. every open pair is a judge tie that re-asking
     # did not break); the tiers stand as they are.
     EXHAUSTED = "exhausted"
+    # The target settled, but only on votes of judges whose answers follow the positions they
+    # were shown (scheduler/bias.py): the tiers stand as provisional.
+    POSITION_BIASED = "position_biased"
 
 
 @dataclass(frozen=True)

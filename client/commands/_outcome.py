@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tierank.client._names import abandoned_note, reason_name
+from tierank.client._names import abandoned_note, position_bias_note, reason_name
 from tierank.client.commands._shared import (
     EXIT_BROKEN_PIPE,
     EXIT_NO_VERDICTS,
@@ -54,6 +54,7 @@ def outcome(job: rank_pb2.Job) -> Outcome:
         return Outcome(
             EXIT_PROVISIONAL,
             f"warning: provisional result ({reason_name(job.completion_reason)}):"
-            f" {stats.settled_count}/{stats.total_count} settled in {job.name}",
+            f" {stats.settled_count}/{stats.total_count} settled in {job.name}"
+            f"{position_bias_note(stats)}",
         )
     return Outcome(EXIT_OK)

@@ -138,6 +138,45 @@ def _share(p: eval_pb2.Proportion) -> str:
     return f"{p.value:.2f} [{p.low:.2f}, {p.high:.2f}] ({p.count}/{p.total})"
 
 
+# A judge giving one grade to this share of the passages (far more often than the humans did)
+# is called out under its figures.
+_ONE_GRADE_SHARE = 0.8
+
+
+def _grade_lines(confusion: eval_pb2.ConfusionMatrix) -> list[str]:
+    """How often each grade was given by the judge and by the humans, and the confusion matrix
+    (rows: human grade, columns: the judge's): F1 and recall alone hide a judge that gives
+    nearly every passage the same grade."""
+    grades = list(confusion.grades)
+    rows = [list(row.counts) for row in confusion.rows]
+    human = [sum(row) for row in rows]
+    judged = [sum(column) for column in zip(*rows, strict=True)] if rows else []
+    total = sum(human)
+    if not total:
+        return []
+    width = max(len(str(n)) for n in [*grades, *human, *judged]) + 1
+    header = "".join(f"{g:>{width}}" for g in grades)
+
+    def counts(values: list[int]) -> str:
+        return "".join(f"{n:>{width}}" for n in values)
+
+    lines = [
+        f"  grades given     {header}",
+        f"    by the judge   {counts(judged)}",
+        f"    by the humans  {counts(human)}",
+        "  confusion (rows: the human grade, columns: the judge's)",
+        *(f"    human {g:<8} {counts(row)}" for g, row in zip(grades, rows, strict=True)),
+    ]
+    most = max(judged)
+    common = grades[judged.index(most)]
+    if most >= _ONE_GRADE_SHARE * total and human[judged.index(most)] < most / 2:
+        lines.append(
+            f"  note: the judge gave grade {common} to {most} of {total} passages;"
+            " precision, recall and F1 say little about such a judge"
+        )
+    return lines
+
+
 def print_report(q: eval_pb2.Qualification) -> None:
     listwise = q.listwise
     lines = [
@@ -169,6 +208,7 @@ def print_report(q: eval_pb2.Qualification) -> None:
             f"{pw.relevance_threshold}",
             f"  precision {_share(pw.precision)}",
             f"  recall    {_share(pw.recall)}",
+            *_grade_lines(pw.confusion),
         ]
     cost = q.cost
     lines += [

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from tierank.server.errors import FieldViolation, failed_precondition, invalid_argument
 from tierank.server.judges.base import Judge
 from tierank.server.names import qualification_name
-from tierank.server.storage.base import Storage
+from tierank.server.storage.base import QualificationRecord, Storage
 from tierank.v1 import rank_pb2
 
 
@@ -25,23 +25,21 @@ async def admit(
     for i, (judge, built) in enumerate(zip(spec.judges, judges, strict=True)):
         judge.ClearField("qualification")  # output only: never what a client says
         await built.prepare()
-        identity = built.judge_identity()
-        latest = await storage.list_qualifications(tenant, identity, 1)
+        record = await _latest_qualification(storage, tenant, built.qualification_identities())
         field = f"spec.judges[{i}]"
-        if not latest:
+        if record is None:
             if judge.weight_from_qualification:
                 violations.append(
                     FieldViolation(
                         f"{field}.weight_from_qualification",
-                        f"this tenant has no qualification of {identity}: run `tierank "
-                        "qualify` with this judge first",
+                        f"this tenant has no qualification of {built.judge_identity()}: run "
+                        "`tierank qualify` with this judge first",
                     )
                 )
             continue
-        record = latest[0]
         judge.qualification = qualification_name(record.qualification_id)
         if not record.usable:
-            at_chance.append(f"{field} ({identity}, {judge.qualification})")
+            at_chance.append(f"{field} ({record.judge_identity}, {judge.qualification})")
         elif judge.weight_from_qualification:
             judge.weight = record.weight
     if violations:
@@ -53,6 +51,18 @@ async def admit(
             "--allow-unqualified-judges) to use them anyway",
             "JUDGE_NOT_QUALIFIED",
         )
+
+
+async def _latest_qualification(
+    storage: Storage, tenant: str, identities: Sequence[str]
+) -> QualificationRecord | None:
+    """The latest qualification under the first of `identities` that has one: the judge's
+    identity before the earlier spellings of it that older qualifications are stored under."""
+    for identity in identities:
+        found = await storage.list_qualifications(tenant, identity, 1)
+        if found:
+            return found[0]
+    return None
 
 
 def as_requested(spec: rank_pb2.JobSpec) -> rank_pb2.JobSpec:

@@ -79,7 +79,12 @@ _REASONS = {
     StopReason.BUDGET_EXHAUSTED: rank_pb2.COMPLETION_REASON_BUDGET_EXHAUSTED,
     StopReason.JUDGES_UNAVAILABLE: rank_pb2.COMPLETION_REASON_JUDGES_UNAVAILABLE,
     StopReason.EXHAUSTED: rank_pb2.COMPLETION_REASON_EXHAUSTED,
+    StopReason.POSITION_BIASED: rank_pb2.COMPLETION_REASON_POSITION_BIASED,
 }
+# The requested tiers are known (trusted or not): no more calls are planned.
+_TARGET_REACHED = frozenset(
+    {rank_pb2.COMPLETION_REASON_SETTLED, rank_pb2.COMPLETION_REASON_POSITION_BIASED}
+)
 
 
 class _Wake(enum.Enum):
@@ -266,8 +271,9 @@ class JobRunner:
                                 arrived[item.call.call_id] = item
                 # Cancelled, past the deadline or out of judges: the calls in flight are abandoned.
                 calls.cancel_scope.cancel()
-            if reason is None and tournament.stop_reason() == StopReason.SETTLED:
-                reason = rank_pb2.COMPLETION_REASON_SETTLED  # settled before the cancel came
+            stopped = tournament.stop_reason()
+            if reason is None and stopped is not None and _REASONS[stopped] in _TARGET_REACHED:
+                reason = _REASONS[stopped]  # it settled before the cancel reached it
             await self._keep_answers(tournament, stats, order, arrived, receive)
         # The loop ends with no reason only on a cancel.
         final = rank_pb2.COMPLETION_REASON_CANCELLED if reason is None else reason
@@ -498,7 +504,7 @@ class JobRunner:
             reason = self._stop_reason(tournament)
             # A settled target still waits for the calls in flight: they are paid for, and in
             # an ensemble the batch's other judges may overturn what the first one said.
-            landing = reason == rank_pb2.COMPLETION_REASON_SETTLED and bool(tournament.in_flight)
+            landing = reason in _TARGET_REACHED and bool(tournament.in_flight)
             if reason is not None and not landing:
                 return reason
             if self._plan_due and not (self._draining or landing):
@@ -588,6 +594,7 @@ class JobRunner:
         # recompute on every update, so progress updates leave it out.
         return stats.to_proto(
             critical_path=tournament.critical_path,
+            position_bias=tournament.position_bias(),
             agreement=tournament.judge_agreement() if final else None,
             settled=tournament.settled_count,
             total=tournament.total,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tierank.scheduler.bias import PositionBias
 from tierank.server.judges.base import FailureKind, JudgeFailure
 from tierank.v1 import rank_pb2
 
@@ -71,6 +72,7 @@ class StatsBook:
     def to_proto(
         self,
         critical_path: int,
+        position_bias: list[PositionBias],
         agreement: list[float | None] | None,
         settled: int,
         total: int,
@@ -90,10 +92,14 @@ class StatsBook:
                 last_error=b.last_error,
                 breaker_open=b.dropped_by_breaker or breaker_open,
                 abandoned_calls=b.abandoned,
+                position_bias=rank_pb2.PositionBias(
+                    verdicts=bias.verdicts, mean_tau=bias.mean_tau, z=bias.z, biased=bias.flagged
+                ),
             )
-            for b, rate, breaker_open in zip(
+            for b, rate, bias, breaker_open in zip(
                 self._judges,
                 agreement or [None] * len(self._judges),
+                position_bias,
                 breakers_open,
                 strict=True,
             )

@@ -147,6 +147,11 @@ class ConfiguredJudge(abc.ABC):
         anything that depends on the job's pool (a judge is qualified once, for every pool)."""
         return self.cache_identity()
 
+    def qualification_identities(self) -> list[str]:
+        """What this judge's qualifications may be stored under, the judge identity first;
+        later ones are earlier spellings of the same judge, still honoured."""
+        return [self.judge_identity()]
+
     async def prepare(self) -> None:
         """Learn what `cacheable` and `cache_identity` depend on beyond the spec (what a
         self-hosted server says it serves). Call it before reading them; it is cheap again."""

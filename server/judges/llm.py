@@ -39,6 +39,7 @@ from tierank.server.judges.parse import Unreadable, parse_ranking
 from tierank.server.judges.prices import TokenCounts, cost_usd
 from tierank.server.judges.prompt import (
     DEFAULT_PASSAGE_TOKEN_BUDGET,
+    QUALIFICATIONS_CARRY_OVER_FROM,
     TEMPLATE_VERSION,
     AnswerFormat,
     corrective_message,
@@ -206,9 +207,15 @@ class LLMJudge(Judge):
     ) -> Completion:
         """One SDK call, asking for `schema` when given; raises CallError for any failure."""
 
-    def _identity_extras(self) -> Mapping[str, object]:
-        """Provider-specific parts of the cache identity."""
+    def _identity_extras(self, as_spelled: bool = False) -> Mapping[str, object]:
+        """Provider-specific parts of the cache identity; `as_spelled`: as they were written
+        before identities were canonical (see `qualification_identities`)."""
         return {}
+
+    def _identity_model(self) -> str | None:
+        """The model as the identity knows it: the name in the spec, unless the provider says
+        what it serves (then None: the name is only a label)."""
+        return self.config.model
 
     def output_allowance(self, answer_tokens: int) -> int:
         """Output tokens the provider may bill for one request whose answer needs about
@@ -230,11 +237,21 @@ class LLMJudge(Judge):
     def cache_identity(self) -> str:
         return self.identity(TEMPLATE_VERSION)
 
-    def identity(self, template: str) -> str:
+    def qualification_identities(self) -> list[str]:
+        """The judge identity, then those its earlier qualifications may be stored under: the
+        same judge asked with a template its qualifications carry over from, and identities as
+        spelled before they were canonical (the endpoint as written, the model's label)."""
+        earlier = [
+            self.identity(template, as_spelled=True)
+            for template in (TEMPLATE_VERSION, *QUALIFICATIONS_CARRY_OVER_FROM)
+        ]
+        return list(dict.fromkeys([self.judge_identity(), *earlier]))
+
+    def identity(self, template: str, *, as_spelled: bool = False) -> str:
         """This judge's model and parameters, with the version of the prompt it is asked."""
         identity = {
             "provider": self.provider,
-            "model": self.config.model,
+            "model": self.config.model if as_spelled else self._identity_model(),
             "temperature": self.config.temperature,
             "max_output_tokens": self.config.max_output_tokens,
             "reasoning": self.config.reasoning,
@@ -242,7 +259,7 @@ class LLMJudge(Judge):
             "answer_format": str(self.answer_format),
             "passage_token_budget": self.passage_token_budget,
             "template": template,
-            **self._identity_extras(),
+            **self._identity_extras(as_spelled),
         }
         return json.dumps(identity, sort_keys=True, separators=(",", ":"))
 

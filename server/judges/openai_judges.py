@@ -13,6 +13,7 @@ import structlog
 
 from tierank.server.judges.base import BatchRequest, FailureKind, JudgeConfig, JudgeReply
 from tierank.server.judges.bounded_http import bounded_event_hooks
+from tierank.server.judges.endpoints import canonical_base_url, resolves_only_to_loopback
 from tierank.server.judges.llm import (
     AnswerSchema,
     Completion,
@@ -202,6 +203,8 @@ class OpenAICompatibleJudge(OpenAIJudge):
         self._reported: str | None = None
         self._listing = asyncio.Lock()
         self._prepared = False
+        # The canonical endpoint, once prepare() has resolved its host name.
+        self._server: str | None = None
 
     @property
     def cacheable(self) -> bool:
@@ -210,18 +213,26 @@ class OpenAICompatibleJudge(OpenAIJudge):
     def _served_model(self) -> str | None:
         return self._reported if not self._lists_models else self._listed
 
-    def _identity_extras(self) -> Mapping[str, object]:
+    def _identity_extras(self, as_spelled: bool = False) -> Mapping[str, object]:
         # On a self-hosted server the endpoint decides which weights a model name means.
+        base_url = self.shared.provider_settings.base_url or ""
         return {
-            "base_url": self.shared.provider_settings.base_url,
+            "base_url": base_url if as_spelled else self._server or canonical_base_url(base_url),
             "served_model": self._served_model(),
         }
+
+    def _identity_model(self) -> str | None:
+        # What the server lists is the model; the name a job gives it only picks the entry.
+        return None if self._lists_models and self._listed is not None else self.config.model
 
     async def prepare(self) -> None:
         if self._prepared:  # every call after the first: no lock to take
             return
         async with self._listing:
             if not self._prepared:
+                base_url = self.shared.provider_settings.base_url or ""
+                loopback = await resolves_only_to_loopback(base_url)
+                self._server = canonical_base_url(base_url, resolves_to_loopback=loopback)
                 self._listed = await self._list_served_model()
                 self._prepared = True
 

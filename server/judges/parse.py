@@ -8,13 +8,16 @@ Accepted forms: JSON `{"ranking": [3, 1, 2]}` (optionally inside a ```json fence
 - A text ranking is a run of bracketed numbers joined by `>` alone. A run that joins some of its
   numbers by `>` and others by anything else without words in between (`[1] [2] > [3]`,
   `[1], [2] > [3]`) is ambiguous, hence unreadable: only a whole run is read, never a piece.
-- An answer that equals the prompt's own example (`prompt.example_ranking`), or that quotes the
-  JSON form `{"ranking": [...]}`, is an echo of the instructions, not a verdict. A JSON
-  ranking that does not decode is unreadable, even beside one that does.
+- The text instruction's example is written in letters (`prompt.EXAMPLE_PLACEHOLDERS`), so no
+  echo of it, whole or in part, names a passage; an answer holding a bracketed letter, or
+  quoting the JSON form `{"ranking": [...]}`, is an echo of the instructions, not a verdict. A
+  JSON ranking that does not decode is unreadable, even beside one that does.
 - A number named twice is unreadable (it is placed in two conflicting positions), unless the
   repeats are next to each other (`[3] > [3] > [1]` states only 3 > 1).
-- Out-of-range numbers are dropped. A partial ranking is kept as it is: it states only the
-  pairs among its members and is never padded. Fewer than two usable numbers: unreadable.
+- A number that is not one of the passages 1..k makes the whole answer unreadable: the judge
+  is not ranking these passages (it may be quoting an example, or another batch), so none of
+  its pairs can be trusted. A partial ranking is kept as it is: it states only the pairs among
+  its members and is never padded. Fewer than two numbers: unreadable.
 - A truncated answer (the provider stopped at its output-token limit) keeps only items that are
   certainly complete: a bracketed `[n]` closes itself, but a trailing JSON number may be cut
   (`[3, 1, 2` could have been `[3, 1, 25]`), so only numbers followed by a comma count.
@@ -28,12 +31,12 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from tierank.server.judges.prompt import example_ranking
-
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*(.*?)\s*```$", re.DOTALL)
 _JSON_OBJECT = re.compile(r'\{\s*"ranking"\s*:\s*\[[^\[\]{}]*\]\s*\}')
 _JSON_TRUNCATED = re.compile(r'\{\s*"ranking"\s*:\s*\[((?:\s*-?\d+\s*,)*)')
 _TEXT_ITEM = re.compile(r"\[\s*(-?\d+)\s*\]")
+# A bracketed letter is a placeholder of the instruction's example, never a passage number.
+_PLACEHOLDER = re.compile(r"\[\s*[A-Za-z]\s*\]")
 # Text between two bracketed numbers that holds a word or a number splits them into two runs.
 _PROSE = re.compile(r"\w")
 
@@ -50,6 +53,8 @@ class Unreadable:
 
 def parse_ranking(text: str, k: int, *, truncated: bool = False) -> Ranking | Unreadable:
     body = _strip_fence(text.strip())
+    if _PLACEHOLDER.search(body):
+        return Unreadable("the answer repeats the example from the instructions")
     found = _find_rankings(body, truncated)
     if isinstance(found, Unreadable):
         return found
@@ -57,10 +62,7 @@ def parse_ranking(text: str, k: int, *, truncated: bool = False) -> Ranking | Un
         return Unreadable("no ranking found")
     if len(found) > 1:
         return Unreadable(f"{len(found)} rankings found, expected exactly one")
-    items, is_text = found[0]
-    if is_text and tuple(items) == example_ranking(k):
-        return Unreadable("the answer repeats the example from the instructions")
-    return _clean(items, k)
+    return _clean(found[0], k)
 
 
 def _strip_fence(text: str) -> str:
@@ -68,8 +70,8 @@ def _strip_fence(text: str) -> str:
     return fenced.group(1) if fenced else text
 
 
-# Each ranking found, with whether it was written in the text form.
-Found = list[tuple[list[object], bool]]
+# The items of each ranking found, JSON or text.
+Found = list[list[object]]
 
 
 def _find_rankings(body: str, truncated: bool) -> Found | Unreadable:
@@ -79,7 +81,7 @@ def _find_rankings(body: str, truncated: bool) -> Found | Unreadable:
     found: Found = []
     for match in _JSON_OBJECT.finditer(body):
         try:
-            found.append((json.loads(match.group(0))["ranking"], False))
+            found.append(json.loads(match.group(0))["ranking"])
         except ValueError:
             if "..." in match.group(0):
                 return Unreadable("the answer repeats the form from the instructions")
@@ -87,11 +89,11 @@ def _find_rankings(body: str, truncated: bool) -> Found | Unreadable:
     chains = _text_chains(body)
     if isinstance(chains, Unreadable):
         return chains
-    found += [(list(chain), True) for chain in chains]
+    found += [list(chain) for chain in chains]
     if not found and truncated:
         cut = _JSON_TRUNCATED.search(body)
         if cut:
-            found.append(([int(n) for n in cut.group(1).replace(",", " ").split()], False))
+            found.append([int(n) for n in cut.group(1).replace(",", " ").split()])
     return found
 
 
@@ -102,7 +104,7 @@ def _whole_json(body: str) -> Found | Unreadable | None:
     except ValueError:
         return None
     if isinstance(document, dict) and isinstance(document.get("ranking"), list):
-        return [(document["ranking"], False)]
+        return [document["ranking"]]
     return Unreadable('JSON answer without a "ranking" list')
 
 
@@ -145,7 +147,9 @@ def _clean(items: list[object], k: int) -> Ranking | Unreadable:
     repeated = min((n for n, count in Counter(collapsed).items() if count > 1), default=None)
     if repeated is not None:
         return Unreadable(f"the ranking names {repeated} twice, in different places")
-    numbers = [n for n in collapsed if 1 <= n <= k]
-    if len(numbers) < 2:
+    stray = next((n for n in collapsed if not 1 <= n <= k), None)
+    if stray is not None:
+        return Unreadable(f"the ranking names {stray}, but the passages are numbered 1 to {k}")
+    if len(collapsed) < 2:
         return Unreadable(f"the ranking names fewer than two of the passages 1..{k}")
-    return Ranking(tuple(numbers))
+    return Ranking(tuple(collapsed))

@@ -19,7 +19,11 @@ import math
 from tierank.evaluation.rubric import DEFAULT_RUBRIC
 from tierank.server.judges.base import Passage
 
-TEMPLATE_VERSION = "listwise-v2"
+TEMPLATE_VERSION = "listwise-v3"
+# Earlier templates whose qualifications still stand for this one: listwise-v3 changed only the
+# form of the example and the reading of out-of-range numbers, not what a judge is asked, so a
+# judge measured (and perhaps refused) under them is not a new judge.
+QUALIFICATIONS_CARRY_OVER_FROM = ("listwise-v2",)
 DEFAULT_PASSAGE_TOKEN_BUDGET = 300
 CHARS_PER_TOKEN = 4
 UPPER_BOUND_CHARS_PER_TOKEN = 2
@@ -57,10 +61,9 @@ def cut_to_budget(text: str, token_budget: int) -> str:
     return (cut[:boundary] if boundary > 0 else cut) + " …"
 
 
-def example_ranking(k: int) -> tuple[int, ...]:
-    """The ranking the text instruction shows as its example. Its length is never k, so a
-    complete answer cannot equal it, and an answer that does is an echo of the instructions."""
-    return (2, 4, 1, 3) if k == 3 else (2, 1, 3)
+# The text instruction's example ranking. Letters, not numbers: a model that echoes the example
+# (or any part of it) names no passage, so no echo can ever be read as a verdict.
+EXAMPLE_PLACEHOLDERS = ("C", "A", "B")
 
 
 def format_instruction(answer_format: AnswerFormat, k: int) -> str:
@@ -69,11 +72,11 @@ def format_instruction(answer_format: AnswerFormat, k: int) -> str:
             f'Answer with JSON only, of the form {{"ranking": [...]}}: the numbers of all {k} '
             "passages, most relevant first, each number exactly once."
         )
-    example = " > ".join(f"[{n}]" for n in example_ranking(k))
+    example = " > ".join(f"[{letter}]" for letter in EXAMPLE_PLACEHOLDERS)
     return (
         f"Answer with the ranking only: the numbers of all {k} passages in square brackets, "
-        f'most relevant first, separated by " > ", in the form {example} (an example for '
-        f"{len(example_ranking(k))} passages). Use each number exactly once."
+        f'most relevant first, separated by " > ", in the form {example} (where each letter '
+        f"stands for a passage number from 1 to {k}). Use each number exactly once."
     )
 
 

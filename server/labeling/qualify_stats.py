@@ -30,6 +30,10 @@ from tierank.v1 import eval_pb2
 _ACCURACY_FOR_WEIGHT = (0.5, 0.99)
 # A position ranked first this many times more often than chance is worth telling the user.
 _STRONG_BIAS = 2.0
+# Answers that repeat (or reverse) the whole shown order at least this often, by the interval's
+# low end, are worth telling the user: by chance a complete ranking of k >= 3 does it in at most
+# 1/6 of calls, and less than 1% from k = 6.
+_FOLLOWS_ORDER = 0.2
 # The grades a pointwise grader answers with; a confusion matrix always shows all of them.
 _GRADE_SCALE = (0, 3)
 
@@ -302,7 +306,7 @@ def judge_verdict(listwise: eval_pb2.ListwiseQuality) -> tuple[bool, float, str]
     figure = f"pair accuracy {_share_with_interval(accuracy)}"
     if accuracy.low <= 0.5:
         below = " below" if accuracy.high < 0.5 else ""
-        return False, 0.0, f"not usable: {figure} is{below} chance"
+        return False, 0.0, f"not usable: {figure} is{below} chance{_position_bias(listwise)}"
     clipped = min(max(accuracy.value, _ACCURACY_FOR_WEIGHT[0]), _ACCURACY_FOR_WEIGHT[1])
     weight = math.log(clipped / (1 - clipped))
     return True, weight, f"usable: {figure}{_position_bias(listwise)}"
@@ -313,17 +317,26 @@ def _share_with_interval(share: eval_pb2.Proportion) -> str:
 
 
 def _position_bias(listwise: eval_pb2.ListwiseQuality) -> str:
-    """A note on the most favoured position when it is ranked first far more often than chance
-    and its interval says this is not luck; empty otherwise."""
+    """A note on position bias, empty when none is clear: the most favoured position when it is
+    ranked first far more often than chance and its interval says this is not luck, and answers
+    that repeat or reverse the whole shown order often."""
+    notes = []
     strong = [
         p
         for p in listwise.first_position
         if p.ranked_first.value > _STRONG_BIAS * p.chance and p.ranked_first.low > p.chance
     ]
-    if not strong:
-        return ""
-    worst = max(strong, key=lambda p: p.ranked_first.value)
-    return (
-        f"; position bias: position {worst.position} ranked first "
-        f"{worst.ranked_first.value:.0%} (chance {worst.chance:.0%})"
-    )
+    if strong:
+        worst = max(strong, key=lambda p: p.ranked_first.value)
+        notes.append(
+            f"position {worst.position} ranked first "
+            f"{worst.ranked_first.value:.0%} (chance {worst.chance:.0%})"
+        )
+    for share, what in (
+        (listwise.repeats_shown_order, "repeats"),
+        (listwise.reverses_shown_order, "reverses"),
+    ):
+        # Of two passages, every complete answer repeats or reverses the shown order.
+        if listwise.batch_size > 2 and share.total and share.low >= _FOLLOWS_ORDER:
+            notes.append(f"{what} the shown order in {share.value:.0%} of answers")
+    return f"; position bias: {', '.join(notes)}" if notes else ""

@@ -98,6 +98,14 @@ async def test_a_judge_that_repeats_the_shown_order_is_not_usable(
     assert not result.usable and result.weight == 0
     assert result.verdict.startswith("not usable")
     assert result.cost.usage.input_tokens > 0  # real calls, through the SDK
+    # Issue 22 item 15: the one line says why, and it is what `tierank qualifications` lists.
+    assert "; position bias: position 1 ranked first 100% (chance 12%)" in result.verdict
+    assert "repeats the shown order in 100% of answers" in result.verdict
+    async with grpc.aio.insecure_channel(llm_server_address) as channel:
+        listed = await eval_pb2_grpc.EvalServiceStub(channel).ListQualifications(
+            eval_pb2.ListQualificationsRequest()
+        )
+    assert [q.verdict for q in listed.qualifications] == [result.verdict]
 
 
 async def test_jobs_are_admitted_by_the_latest_qualification(

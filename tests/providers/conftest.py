@@ -45,20 +45,21 @@ async def fake_llm() -> AsyncIterator[FakeLLMServer]:
 
 
 StartServer = Callable[..., Awaitable[rank_pb2_grpc.RankServiceStub]]
+StartAddress = Callable[..., Awaitable[str]]
 
 
 @pytest.fixture
-async def judged_server(
+async def judged_address(
     fake_llm: FakeLLMServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[StartServer]:
+) -> AsyncIterator[StartAddress]:
     """Starts an in-process tierank server whose providers all point at `fake_llm` (fast
     retries, a breaker that opens after 100 failures), each provider's settings overridable:
-    `await judged_server(**{"openai-compatible": {"timeout_s": 2}})`. Returns a stub."""
+    `await judged_address(**{"openai-compatible": {"timeout_s": 2}})`. Returns its address."""
     for name in _PROVIDER_ENV:
         monkeypatch.delenv(name, raising=False)
     async with AsyncExitStack() as running:
 
-        async def start(**overrides: Mapping[str, Any]) -> rank_pb2_grpc.RankServiceStub:
+        async def start(**overrides: Mapping[str, Any]) -> str:
             providers = {
                 flavor: {
                     "base_url": fake_llm.base_url(flavor),
@@ -79,8 +80,19 @@ async def judged_server(
                 shutdown_grace_s=2.0,
                 max_message_mb=4,
             )
-            address = await running.enter_async_context(background_server(settings))
-            channel = await running.enter_async_context(grpc.aio.insecure_channel(address))
+            return await running.enter_async_context(background_server(settings))
+
+        yield start
+
+
+@pytest.fixture
+async def judged_server(judged_address: StartAddress) -> AsyncIterator[StartServer]:
+    """As `judged_address`, returning a stub of the server."""
+    async with AsyncExitStack() as channels:
+
+        async def start(**overrides: Mapping[str, Any]) -> rank_pb2_grpc.RankServiceStub:
+            address = await judged_address(**overrides)
+            channel = await channels.enter_async_context(grpc.aio.insecure_channel(address))
             return rank_pb2_grpc.RankServiceStub(channel)
 
         yield start

@@ -22,7 +22,7 @@ from tierank.server.judges.prompt import AnswerFormat, corrective_message, forma
         ("[ 2 ]>[3] >[1]", (2, 3, 1)),
         ("My ranking: [2] > [1] > [3]. Passage [2] is best.", (2, 1, 3)),
         ('Sure. {"ranking": [1, 3]} is my answer', (1, 3)),
-        ("[3] > [3] > [1] > [7] > [0] > [2]", (3, 1, 2)),
+        ("[3] > [3] > [1] > [2]", (3, 1, 2)),
     ],
 )
 def test_readable_answers(text: str, expected: tuple[int, ...]) -> None:
@@ -40,7 +40,10 @@ def test_readable_answers(text: str, expected: tuple[int, ...]) -> None:
         ('{"order": [1, 2]}', '"ranking" list'),
         ('{"ranking": [1, "2"]}', "not integers"),
         ('{"ranking": [true, 2]}', "not integers"),
-        ("[3] > [9]", "fewer than two"),
+        ("[3] > [9]", "names 9, but the passages are numbered 1 to 3"),
+        ("[3] > [1] > [0] > [2]", "names 0"),
+        ('{"ranking": [2, 3, 1, 4]}', "names 4"),
+        ('{"ranking": [2]}', "fewer than two"),
         ('{"ranking": [3, 1,', "no ranking"),
         ("[1] > [2] > [1]", "names 1 twice"),
         ('{"ranking": [3, 1, 3, 2]}', "names 3 twice"),
@@ -77,7 +80,7 @@ def test_an_echo_of_the_json_instructions_is_not_a_ranking(k: int) -> None:
 def test_an_echo_of_the_instructions_is_not_a_ranking(k: int) -> None:
     """Issue 13 item 6: a small model answered the corrective follow-up with its example."""
     instruction = format_instruction(AnswerFormat.TEXT, k)
-    example = re.search(r"\[\d+\](?: > \[\d+\])+", instruction)
+    example = re.search(r"\[[A-Z]\](?: > \[[A-Z]\])+", instruction)
     assert example is not None
     for echo in (
         example.group(0),
@@ -86,9 +89,34 @@ def test_an_echo_of_the_instructions_is_not_a_ranking(k: int) -> None:
     ):
         parsed = parse_ranking(echo, k)
         assert isinstance(parsed, Unreadable), (k, echo)
-    # A complete answer never equals the example, so it is never mistaken for an echo.
     complete = " > ".join(f"[{n}]" for n in range(k, 0, -1))
     assert parse_ranking(complete, k) == Ranking(tuple(range(k, 0, -1)))
+
+
+@pytest.mark.parametrize("k", [2, 3, 4, 10, 20])
+def test_no_part_of_the_example_is_read_as_an_answer(k: int) -> None:
+    """Issue 22 item 14: at k=3 the example was [2] > [4] > [1] > [3]; the answer
+    [2] > [4] > [1] lost [4] as out of range and became the vote 2 > 1. The example now names
+    no passage, and any part of it, alone or mixed with numbers, is an echo."""
+    instruction = format_instruction(AnswerFormat.TEXT, k)
+    assert not re.search(r"\[\s*\d+\s*\]", instruction), instruction
+    letters = re.findall(r"\[([A-Z])\]", instruction)
+    assert len(letters) >= 2
+    for length in range(1, len(letters) + 1):
+        part = " > ".join(f"[{letter}]" for letter in letters[:length])
+        for echo in (part, f"{part} > [1] > [2]", f"[2] > [1] > {part}", part.lower()):
+            parsed = parse_ranking(echo, k)
+            assert isinstance(parsed, Unreadable), (k, echo, parsed)
+            assert "repeats the example" in parsed.reason
+
+
+def test_an_answer_naming_a_passage_that_is_not_there_states_no_pair() -> None:
+    """The answer of issue 22 item 14, and any ranking with a stray number: none of its pairs
+    are read, since the judge was not ranking the passages shown."""
+    for answer in ("[2] > [4] > [1]", "[2] > [4] > [1] > [3]", '{"ranking": [2, 4, 1]}'):
+        parsed = parse_ranking(answer, k=3)
+        assert isinstance(parsed, Unreadable), answer
+        assert "names 4" in parsed.reason
 
 
 def test_truncated_json_keeps_only_numbers_followed_by_a_comma() -> None:
@@ -110,18 +138,18 @@ def _collapsed(numbers: list[int]) -> list[int]:
 
 @given(st.lists(st.integers(min_value=-3, max_value=12), min_size=1, max_size=15))
 def test_never_invents_an_order(numbers: list[int]) -> None:
-    """Whatever comes back is the stated numbers in range, in order, each named once (an
-    immediate repeat aside); a number named in two places is never guessed at."""
+    """Whatever comes back is the stated numbers, in order, each named once (an immediate
+    repeat aside); a number named in two places or out of range is never guessed at."""
     k = 8
     collapsed = _collapsed(numbers)
     conflicting = len(set(collapsed)) != len(collapsed)
-    expected = [n for n in collapsed if 1 <= n <= k]
+    stray = any(not 1 <= n <= k for n in collapsed)
     for text in ('{"ranking": ' + str(numbers) + "}", " > ".join(f"[{n}]" for n in numbers)):
         parsed = parse_ranking(text, k)
-        if conflicting or len(expected) < 2:
+        if conflicting or stray or len(collapsed) < 2:
             assert isinstance(parsed, Unreadable)
-        elif text.startswith("{") or min(numbers) >= 0:
-            assert parsed == Ranking(tuple(expected))
+        else:
+            assert parsed == Ranking(tuple(collapsed))
 
 
 # -- answer shapes: bracketed numbers, separators, prose and JSON, in any order --------------
@@ -197,4 +225,4 @@ def test_no_answer_yields_a_pair_it_does_not_state_in_one_unambiguous_chain(
     # ... naming no number in two places, and the ranking is exactly what it states.
     stated = _collapsed([int(n) for n in re.findall(r"-?\d+", chain.group(0))])
     assert len(set(stated)) == len(stated), (text, parsed)
-    assert numbers == [n for n in stated if 1 <= n <= k], (text, parsed)
+    assert numbers == stated, (text, parsed)

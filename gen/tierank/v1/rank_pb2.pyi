@@ -34,6 +34,7 @@ class CompletionReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     COMPLETION_REASON_JUDGES_UNAVAILABLE: _ClassVar[CompletionReason]
     COMPLETION_REASON_EXHAUSTED: _ClassVar[CompletionReason]
     COMPLETION_REASON_DEADLINE_EXCEEDED: _ClassVar[CompletionReason]
+    COMPLETION_REASON_POSITION_BIASED: _ClassVar[CompletionReason]
 
 class JobView(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -56,6 +57,7 @@ COMPLETION_REASON_CANCELLED: CompletionReason
 COMPLETION_REASON_JUDGES_UNAVAILABLE: CompletionReason
 COMPLETION_REASON_EXHAUSTED: CompletionReason
 COMPLETION_REASON_DEADLINE_EXCEEDED: CompletionReason
+COMPLETION_REASON_POSITION_BIASED: CompletionReason
 JOB_VIEW_UNSPECIFIED: JobView
 JOB_VIEW_BASIC: JobView
 JOB_VIEW_FULL: JobView
@@ -183,7 +185,7 @@ class Usage(_message.Message):
     def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cached_input_tokens: _Optional[int] = ..., cost_usd: _Optional[float] = ..., latency_seconds: _Optional[float] = ...) -> None: ...
 
 class JudgeStats(_message.Message):
-    __slots__ = ("judge", "calls", "failed_calls", "cached_calls", "usage", "agreement_rate", "last_error", "breaker_open", "abandoned_calls")
+    __slots__ = ("judge", "calls", "failed_calls", "cached_calls", "usage", "agreement_rate", "last_error", "breaker_open", "abandoned_calls", "position_bias")
     JUDGE_FIELD_NUMBER: _ClassVar[int]
     CALLS_FIELD_NUMBER: _ClassVar[int]
     FAILED_CALLS_FIELD_NUMBER: _ClassVar[int]
@@ -193,6 +195,7 @@ class JudgeStats(_message.Message):
     LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
     BREAKER_OPEN_FIELD_NUMBER: _ClassVar[int]
     ABANDONED_CALLS_FIELD_NUMBER: _ClassVar[int]
+    POSITION_BIAS_FIELD_NUMBER: _ClassVar[int]
     judge: str
     calls: int
     failed_calls: int
@@ -202,7 +205,20 @@ class JudgeStats(_message.Message):
     last_error: str
     breaker_open: bool
     abandoned_calls: int
-    def __init__(self, judge: _Optional[str] = ..., calls: _Optional[int] = ..., failed_calls: _Optional[int] = ..., cached_calls: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., agreement_rate: _Optional[float] = ..., last_error: _Optional[str] = ..., breaker_open: _Optional[bool] = ..., abandoned_calls: _Optional[int] = ...) -> None: ...
+    position_bias: PositionBias
+    def __init__(self, judge: _Optional[str] = ..., calls: _Optional[int] = ..., failed_calls: _Optional[int] = ..., cached_calls: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., agreement_rate: _Optional[float] = ..., last_error: _Optional[str] = ..., breaker_open: _Optional[bool] = ..., abandoned_calls: _Optional[int] = ..., position_bias: _Optional[_Union[PositionBias, _Mapping]] = ...) -> None: ...
+
+class PositionBias(_message.Message):
+    __slots__ = ("verdicts", "mean_tau", "z", "biased")
+    VERDICTS_FIELD_NUMBER: _ClassVar[int]
+    MEAN_TAU_FIELD_NUMBER: _ClassVar[int]
+    Z_FIELD_NUMBER: _ClassVar[int]
+    BIASED_FIELD_NUMBER: _ClassVar[int]
+    verdicts: int
+    mean_tau: float
+    z: float
+    biased: bool
+    def __init__(self, verdicts: _Optional[int] = ..., mean_tau: _Optional[float] = ..., z: _Optional[float] = ..., biased: _Optional[bool] = ...) -> None: ...
 
 class JobStats(_message.Message):
     __slots__ = ("judge_calls", "cached_calls", "failed_calls", "input_tokens", "output_tokens", "cached_input_tokens", "cost_usd", "critical_path", "judges", "wall_seconds", "settled_count", "total_count", "abandoned_calls")
