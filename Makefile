@@ -8,6 +8,7 @@ QUERY := how do honeybees tell each other where food is
 # `make test-local-llm`: the model server's own venv, and where its llama-cpp-python wheel is kept
 # (built once, about 9 minutes on 2 cores; every later venv installs it in seconds).
 LLM_VENV ?= .venv-llm
+LLM_MODEL ?= gemma
 TIERANK_WHEEL_CACHE ?= $(HOME)/.cache/tierank/wheels
 
 .PHONY: demo test test-local-llm lint proto proto-check bench-smoke clean
@@ -33,10 +34,12 @@ test: $(STAMP) $(NODE_STAMP)
 	$(BIN)/python scripts/gen_proto.py --check
 	$(BIN)/pytest
 
-## Opt-in, never part of `make test`: a real small model (Gemma 3 270M, from PyPI) served by
-## llama-cpp-python on 127.0.0.1, qualified and used for ranking through openai-compatible.
+## Opt-in, never part of `make test`: a real small model from PyPI served by llama-cpp-python on
+## 127.0.0.1, qualified and used for ranking through openai-compatible. LLM_MODEL=gemma (Gemma 3
+## 270M, which never ranks) or LLM_MODEL=qwen (Qwen2.5-Coder-1.5B-Instruct, which follows shown
+## positions: qualification and live position-bias detection must catch it).
 test-local-llm: $(STAMP)
-	$(BIN)/python scripts/local_llm.py --venv $(LLM_VENV) --wheel-cache $(TIERANK_WHEEL_CACHE) test
+	$(BIN)/python scripts/local_llm.py --venv $(LLM_VENV) --wheel-cache $(TIERANK_WHEEL_CACHE) --model $(LLM_MODEL) test
 
 lint: $(STAMP)
 	$(BIN)/ruff check --fix .

