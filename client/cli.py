@@ -21,6 +21,7 @@ import grpc
 from tierank import __version__
 from tierank.client import commands
 from tierank.client._errors import TierankError
+from tierank.client._inputs import InputError
 from tierank.client.commands._shared import (
     API_KEY_ENV,
     EXIT_BROKEN_PIPE,
@@ -62,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # A reader that went away must be noticed here, not in the flush at exit.
         sys.stdout.flush()
         return exit_code
-    except UsageError as error:
+    except (UsageError, InputError) as error:
         print(f"tierank {args.command}: {error}", file=sys.stderr)
         return EXIT_USAGE
     except TierankError as error:

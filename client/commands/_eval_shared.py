@@ -13,6 +13,7 @@ from rich import box
 from rich.table import Table
 
 from tierank.client._errors import error_from_rpc
+from tierank.client._inputs import read_text
 from tierank.client._spec import JUDGE_SYNTAX
 from tierank.client.commands._shared import (
     UsageError,
@@ -29,12 +30,7 @@ MAPPINGS = ("bands", "levels", "pointwise")
 
 def text_file(path: Path) -> eval_pb2.TextFile:
     """A file sent by content; its path names it in the server's error messages."""
-    try:
-        return eval_pb2.TextFile(name=str(path), content=path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise UsageError(f"cannot read {path}: {error.strerror}") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"{path} is not UTF-8 text") from None
+    return eval_pb2.TextFile(name=str(path), content=read_text(path))
 
 
 def write_output(path: Path | None, text: str) -> None:

@@ -237,6 +237,20 @@ def _connect_timeout() -> float:
     return timeout
 
 
+def add_rubric_option(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    default: str = "the server's definition",
+) -> None:
+    """--rubric, the same for every command that judges; read it with `read_rubric`."""
+    parser.add_argument(
+        "--rubric",
+        default="",
+        help="what 'relevant' means for this task; @FILE reads it from FILE;"
+        " preset:NAME[@VERSION] names a preset (list them with `tierank rubrics`)"
+        f" (default: {default})".replace("%", "%%"),
+    )
+
+
 def positive_int(text: str) -> int:
     value = int(text)
     if value <= 0:

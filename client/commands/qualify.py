@@ -8,12 +8,14 @@ from pathlib import Path
 
 from google.protobuf.json_format import MessageToDict
 
+from tierank.client._inputs import read_rubric
 from tierank.client._spec import JUDGE_SYNTAX
 from tierank.client.commands._admin import print_json
 from tierank.client.commands._eval_shared import add_connection_options, call, text_file
 from tierank.client.commands._shared import (
     EXIT_NOT_QUALIFIED,
     EXIT_OK,
+    add_rubric_option,
     judge_argument,
 )
 from tierank.v1 import eval_pb2
@@ -24,7 +26,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "qualify",
         help="measure a judge against human labels: accuracy, position bias, consistency",
         description="Run real listwise calls of JUDGE on a small human-labelled set (10-30 "
-        "queries is enough), each batch in several shuffles, and report with 95%% intervals: "
+        "queries is enough), each batch in several shuffles, and report with 95% intervals: "
         "pair accuracy on pairs the humans grade differently (overall and by grade gap), "
         "position bias (how often each shown position is ranked first, against 1/k; answers "
         "that repeat or reverse the shown order), self-consistency across shuffles, cyclic "
@@ -47,11 +49,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--run", type=Path, help="draw candidates from this run's top (judged documents only)"
     )
-    parser.add_argument(
-        "--rubric",
-        default="",
-        help="what relevant means, or preset:NAME (tierank rubrics); default: the server's",
-    )
+    add_rubric_option(parser)
     parser.add_argument("--k", type=int, default=0, help="candidates per call (default 10)")
     parser.add_argument(
         "--shuffles", type=int, default=0, help="orders each batch is shown in (default 2)"
@@ -91,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         qrels=text_file(args.qrels),
         topics=text_file(args.topics),
         passages=text_file(args.passages),
-        rubric=args.rubric,
+        rubric=read_rubric(args.rubric),
         batch_size=args.k,
         shuffles=args.shuffles,
         max_queries=args.queries,

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from tierank.client._console import Console
 from tierank.client._errors import TierankError
-from tierank.client._pool import PoolError, read_jsonl_pool, read_run_pool, read_topic
+from tierank.client._inputs import read_rubric
+from tierank.client._pool import read_jsonl_pool, read_run_pool, read_topic
 from tierank.client._progress import LiveProgress, PlainProgress
 from tierank.client._render import FORMATS, write_result
 from tierank.client._spec import ENSEMBLE_MODES, JUDGE_KEYS, JUDGE_SYNTAX, job_spec
@@ -19,6 +20,7 @@ from tierank.client.commands._outcome import EXIT_STATUS_HELP, outcome
 from tierank.client.commands._shared import (
     Connection,
     UsageError,
+    add_rubric_option,
     add_server_options,
     judge_argument,
     positive_int,
@@ -52,13 +54,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     sources.add_argument("--topics", type=Path, help="query texts: qid<TAB>text, or JSONL")
     sources.add_argument("--query", help="query text (instead of --topics)")
-    sources.add_argument(
-        "--rubric",
-        default="",
-        help="what 'relevant' means for this task; @FILE reads it from FILE;"
-        " preset:NAME[@VERSION] names a preset (list them with `tierank rubrics`) (default: the"
-        f" server's definition: {DEFAULT_RUBRIC.replace('%', '%%')!r})",
-    )
+    add_rubric_option(sources, f"the server's definition: {DEFAULT_RUBRIC!r}")
 
     judging = parser.add_argument_group("judging")
     judging.add_argument(
@@ -146,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
         query,
         candidates,
         judges=args.judges or ["lexical"],
-        rubric=_read_rubric(args.rubric),
+        rubric=read_rubric(args.rubric),
         batch_size=args.k,
         top_k=args.top_k,
         max_in_flight=args.max_in_flight,
@@ -223,31 +219,19 @@ def _read_inputs(args: argparse.Namespace) -> tuple[list[rank_pb2.Candidate], st
         raise UsageError("give either a JSONL pool or --run (with --passages and --qid)")
     if args.query is not None and args.topics is not None:
         raise UsageError("give either --query or --topics, not both")
-    try:
-        if args.run is not None:
-            if args.passages is None or args.qid is None:
-                raise UsageError("--run needs --passages and --qid")
-            candidates = read_run_pool(args.run, args.passages, args.qid)
-        else:
-            candidates = read_jsonl_pool(args.pool)
-        if args.topics is not None:
-            if args.qid is None:
-                raise UsageError("--topics needs --qid")
-            return candidates, read_topic(args.topics, args.qid)
-    except PoolError as error:
-        raise UsageError(str(error)) from None
+    if args.run is not None:
+        if args.passages is None or args.qid is None:
+            raise UsageError("--run needs --passages and --qid")
+        candidates = read_run_pool(args.run, args.passages, args.qid)
+    else:
+        candidates = read_jsonl_pool(args.pool)
+    if args.topics is not None:
+        if args.qid is None:
+            raise UsageError("--topics needs --qid")
+        return candidates, read_topic(args.topics, args.qid)
     if args.query is None:
         raise UsageError("give the query with --query (or --topics and --qid)")
     return candidates, args.query
-
-
-def _read_rubric(rubric: str) -> str:
-    if not rubric.startswith("@"):
-        return rubric
-    try:
-        return Path(rubric[1:]).read_text(encoding="utf-8").strip()
-    except OSError as error:
-        raise UsageError(f"cannot read rubric {rubric[1:]}: {error.strerror}") from None
 
 
 @contextlib.contextmanager

@@ -152,7 +152,7 @@ def test_unknown_job_exits_1(tierank_server: str) -> None:
         (["rank", POOL], "--query"),
         (["rank", "--run", POOL], "--passages and --qid"),
         (["rank", "missing.jsonl", "--query", "q"], "cannot read missing.jsonl"),
-        (["rank", POOL, "--query", "q", "--rubric", "@missing.txt"], "cannot read rubric"),
+        (["rank", POOL, "--query", "q", "--rubric", "@missing.txt"], "--rubric: cannot read"),
         (["rank", POOL, "--query", "q", "--format", "xml"], "invalid choice"),
         (["watch"], "NAME"),
     ],
