@@ -68,10 +68,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except TierankError as error:
         print(f"tierank {args.command}: {_error_text(error)}", file=sys.stderr)
+        # The server found the command line wrong (a bound, a name): a usage error too.
+        if error.code == grpc.StatusCode.INVALID_ARGUMENT:
+            return EXIT_USAGE
         return EXIT_SERVER_ERROR
     except CommandError as error:
         print(f"tierank {args.command}: {error}", file=sys.stderr)
-        return EXIT_SERVER_ERROR
+        return error.exit_code
     except LocalServerError as error:
         print(
             f"tierank {args.command}: {error}; pass --server to use a running server",

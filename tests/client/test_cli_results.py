@@ -103,7 +103,7 @@ def test_an_unknown_judge_option_reaches_the_server_as_an_option(tierank_server:
     # Any other key is a provider option: the server, which knows each provider's options,
     # names it in its field violation.
     result = rank(tierank_server, "--judge", "oracle?colour=blue")
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert "colour" in result.stderr
 
 
