@@ -117,6 +117,13 @@ def list_qualifications(args: argparse.Namespace) -> int:
     if args.json:
         print_json([as_json(q) for q in listed.qualifications])
         return EXIT_OK
+    if not listed.qualifications:
+        print(
+            f"no qualifications of {args.judge_identity}"
+            if args.judge_identity
+            else "no qualifications (`tierank qualify` makes one)"
+        )
+        return EXIT_OK
     for q in listed.qualifications:
         made = q.create_time.ToDatetime().strftime("%Y-%m-%d %H:%M")
         print(f"{q.name}  {made}  {q.judge_identity}  {q.query_count} queries  {q.verdict}")
