@@ -25,11 +25,13 @@ from tierank.client._inputs import InputError
 from tierank.client.commands._shared import (
     API_KEY_ENV,
     EXIT_BROKEN_PIPE,
+    EXIT_INTERRUPTED,
     EXIT_NO_VERDICTS,
     EXIT_NOT_QUALIFIED,
     EXIT_OK,
     EXIT_PROVISIONAL,
     EXIT_SERVER_ERROR,
+    EXIT_TIMED_OUT,
     EXIT_USAGE,
     CommandError,
     UsageError,
@@ -42,10 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tierank",
         description="Rank documents with an ensemble of LLM judges, as a tournament over gRPC.",
         epilog=f"Exit status: {EXIT_OK} success, {EXIT_SERVER_ERROR} server or connection error,"
-        f" {EXIT_USAGE} usage error; `tierank rank` also {EXIT_NO_VERDICTS} (no judge answered)"
-        f" and {EXIT_PROVISIONAL} (provisional result); `tierank qualify` {EXIT_NOT_QUALIFIED}"
-        f" (the judge is no better than chance); {EXIT_BROKEN_PIPE} the output was closed"
-        " early.",
+        f" {EXIT_USAGE} usage error (the server's INVALID_ARGUMENT too); `rank` and `fill` also"
+        f" {EXIT_NO_VERDICTS} (no judge answered) and {EXIT_PROVISIONAL} (provisional result);"
+        f" `qualify` {EXIT_NOT_QUALIFIED} (the judge is no better than chance); `rank` and"
+        f" `watch` {EXIT_TIMED_OUT} (--timeout ran out, the job goes on); {EXIT_INTERRUPTED}"
+        f" interrupted (Ctrl-C); {EXIT_BROKEN_PIPE} the output was closed early.",
     )
     parser.add_argument("--version", action="version", version=f"tierank {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -85,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _silence_output()
         return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
 
 
 def _error_text(error: TierankError) -> str:
