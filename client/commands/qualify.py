@@ -15,10 +15,14 @@ from tierank.client.commands._eval_shared import add_connection_options, call, t
 from tierank.client.commands._shared import (
     EXIT_NOT_QUALIFIED,
     EXIT_OK,
+    UsageError,
     add_rubric_option,
     judge_argument,
 )
 from tierank.v1 import eval_pb2
+
+# The collection of a qualification's name, "qualifications/{id}".
+QUALIFICATIONS = "qualifications/"
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -70,9 +74,24 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
     listing = subparsers.add_parser(
         "qualifications",
-        help="list your tenant's judge qualifications, newest first",
+        help="list your tenant's judge qualifications, newest first, or delete some",
         description="The qualifications `tierank qualify` stored for your tenant, newest first "
-        "(the latest of a judge is the one jobs go by).",
+        "(the latest of a judge is the one jobs go by). `tierank qualifications delete NAME...` "
+        "deletes qualifications (e.g. one measured against the wrong labels): jobs then go by "
+        "the judge's next latest one, or take it unqualified when none is left.",
+    )
+    listing.add_argument(
+        "action",
+        nargs="?",
+        choices=("list", "delete"),
+        default="list",
+        help="list (the default) or delete",
+    )
+    listing.add_argument(
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help='for delete: qualifications to delete, "qualifications/ID" (as listed) or just ID',
     )
     listing.add_argument(
         "--judge-identity", default="", help="only this judge identity's (as listed)"
@@ -110,6 +129,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def list_qualifications(args: argparse.Namespace) -> int:
+    if args.action == "delete":
+        return delete_qualifications(args)
+    if args.names:
+        raise UsageError("names are for `tierank qualifications delete NAME...`")
     request = eval_pb2.ListQualificationsRequest(
         judge_identity=args.judge_identity, page_size=args.limit
     )
@@ -127,6 +150,17 @@ def list_qualifications(args: argparse.Namespace) -> int:
     for q in listed.qualifications:
         made = q.create_time.ToDatetime().strftime("%Y-%m-%d %H:%M")
         print(f"{q.name}  {made}  {q.judge_identity}  {q.query_count} queries  {q.verdict}")
+    return EXIT_OK
+
+
+def delete_qualifications(args: argparse.Namespace) -> int:
+    if not args.names:
+        raise UsageError("delete needs the NAME of at least one qualification (as listed)")
+    delete = call(args, lambda stub: stub.DeleteQualification)
+    for name in args.names:
+        full = name if name.startswith(QUALIFICATIONS) else QUALIFICATIONS + name
+        deleted = delete(eval_pb2.DeleteQualificationRequest(name=full))
+        print(f"deleted {deleted.name}  {deleted.judge_identity}  {deleted.verdict}")
     return EXIT_OK
 
 

@@ -451,4 +451,11 @@ class Storage(abc.ABC):
         """The tenant's qualifications (of one judge identity, or all), newest first."""
 
     @abc.abstractmethod
+    async def delete_qualification(
+        self, tenant: str, qualification_id: str
+    ) -> QualificationRecord | None:
+        """Delete one of the tenant's qualifications; the deleted record, or None when the
+        tenant has none by that id."""
+
+    @abc.abstractmethod
     async def close(self) -> None: ...

@@ -720,6 +720,16 @@ class PostgresStorage(Storage):
         )
         return [QualificationRecord(*row[:-1], bytes(row[-1])) for row in rows]
 
+    async def delete_qualification(
+        self, tenant: str, qualification_id: str
+    ) -> QualificationRecord | None:
+        row = await self._fetchone(
+            "DELETE FROM qualifications WHERE tenant = %s AND qualification_id = %s "
+            f"RETURNING {_QUALIFICATION_COLUMNS}",
+            (tenant, qualification_id),
+        )
+        return None if row is None else QualificationRecord(*row[:-1], bytes(row[-1]))
+
     async def ping(self) -> None:
         await self._fetchone("SELECT 1", None)
 

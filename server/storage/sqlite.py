@@ -836,6 +836,19 @@ class SqliteStorage(Storage):
 
         return await self._reader.submit(read)
 
+    async def delete_qualification(
+        self, tenant: str, qualification_id: str
+    ) -> QualificationRecord | None:
+        def write(conn: sqlite3.Connection) -> QualificationRecord | None:
+            row = conn.execute(
+                f"DELETE FROM qualifications WHERE tenant = ? AND qualification_id = ? "
+                f"RETURNING {_QUALIFICATION_COLUMNS}",
+                (tenant, qualification_id),
+            ).fetchone()
+            return None if row is None else _qualification(row)
+
+        return await self._writer.submit(write)
+
     async def ping(self) -> None:
         await self._reader.submit(lambda conn: conn.execute("SELECT 1").fetchone())
 

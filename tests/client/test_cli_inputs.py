@@ -12,21 +12,13 @@ from pathlib import Path
 
 import anyio
 import pytest
-from cli_process import POOL, QUERY, job_name_in, tierank
+from cli_process import POOL, QUERY, SHARED_DL, job_name_in, tierank
 
 from tierank.client import Client
 from tierank.server.app import background_server
 from tierank.server.settings import ServerSettings
 
-# The shared data sits beside the checkout (or beside the folder of worktrees); never copied in.
-DL = next(
-    (
-        folder / "shared" / "data" / "trec-dl"
-        for folder in Path(__file__).resolve().parents
-        if (folder / "shared" / "data" / "trec-dl").is_dir()
-    ),
-    Path("shared/data/trec-dl"),
-)
+DL = SHARED_DL
 pytestmark = pytest.mark.skipif(not DL.is_dir(), reason="shared TREC DL data not found")
 DL_QRELS = DL / "qrels.dl19-passage.txt"
 DL_TOPICS = DL / "topics.dl19-passage.txt"

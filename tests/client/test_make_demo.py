@@ -8,16 +8,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cli_process import REPO_ROOT, cli_environment, tierank
+from cli_process import REPO_ROOT, SHARED_DL, cli_environment, tierank
 
-DL = next(
-    (
-        folder / "shared" / "data" / "trec-dl"
-        for folder in Path(__file__).resolve().parents
-        if (folder / "shared" / "data" / "trec-dl").is_dir()
-    ),
-    Path("shared/data/trec-dl"),
-)
+DL = SHARED_DL
 EXIT_NOT_QUALIFIED = 5
 
 

@@ -896,3 +896,13 @@ async def test_qualifications_list_newest_first_per_tenant_and_judge(storage: St
         "q4"
     ]
     assert await storage.list_qualifications("nobody", None, 10) == []
+
+
+async def test_a_qualification_is_deleted_only_by_its_tenant(storage: Storage):
+    made = QualificationRecord("q1", "acme", "oracle/noise=1", 1.0, False, 0.0, b"\x00r")
+    await storage.put_qualification(made)
+    assert await storage.delete_qualification("globex", "q1") is None
+    assert await storage.list_qualifications("acme", None, 10) == [made]
+    assert await storage.delete_qualification("acme", "q1") == made
+    assert await storage.list_qualifications("acme", None, 10) == []
+    assert await storage.delete_qualification("acme", "q1") is None
