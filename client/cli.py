@@ -13,6 +13,8 @@ import contextlib
 import importlib
 import os
 import pkgutil
+import re
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -61,6 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # A closed terminal (SIGHUP) or a kill (SIGTERM) ends the command as Ctrl-C does: it still
+    # stops its embedded server (which is in a session of its own, so no terminal signal reaches
+    # it) and says what becomes of its job.
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.default_int_handler)
     try:
         exit_code = args.handler(args)
         # A reader that went away must be noticed here, not in the flush at exit.
@@ -79,10 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"tierank {args.command}: {error}", file=sys.stderr)
         return error.exit_code
     except LocalServerError as error:
-        print(
-            f"tierank {args.command}: {error}; pass --server to use a running server",
-            file=sys.stderr,
-        )
+        print(f"tierank {args.command}: {error}; {_server_hint(error)}", file=sys.stderr)
         return EXIT_SERVER_ERROR
     except BrokenPipeError:
         _silence_output()
@@ -104,6 +108,18 @@ _CREDENTIAL_HINTS = {
     grpc.StatusCode.UNAUTHENTICATED: f"pass --api-key or set ${API_KEY_ENV}",
     grpc.StatusCode.PERMISSION_DENIED: f"pass an admin key with --api-key or ${API_KEY_ENV}",
 }
+
+
+# How a server refused a database names the server that holds it (see the SQLite storage).
+_HOLDER = re.compile(r"another tierank server \(serving (?P<address>\S+), pid \d+\)")
+
+
+def _server_hint(error: LocalServerError) -> str:
+    """The --server to pass: the one already serving the database, when the server named it."""
+    holder = _HOLDER.search(str(error))
+    if holder is None:
+        return "pass --server to use a running server"
+    return f"pass --server {holder['address']} to use that server while it runs"
 
 
 def _silence_output() -> None:

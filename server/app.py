@@ -189,6 +189,7 @@ async def serve(
                 address = f"{settings.listen.rpartition(':')[0]}:{port}"
                 if settings.metrics_listen:
                     metrics.expose(settings.metrics_listen)
+                storage.announce(address)
                 if settings.ready_file:
                     settings.ready_file.write_text(address)
                 if on_ready is not None:

@@ -458,4 +458,8 @@ class Storage(abc.ABC):
         tenant has none by that id."""
 
     @abc.abstractmethod
+    def announce(self, address: str) -> None:
+        """Say where this server serves, for a second server the database refuses to name it."""
+
+    @abc.abstractmethod
     async def close(self) -> None: ...

@@ -730,6 +730,9 @@ class PostgresStorage(Storage):
         )
         return None if row is None else QualificationRecord(*row[:-1], bytes(row[-1]))
 
+    def announce(self, address: str) -> None:
+        """Nothing to say: every replica is welcome on a shared database, none is refused."""
+
     async def ping(self) -> None:
         await self._fetchone("SELECT 1", None)
 

@@ -9,6 +9,7 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
 from cli_process import POOL, QUERY, REPO_ROOT, TIERANK, cli_environment, tierank
 
 from tierank.client import Client, LocalServer
@@ -19,9 +20,9 @@ EXIT_INTERRUPTED = 130
 SLOW_JUDGE = "oracle?latency_ms=300"
 
 
-def interrupt_rank_mid_job(*args: str) -> tuple[int, str]:
-    """Start `tierank rank`, wait for its first verdict, then press Ctrl-C as a terminal does
-    (SIGINT to the whole foreground process group); its exit status and stderr."""
+def interrupt_rank_mid_job(*args: str, signum: int = signal.SIGINT) -> tuple[int, str]:
+    """Start `tierank rank`, wait for its first verdict, then signal its process group as a
+    terminal does (Ctrl-C: SIGINT; closing the terminal: SIGHUP); its exit status and stderr."""
     process = subprocess.Popen(
         [*TIERANK, "rank", POOL, "--query", QUERY, "--judge", SLOW_JUDGE,
          "--max-in-flight", "1", "--format", "trec", *args],
@@ -34,14 +35,19 @@ def interrupt_rank_mid_job(*args: str) -> tuple[int, str]:
         seen.append(line)
         if " verdict " in line:
             break
-    os.killpg(process.pid, signal.SIGINT)
+    os.killpg(process.pid, signum)
     rest = process.stderr.read()
     return process.wait(timeout=60), "".join(seen) + rest
 
 
-def test_ctrl_c_on_the_embedded_server_cancels_the_job_and_says_so(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "signum", [signal.SIGINT, signal.SIGHUP, signal.SIGTERM], ids=["ctrl-c", "hangup", "kill"]
+)
+def test_ctrl_c_on_the_embedded_server_cancels_the_job_and_says_so(
+    tmp_path: Path, signum: int
+) -> None:
     db = tmp_path / "tierank.db"
-    status, stderr = interrupt_rank_mid_job("--db", str(db))
+    status, stderr = interrupt_rank_mid_job("--db", str(db), signum=signum)
 
     assert status == EXIT_INTERRUPTED, stderr
     last = stderr.splitlines()[-1]
