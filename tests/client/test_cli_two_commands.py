@@ -18,7 +18,7 @@ def test_a_second_command_names_the_embedded_server_that_holds_the_database(
 ) -> None:
     home = {"XDG_DATA_HOME": str(tmp_path)}
     first = subprocess.Popen(
-        [*TIERANK, "rank", POOL, "--query", QUERY, "--judge", "oracle?latency_ms=500",
+        [*TIERANK, "rank", POOL, "--query", QUERY, "--judge", "oracle?latency_ms=3000",
          "--max-in-flight", "1", "--format", "trec"],
         cwd=REPO_ROOT, env=cli_environment(home), stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE, text=True, start_new_session=True,
