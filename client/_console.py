@@ -8,6 +8,8 @@ import rich.console
 from rich.measure import Measurement
 from rich.table import Table
 
+# What an empty cell shows off a terminal.
+EMPTY_CELL = "-"
 # Wider than any table: measuring against it gives a table's natural widths.
 _UNLIMITED = 2**16
 
@@ -18,7 +20,7 @@ class Console(rich.console.Console):
     Tables never cut what users copy (job names, ids, numbers): rich squeezes every column of
     a table wider than the console, so such a table is printed wider, and a terminal wraps its
     lines instead. Off a terminal (a pipe, a file), a table is plain lines for scripts: no rules,
-    and each row on one line however long.
+    each row on one line however long, "-" in an empty cell.
 
     When the reader goes away, rich exits with status 1, which a shell cannot tell from a
     failure; raising BrokenPipeError instead lets the command end as any Unix tool does when its
@@ -32,7 +34,7 @@ class Console(rich.console.Console):
             return
         if not self.is_terminal:
             for table in tables:
-                table.box = None
+                _plain_lines(table)
         needed = max(self._uncut_width(table) for table in tables)
         width = self.width
         self.width = max(width, needed)
@@ -54,3 +56,11 @@ class Console(rich.console.Console):
     def on_broken_pipe(self) -> None:
         self.quiet = True
         raise BrokenPipeError
+
+
+def _plain_lines(table: Table) -> None:
+    """A table as lines a script splits on whitespace: no rules, and "-" in an empty cell so
+    that every row has every column."""
+    table.box = None
+    for column in table.columns:
+        column._cells = [cell if cell != "" else EMPTY_CELL for cell in column._cells]

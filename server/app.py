@@ -151,7 +151,7 @@ async def serve(
         server = _grpc_server(settings, storage)
         port = _listen(server, settings.listen, credentials)
         factory = JudgeFactory(JudgeSettings.load(config_path=settings.judges_config))
-        replica = Replica(new_replica_id(), settings.lease_s)
+        replica = Replica(new_replica_id(), settings.lease_s, takes_free_jobs=settings.resume_jobs)
         log = log.bind(replica=replica.replica_id)
         # Where other replicas write too, a watcher looks at storage now and then in case a
         # notification of theirs was lost.

@@ -208,13 +208,19 @@ class Connection:
 
 
 @contextlib.contextmanager
-def server_connection(args: argparse.Namespace) -> Iterator[Connection]:
-    """The --server once it answers, or an embedded server for the command."""
+def server_connection(
+    args: argparse.Namespace, *, resume_jobs: bool = False
+) -> Iterator[Connection]:
+    """The --server once it answers, or an embedded server for the command. The embedded
+    server runs only the jobs created on it unless `resume_jobs`: a job left unfinished in the
+    database (its command was killed) goes on only when asked for (`tierank watch`), never
+    unseen during some other command."""
     if args.server:
         yield wait_for_server(args.server, remote_security(args))
         return
     refuse_security_flags(args, "the embedded server is plaintext and needs no key")
-    with LocalServer(db=args.db, env=EMBEDDED_SERVER_ENV) as server:
+    resume = ("--resume-jobs", "on" if resume_jobs else "off")
+    with LocalServer(db=args.db, env=EMBEDDED_SERVER_ENV, extra_args=resume) as server:
         yield Connection(server.address)
 
 

@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     name = job_name(args.name)
     last_sequence = args.after
     with (
-        server_connection(args) as connection,
+        server_connection(args, resume_jobs=True) as connection,
         connection.client(
             reconnect=ReconnectPolicy(window=args.reconnect_for),
             on_reconnect=reporter.on_reconnect,

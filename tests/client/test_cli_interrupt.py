@@ -1,9 +1,11 @@
 """Ctrl-C during `tierank rank` (issue 22, item 19): one line says what becomes of the job and
 how to follow or cancel it; a job on the embedded server is cancelled rather than left to
-spend, unseen, whenever a later command starts that server again."""
+spend, unseen, whenever a later command starts that server again; and a job left unfinished
+anyway (its command was killed) goes on only when watched."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -12,7 +14,7 @@ from pathlib import Path
 import pytest
 from cli_process import POOL, QUERY, REPO_ROOT, TIERANK, cli_environment, tierank
 
-from tierank.client import Client, LocalServer
+from tierank.client import Client, LocalServer, job_spec
 from tierank.v1 import rank_pb2
 
 EXIT_INTERRUPTED = 130
@@ -86,3 +88,39 @@ def test_ctrl_c_with_a_server_leaves_the_job_running_and_names_the_commands(
     assert watched.returncode == 0, watched.stderr
     after = int(follow.split("--after ")[1].split()[0])
     assert watched.stdout.startswith(f"#{after + 1} ")
+
+
+def events_of(name: str, db: Path) -> int:
+    """The job's event count as `tierank jobs` on the embedded server lists it."""
+    listed = tierank("jobs", "--db", str(db))
+    assert listed.returncode == 0, listed.stderr
+    row = next(r for r in map(str.split, listed.stdout.splitlines()) if r and r[0] == name)
+    assert row[1:3] == ["running", "-"]
+    return int(row[4])
+
+
+def test_a_job_left_unfinished_goes_on_only_when_watched(tmp_path: Path) -> None:
+    db = tmp_path / "tierank.db"
+    pool = [json.loads(line) for line in Path(POOL).read_text().splitlines() if line.strip()]
+    spec = job_spec(QUERY, pool, judges=["oracle?latency_ms=100"], max_in_flight=1)
+    server = LocalServer(db=db)
+    server.start()
+    with Client(server.address) as client:
+        name = client.create_job(spec).name
+        for event in client.watch_job(name):
+            if event.sequence >= 4:
+                break
+    assert server.pid is not None
+    os.kill(server.pid, signal.SIGKILL)  # as a killed command leaves its embedded server's job
+    server.stop()
+
+    left = events_of(name, db)
+    # Other embedded commands neither run it nor pay for its calls...
+    assert events_of(name, db) == left
+    assert tierank("usage", "--db", str(db)).returncode == 0
+    assert events_of(name, db) == left
+    # ...until it is asked for.
+    watched = tierank("watch", name, "--after", str(left), "--db", str(db))
+    assert watched.returncode == 0, watched.stderr
+    assert watched.stdout.startswith(f"#{left + 1} ")
+    assert "completed" in watched.stdout.splitlines()[-1]
