@@ -66,8 +66,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # A closed terminal (SIGHUP) or a kill (SIGTERM) ends the command as Ctrl-C does: it still
     # stops its embedded server (which is in a session of its own, so no terminal signal reaches
     # it) and says what becomes of its job.
+    # Raised as SIGINT, so that each is handled where Ctrl-C is (asyncio.run cancels its task
+    # rather than being interrupted anywhere).
     for signum in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, signal.default_int_handler)
+        signal.signal(signum, _as_ctrl_c)
     try:
         exit_code = args.handler(args)
         # A reader that went away must be noticed here, not in the flush at exit.
@@ -93,6 +95,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+
+
+def _as_ctrl_c(signum: int, frame: object) -> None:
+    signal.raise_signal(signal.SIGINT)
 
 
 def _error_text(error: TierankError) -> str:
