@@ -20,7 +20,7 @@ class Console(rich.console.Console):
     Tables never cut what users copy (job names, ids, numbers): rich squeezes every column of
     a table wider than the console, so such a table is printed wider, and a terminal wraps its
     lines instead. Off a terminal (a pipe, a file), a table is plain lines for scripts: no rules,
-    each row on one line however long, "-" in an empty cell.
+    each row on one line however long, "-" in an empty cell; and a line of text is not wrapped.
 
     When the reader goes away, rich exits with status 1, which a shell cannot tell from a
     failure; raising BrokenPipeError instead lets the command end as any Unix tool does when its
@@ -30,6 +30,8 @@ class Console(rich.console.Console):
     def print(self, *objects: Any, **options: Any) -> None:
         tables = [item for item in objects if isinstance(item, Table)]
         if not tables:
+            # Off a terminal a line stays one line, however long (rich would wrap it).
+            options.setdefault("soft_wrap", not self.is_terminal)
             super().print(*objects, **options)
             return
         if not self.is_terminal:

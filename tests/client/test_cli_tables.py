@@ -81,3 +81,10 @@ def test_a_piped_table_is_plain_lines(tierank_server: str) -> None:
     rows = {line.split()[0]: line for line in lines[1:]}
     assert set(names) <= set(rows)
     assert "─" not in result.stdout and "…" not in result.stdout
+
+
+def test_rank_in_a_pipe_ends_with_its_summary_on_one_line(tierank_server: str) -> None:
+    result = tierank("rank", POOL, "--query", QUERY, "--top-k", "3", "--server", tierank_server)
+    assert result.returncode == 0, result.stderr
+    summary = result.stdout.splitlines()[-1]
+    assert summary.startswith("succeeded (settled): ") and "critical path" in summary
