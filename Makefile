@@ -5,6 +5,9 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 NODE_STAMP := tests/interop/node/node_modules/.installed
 QUERY := how do honeybees tell each other where food is
+# The demo's own database, in the clone: nothing in the user's default database (a judge
+# qualified there and found wanting, another server using it) can change what the demo does.
+DEMO_DB ?= tierank-demo.db
 # `make test-local-llm`: the model server's own venv, and where its llama-cpp-python wheel is kept
 # (built once, about 9 minutes on 2 cores; every later venv installs it in seconds).
 LLM_VENV ?= .venv-llm
@@ -25,7 +28,7 @@ $(NODE_STAMP): tests/interop/node/package-lock.json
 
 ## Rank the example pool with the offline BM25 judge on an embedded server (no keys, no network).
 demo: $(STAMP)
-	$(BIN)/tierank rank examples/pool.jsonl --query "$(QUERY)" --rubric @examples/rubric.txt --top-k 10
+	$(BIN)/tierank rank examples/pool.jsonl --query "$(QUERY)" --rubric @examples/rubric.txt --top-k 10 --db $(DEMO_DB)
 
 ## Lint, check generated stubs, and run every test (unit, property, end-to-end, Node interop).
 test: $(STAMP) $(NODE_STAMP)
@@ -53,4 +56,4 @@ bench-smoke: $(STAMP)
 	$(BIN)/python -m tierank.bench.ranking run --smoke --out /tmp/tierank-bench-smoke
 
 clean:
-	rm -rf $(VENV) $(LLM_VENV) tests/interop/node/node_modules
+	rm -rf $(VENV) $(LLM_VENV) tests/interop/node/node_modules $(DEMO_DB) $(DEMO_DB)-wal $(DEMO_DB)-shm

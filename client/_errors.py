@@ -56,9 +56,10 @@ class TierankError(Exception):
         self.retry_delay = retry_delay
 
     def describe(self) -> str:
-        """Multi-line, human-readable form: the message, then one line per field violation."""
+        """Human-readable form: the message, then one line per field violation that the
+        message does not already state (the server's usually states them all)."""
         lines = [str(self)]
-        lines.extend(f"  {violation}" for violation in self.field_violations)
+        lines.extend(f"  {v}" for v in self.field_violations if str(v) not in self.message)
         return "\n".join(lines)
 
 

@@ -13,11 +13,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tierank.client._inputs import InputError, read_lines
 from tierank.client._spec import candidate, candidate_from_dict
 from tierank.v1 import rank_pb2
 
 
-class PoolError(ValueError):
+class PoolError(InputError):
     """An input file is missing, malformed or does not contain what was asked for."""
 
 
@@ -28,7 +29,7 @@ def read_jsonl_pool(path: Path) -> list[rank_pb2.Candidate]:
 def read_run_pool(run: Path, passages: Path, qid: str) -> list[rank_pb2.Candidate]:
     """The run's candidates for `qid`, best-ranked first, with their passage texts."""
     ranked: list[tuple[int, str]] = []
-    for line_number, line in _lines(run):
+    for line_number, line in read_lines(run):
         fields = line.split()
         if len(fields) != 6:
             raise PoolError(f"{run}:{line_number}: expected 'qid Q0 docid rank score tag'")
@@ -45,7 +46,7 @@ def read_run_pool(run: Path, passages: Path, qid: str) -> list[rank_pb2.Candidat
 
 
 def read_topic(path: Path, qid: str) -> str:
-    for line_number, line in _lines(path):
+    for line_number, line in read_lines(path):
         if line.startswith("{"):
             record = _json(line, path, line_number)
             record_qid = next((record[k] for k in ("qid", "query_id", "id") if k in record), None)
@@ -60,7 +61,7 @@ def read_topic(path: Path, qid: str) -> str:
 def _passage_texts(path: Path, wanted: set[str]) -> dict[str, str]:
     # Collections can be millions of lines: stream them and keep only the wanted passages.
     texts: dict[str, str] = {}
-    for line_number, line in _lines(path):
+    for line_number, line in read_lines(path):
         if line.startswith("{"):
             passage = _candidate(_json(line, path, line_number), path, line_number)
             doc_id, text = passage.id, passage.text
@@ -81,7 +82,7 @@ def _candidate(record: Any, path: Path, line_number: int) -> rank_pb2.Candidate:
 
 
 def _jsonl_records(path: Path) -> Iterator[tuple[int, Any]]:
-    for line_number, line in _lines(path):
+    for line_number, line in read_lines(path):
         yield line_number, _json(line, path, line_number)
 
 
@@ -97,15 +98,3 @@ def _int(text: str, path: Path, line_number: int) -> int:
         return int(text)
     except ValueError:
         raise PoolError(f"{path}:{line_number}: rank {text!r} is not an integer") from None
-
-
-def _lines(path: Path) -> Iterator[tuple[int, str]]:
-    """Non-blank lines with their 1-based numbers."""
-    try:
-        with open(path, encoding="utf-8") as file:
-            for line_number, line in enumerate(file, start=1):
-                stripped = line.rstrip("\n")
-                if stripped.strip():
-                    yield line_number, stripped
-    except OSError as error:
-        raise PoolError(f"cannot read {path}: {error.strerror}") from None

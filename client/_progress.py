@@ -70,8 +70,9 @@ def _format_tier(tier: rank_pb2.Tier) -> str:
 class PlainProgress:
     """Line per event, for when output is not a terminal."""
 
-    def __init__(self, out: TextIO) -> None:
+    def __init__(self, out: TextIO, *, reconnect_window: float) -> None:
         self._out = out
+        self._reconnect_window = reconnect_window
 
     def __enter__(self) -> PlainProgress:
         return self
@@ -86,7 +87,14 @@ class PlainProgress:
         pass
 
     def on_reconnect(self, attempt: int, error: TierankError) -> None:
-        print(f"connection lost ({error}); reconnecting, attempt {attempt}", file=self._out)
+        # One line per loss, not per attempt: a server restart takes many quiet attempts.
+        if attempt == 1:
+            print(
+                f"connection lost ({error.code.name}); resuming for up to"
+                f" {self._reconnect_window:g}s (--reconnect-for)",
+                file=self._out,
+                flush=True,
+            )
 
 
 class LiveProgress:

@@ -38,10 +38,18 @@ def is_terminal(event: rank_pb2.JobEvent) -> bool:
     return event.WhichOneof("kind") in TERMINAL_EVENT_KINDS
 
 
+# How long a stream that was connected keeps trying to come back: long enough to bridge a
+# server restart (or a replica's failover), short enough that a server that is gone is said so.
+DEFAULT_RECONNECT_WINDOW_SECONDS = 60.0
+
+
 @dataclass(frozen=True)
 class ReconnectPolicy:
-    """How hard a watch tries to come back. Attempts reset whenever a new event arrives."""
+    """How hard a watch tries to come back: a connection that was lost is retried for
+    `window` seconds from the loss, a server never reached for `max_attempts` tries (it may
+    still be starting). Both start again whenever a new event arrives."""
 
+    window: float = DEFAULT_RECONNECT_WINDOW_SECONDS
     max_attempts: int = 8
     initial_backoff: float = 0.05
     max_backoff: float = 2.0
@@ -88,9 +96,11 @@ class Attempts:
         self._hook = hook
         self._failures = 0
         self._reached = False
+        self._lost_at: float | None = None
 
     def progressed(self) -> None:
         self._failures = 0
+        self._lost_at = None
         self._reached = True
 
     def answered(self) -> None:
@@ -102,12 +112,17 @@ class Attempts:
         self._failures += 1
         if error.code not in RECONNECTABLE_CODES:
             raise error
+        now = time.monotonic()
+        if self._lost_at is None:
+            self._lost_at = now
         delay = self._policy.backoff(self._failures)
         remaining = deadline.remaining()
         never_connected = not self._reached and is_connect_failure(error)
-        if self._failures > self._policy.max_attempts or (
-            remaining is not None and remaining <= delay
-        ):
+        if never_connected:
+            out_of_tries = self._failures > self._policy.max_attempts
+        else:
+            out_of_tries = now + delay - self._lost_at > self._policy.window
+        if out_of_tries or (remaining is not None and remaining <= delay):
             raise cannot_reach(self._target, error) if never_connected else error
         if self._hook is not None and not never_connected:
             self._hook(self._failures, error)

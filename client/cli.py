@@ -13,6 +13,8 @@ import contextlib
 import importlib
 import os
 import pkgutil
+import re
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -21,14 +23,17 @@ import grpc
 from tierank import __version__
 from tierank.client import commands
 from tierank.client._errors import TierankError
+from tierank.client._inputs import InputError
 from tierank.client.commands._shared import (
     API_KEY_ENV,
     EXIT_BROKEN_PIPE,
+    EXIT_INTERRUPTED,
     EXIT_NO_VERDICTS,
     EXIT_NOT_QUALIFIED,
     EXIT_OK,
     EXIT_PROVISIONAL,
     EXIT_SERVER_ERROR,
+    EXIT_TIMED_OUT,
     EXIT_USAGE,
     CommandError,
     UsageError,
@@ -41,10 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tierank",
         description="Rank documents with an ensemble of LLM judges, as a tournament over gRPC.",
         epilog=f"Exit status: {EXIT_OK} success, {EXIT_SERVER_ERROR} server or connection error,"
-        f" {EXIT_USAGE} usage error; `tierank rank` also {EXIT_NO_VERDICTS} (no judge answered)"
-        f" and {EXIT_PROVISIONAL} (provisional result); `tierank qualify` {EXIT_NOT_QUALIFIED}"
-        f" (the judge is no better than chance); {EXIT_BROKEN_PIPE} the output was closed"
-        " early.",
+        f" {EXIT_USAGE} usage error (the server's INVALID_ARGUMENT too); `rank` and `fill` also"
+        f" {EXIT_NO_VERDICTS} (no judge answered) and {EXIT_PROVISIONAL} (provisional result);"
+        f" `qualify` {EXIT_NOT_QUALIFIED} (the judge is no better than chance); `rank` and"
+        f" `watch` {EXIT_TIMED_OUT} (--timeout ran out, the job goes on); {EXIT_INTERRUPTED}"
+        f" interrupted (Ctrl-C); {EXIT_BROKEN_PIPE} the output was closed early.",
     )
     parser.add_argument("--version", action="version", version=f"tierank {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -57,34 +63,45 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # A closed terminal (SIGHUP) or a kill (SIGTERM) ends the command as Ctrl-C does: it still
+    # stops its embedded server (which is in a session of its own, so no terminal signal reaches
+    # it) and says what becomes of its job.
+    # Raised as SIGINT, so that each is handled where Ctrl-C is (asyncio.run cancels its task
+    # rather than being interrupted anywhere).
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _as_ctrl_c)
     try:
         exit_code = args.handler(args)
         # A reader that went away must be noticed here, not in the flush at exit.
         sys.stdout.flush()
         return exit_code
-    except UsageError as error:
+    except (UsageError, InputError) as error:
         print(f"tierank {args.command}: {error}", file=sys.stderr)
         return EXIT_USAGE
     except TierankError as error:
         print(f"tierank {args.command}: {_error_text(error)}", file=sys.stderr)
+        # The server found the command line wrong (a bound, a name): a usage error too.
+        if error.code == grpc.StatusCode.INVALID_ARGUMENT:
+            return EXIT_USAGE
         return EXIT_SERVER_ERROR
     except CommandError as error:
         print(f"tierank {args.command}: {error}", file=sys.stderr)
-        return EXIT_SERVER_ERROR
+        return error.exit_code
     except LocalServerError as error:
         if error.refused_arguments:
             print(f"tierank {args.command}: {error}", file=sys.stderr)
             return EXIT_USAGE
-        print(
-            f"tierank {args.command}: {error}; pass --server to use a running server",
-            file=sys.stderr,
-        )
+        print(f"tierank {args.command}: {error}; {_server_hint(error)}", file=sys.stderr)
         return EXIT_SERVER_ERROR
     except BrokenPipeError:
         _silence_output()
         return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
+
+
+def _as_ctrl_c(signum: int, frame: object) -> None:
+    signal.raise_signal(signal.SIGINT)
 
 
 def _error_text(error: TierankError) -> str:
@@ -100,6 +117,18 @@ _CREDENTIAL_HINTS = {
     grpc.StatusCode.UNAUTHENTICATED: f"pass --api-key or set ${API_KEY_ENV}",
     grpc.StatusCode.PERMISSION_DENIED: f"pass an admin key with --api-key or ${API_KEY_ENV}",
 }
+
+
+# How a server refused a database names the server that holds it (see the SQLite storage).
+_HOLDER = re.compile(r"another tierank server \(serving (?P<address>\S+), pid \d+\)")
+
+
+def _server_hint(error: LocalServerError) -> str:
+    """The --server to pass: the one already serving the database, when the server named it."""
+    holder = _HOLDER.search(str(error))
+    if holder is None:
+        return "pass --server to use a running server"
+    return f"pass --server {holder['address']} to use that server while it runs"
 
 
 def _silence_output() -> None:

@@ -100,6 +100,9 @@ class LocalServer:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=_environment(self.env or {}),
+                # Not in the terminal's process group: Ctrl-C reaches the command alone, which
+                # then decides what becomes of its job before it stops the server itself.
+                start_new_session=True,
             )
         try:
             self.address = self._wait_for_address(ready_file)

@@ -183,7 +183,7 @@ async def serve(
         server = _grpc_server(settings, storage, streams)
         port = _listen(server, settings.listen, credentials)
         factory = JudgeFactory(judge_settings)
-        replica = Replica(new_replica_id(), settings.lease_s)
+        replica = Replica(new_replica_id(), settings.lease_s, takes_free_jobs=settings.resume_jobs)
         log = log.bind(replica=replica.replica_id)
         # Where other replicas write too, a watcher looks at storage now and then in case a
         # notification of theirs was lost.
@@ -225,6 +225,7 @@ async def serve(
                 following.start_soon(streams.run)
                 address = f"{settings.listen.rpartition(':')[0]}:{port}"
                 metrics_address = _expose_metrics(settings.metrics_listen)
+                storage.announce(address)
                 if settings.ready_file:
                     # The gRPC address first, alone on its line: scripts read it with cat.
                     lines = [address, metrics_address] if metrics_address else [address]

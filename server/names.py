@@ -75,6 +75,11 @@ def parse_key_name(name: str) -> str:
     return _single(KEY_COLLECTION, name)
 
 
+def parse_qualification_name(name: str) -> str:
+    """The qualification id of `qualifications/{id}`."""
+    return _single(QUALIFICATION_COLLECTION, name)
+
+
 def parse_verdict_name(name: str) -> tuple[str, str]:
     """(job id, call id) of `jobs/{job_id}/verdicts/{call_id}`."""
     job, separator, call_id = name.partition(f"/{_VERDICTS}/")

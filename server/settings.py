@@ -66,6 +66,7 @@ class ServerSettings:
     tls_cert: Path | None = None
     tls_key: Path | None = None
     tls_client_ca: Path | None = None
+    resume_jobs: bool = True
 
     @property
     def pool(self) -> PoolSettings:
@@ -225,6 +226,15 @@ def parser() -> argparse.ArgumentParser:
         "can read every job and spend the provider keys (env TIERANK_ALLOW_UNAUTHENTICATED=1)",
     )
     p.add_argument(
+        "--resume-jobs",
+        choices=["on", "off"],
+        default=env("TIERANK_RESUME_JOBS", "on"),
+        help="on: run every unfinished job found in the database (after a restart, or a "
+        "replica's death); off: only the jobs created on this server, leaving the others as "
+        "they are (the CLI's embedded server, so that no command resumes paid work unseen) "
+        "(env TIERANK_RESUME_JOBS)",
+    )
+    p.add_argument(
         "--reflection",
         choices=["on", "off"],
         default=env("TIERANK_REFLECTION"),
@@ -308,4 +318,5 @@ def from_args(argv: list[str] | None = None) -> ServerSettings:
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
         tls_client_ca=args.tls_client_ca,
+        resume_jobs=args.resume_jobs == "on",
     )

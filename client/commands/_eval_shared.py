@@ -13,6 +13,8 @@ from rich import box
 from rich.table import Table
 
 from tierank.client._errors import error_from_rpc
+from tierank.client._inputs import read_text
+from tierank.client._names import job_name
 from tierank.client._spec import JUDGE_SYNTAX
 from tierank.client.commands._shared import (
     UsageError,
@@ -29,12 +31,7 @@ MAPPINGS = ("bands", "levels", "pointwise")
 
 def text_file(path: Path) -> eval_pb2.TextFile:
     """A file sent by content; its path names it in the server's error messages."""
-    try:
-        return eval_pb2.TextFile(name=str(path), content=path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise UsageError(f"cannot read {path}: {error.strerror}") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"{path} is not UTF-8 text") from None
+    return eval_pb2.TextFile(name=str(path), content=read_text(path))
 
 
 def write_output(path: Path | None, text: str) -> None:
@@ -56,7 +53,8 @@ def add_tier_options(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="QID=JOB",
-        help="a job whose tiers label query QID, e.g. 1037798=jobs/01a2...; repeatable",
+        help="a job whose tiers label query QID, e.g. 1037798=jobs/01a2... or 1037798=01a2...;"
+        " repeatable",
     )
     group.add_argument(
         "--mapping",
@@ -124,7 +122,7 @@ def _bands(text: str) -> list[eval_pb2.RankBand]:
 
 
 def tier_labels(args: argparse.Namespace) -> eval_pb2.TierLabels:
-    jobs = [eval_pb2.JobTiers(query_id=q, job=j) for q, j in _pairs(args.jobs, "--job")]
+    jobs = [eval_pb2.JobTiers(query_id=q, job=job_name(j)) for q, j in _pairs(args.jobs, "--job")]
     mapping = eval_pb2.TierMapping()
     if args.mapping == "bands":
         mapping.rank_bands.CopyFrom(eval_pb2.RankBands(bands=_bands(args.bands), below=args.below))

@@ -12,10 +12,12 @@ from dataclasses import dataclass
 from tierank.client._names import abandoned_note, position_bias_note, reason_name
 from tierank.client.commands._shared import (
     EXIT_BROKEN_PIPE,
+    EXIT_INTERRUPTED,
     EXIT_NO_VERDICTS,
     EXIT_OK,
     EXIT_PROVISIONAL,
     EXIT_SERVER_ERROR,
+    EXIT_TIMED_OUT,
     EXIT_USAGE,
 )
 from tierank.v1 import rank_pb2
@@ -26,7 +28,9 @@ EXIT_STATUS_HELP = (
     f" judge answered at all (the tiers are only the input order); {EXIT_PROVISIONAL} a"
     " provisional result: the job was cancelled, ran out of budget or time, lost its judges, or"
     f" had nothing left to ask before it settled. {EXIT_NO_VERDICTS} and {EXIT_PROVISIONAL}"
-    f" print a warning on stderr and still write the result. {EXIT_BROKEN_PIPE}: the output was"
+    f" print a warning on stderr and still write the result. {EXIT_TIMED_OUT}: --timeout ran"
+    f" out; {EXIT_INTERRUPTED}: Ctrl-C (either way a job at --server goes on, and one on the"
+    f" embedded server is cancelled; one line says which). {EXIT_BROKEN_PIPE}: the output was"
     " closed early (e.g. piped into head)."
 )
 

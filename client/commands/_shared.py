@@ -20,7 +20,9 @@ from tierank.client._connection import (
     sync_channel,
 )
 from tierank.client._console import Console
+from tierank.client._errors import TierankError
 from tierank.client._render import fit_console
+from tierank.client._resume import DEFAULT_RECONNECT_WINDOW_SECONDS
 from tierank.client._spec import parse_judge
 from tierank.client.aio import AsyncClient
 from tierank.client.local_server import LocalServer
@@ -35,6 +37,10 @@ EXIT_NO_VERDICTS = 3
 EXIT_PROVISIONAL = 4
 # `tierank qualify` only: the judge was measured, and found no better than chance.
 EXIT_NOT_QUALIFIED = 5
+# A --timeout ran out before the command was done, as `timeout(1)` reports it.
+EXIT_TIMED_OUT = 124
+# What a shell reports for a process stopped by Ctrl-C (128 + SIGINT).
+EXIT_INTERRUPTED = 130
 # What a shell reports for a process killed by SIGPIPE (128 + 13), as for any Unix tool whose
 # reader went away (`tierank watch J | head -5`).
 EXIT_BROKEN_PIPE = 141
@@ -78,7 +84,11 @@ class UsageError(Exception):
 
 
 class CommandError(Exception):
-    """A failure already worded for the user, one line (exit code 1)."""
+    """A failure already worded for the user, one line (exit code 1 unless given)."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_SERVER_ERROR) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 def add_server_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
@@ -200,13 +210,19 @@ class Connection:
 
 
 @contextlib.contextmanager
-def server_connection(args: argparse.Namespace) -> Iterator[Connection]:
-    """The --server once it answers, or an embedded server for the command."""
+def server_connection(
+    args: argparse.Namespace, *, resume_jobs: bool = False
+) -> Iterator[Connection]:
+    """The --server once it answers, or an embedded server for the command. The embedded
+    server runs only the jobs created on it unless `resume_jobs`: a job left unfinished in the
+    database (its command was killed) goes on only when asked for (`tierank watch`), never
+    unseen during some other command."""
     if args.server:
         yield wait_for_server(args.server, remote_security(args))
         return
     refuse_security_flags(args, "the embedded server is plaintext and needs no key")
-    with LocalServer(db=args.db, env=EMBEDDED_SERVER_ENV) as server:
+    resume = ("--resume-jobs", "on" if resume_jobs else "off")
+    with LocalServer(db=args.db, env=EMBEDDED_SERVER_ENV, extra_args=resume) as server:
         yield Connection(server.address)
 
 
@@ -247,6 +263,79 @@ def _connect_timeout() -> float:
             f"${CONNECT_TIMEOUT_ENV} must be a positive number of seconds, not {text!r}"
         )
     return timeout
+
+
+def add_rubric_option(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    default: str = "the server's definition",
+) -> None:
+    """--rubric, the same for every command that judges; read it with `read_rubric`."""
+    parser.add_argument(
+        "--rubric",
+        default="",
+        help="what 'relevant' means for this task; @FILE reads it from FILE;"
+        " preset:NAME[@VERSION] names a preset (list them with `tierank rubrics`)"
+        f" (default: {default})".replace("%", "%%"),
+    )
+
+
+def add_reconnect_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    parser.add_argument(
+        "--reconnect-for",
+        type=positive_float,
+        default=DEFAULT_RECONNECT_WINDOW_SECONDS,
+        metavar="SECONDS",
+        help="when the connection is lost (a server restart), keep resuming the event stream"
+        " this long, with backoff, before giving up with the command that resumes it"
+        f" (default {DEFAULT_RECONNECT_WINDOW_SECONDS:g})",
+    )
+
+
+def watch_command(job: str, after: int, args: argparse.Namespace) -> str:
+    """The command that follows `job` on from event `after`, on the same server."""
+    return f"tierank watch {job} --after {after}{same_server(args)}"
+
+
+def same_server(args: argparse.Namespace) -> str:
+    """The options that reach this command's server again: its --server, or its --db."""
+    if args.server:
+        return f" --server {args.server}"
+    return f" --db {args.db}" if args.db else ""
+
+
+def stream_stopped(
+    error: TierankError, job: str, after: int, args: argparse.Namespace
+) -> Exception:
+    """A followed event stream that stopped before the job's end, as one line with the command
+    that resumes it: --timeout ran out, or the server stayed away for --reconnect-for."""
+    if error.code == grpc.StatusCode.DEADLINE_EXCEEDED and args.timeout is not None:
+        why = f"stopped after --timeout {args.timeout:g}s"
+        return goes_on(why, job, after, args, EXIT_TIMED_OUT)
+    if error.code == grpc.StatusCode.UNAVAILABLE:
+        return CommandError(
+            f"lost the server for {args.reconnect_for:g}s (--reconnect-for); once it is back,"
+            f" follow {job} with `{watch_command(job, after, args)}`"
+        )
+    return error
+
+
+def goes_on(
+    why: str, job: str, after: int, args: argparse.Namespace, exit_code: int
+) -> CommandError:
+    """The command stopped following `job`, which goes on: how to follow it, or stop it."""
+    where = f" at {args.server}" if args.server else ""
+    return CommandError(
+        f"{why}; {job} goes on{where}: follow it with `{watch_command(job, after, args)}`,"
+        f" or stop it with `tierank cancel {job}{same_server(args)}`",
+        exit_code,
+    )
+
+
+def positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, not {text}")
+    return value
 
 
 def positive_int(text: str) -> int:

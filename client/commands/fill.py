@@ -12,6 +12,7 @@ from rich import box
 from rich.table import Table
 
 from tierank.client._console import Console
+from tierank.client._inputs import read_rubric
 from tierank.client._render import fit_console
 from tierank.client._spec import JUDGE_SYNTAX
 from tierank.client.commands._admin import print_json
@@ -32,6 +33,7 @@ from tierank.client.commands._shared import (
     EXIT_SERVER_ERROR,
     EXIT_USAGE,
     UsageError,
+    add_rubric_option,
     judge_argument,
     positive_int,
 )
@@ -100,12 +102,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         default=10,
         help="grade the holes in each run's top N per query (default 10)",
     )
-    judging.add_argument(
-        "--rubric",
-        default="",
-        help="what 'relevant' means for this task, or preset:NAME for one of the server's"
-        " rubric presets (default: the server's definition)",
-    )
+    add_rubric_option(judging)
     judging.add_argument(
         "--held-in",
         type=_non_negative_int,
@@ -153,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
         topics=text_file(args.topics),
         passages=text_file(args.passages),
         judge=args.judge,
-        rubric=args.rubric,
+        rubric=read_rubric(args.rubric),
         seed=args.seed,
         max_in_flight=args.max_in_flight,
         held_in_sample=args.held_in,

@@ -63,15 +63,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"no {args.state} jobs" if args.state else "no jobs")
         return EXIT_OK
     console = table_console()
-    # One line per job, for grep and awk: only the query gives way, cut rather than wrapped.
+    # One line per job, for grep and awk: on a terminal only the query gives way, cut rather
+    # than wrapped; in a pipe nothing is cut.
     widths = [max(len(column), *(len(row[i]) for row in rows)) for i, column in enumerate(_COLUMNS)]
     spare = console.width - sum(widths[:-1]) - _CELL_OVERHEAD * len(_COLUMNS) - 1
     table = Table(box=box.SIMPLE_HEAD)
     for column in _COLUMNS[:-1]:
         table.add_column(column, no_wrap=True)
-    table.add_column(
-        _COLUMNS[-1], no_wrap=True, overflow="ellipsis", max_width=max(_MIN_QUERY_WIDTH, spare)
-    )
+    query_width = max(_MIN_QUERY_WIDTH, spare) if console.is_terminal else None
+    table.add_column(_COLUMNS[-1], no_wrap=True, overflow="ellipsis", max_width=query_width)
     for row in rows:
         table.add_row(*row)
     console.print(table)

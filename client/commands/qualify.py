@@ -8,6 +8,7 @@ from pathlib import Path
 
 from google.protobuf.json_format import MessageToDict
 
+from tierank.client._inputs import read_rubric
 from tierank.client._spec import JUDGE_SYNTAX
 from tierank.client.commands._admin import print_json
 from tierank.client.commands._eval_shared import add_connection_options, call, text_file
@@ -15,9 +16,14 @@ from tierank.client.commands._operations import run_operation
 from tierank.client.commands._shared import (
     EXIT_NOT_QUALIFIED,
     EXIT_OK,
+    UsageError,
+    add_rubric_option,
     judge_argument,
 )
 from tierank.v1 import eval_pb2
+
+# The collection of a qualification's name, "qualifications/{id}".
+QUALIFICATIONS = "qualifications/"
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -25,7 +31,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "qualify",
         help="measure a judge against human labels: accuracy, position bias, consistency",
         description="Run real listwise calls of JUDGE on a small human-labelled set (10-30 "
-        "queries is enough), each batch in several shuffles, and report with 95%% intervals: "
+        "queries is enough), each batch in several shuffles, and report with 95% intervals: "
         "pair accuracy on pairs the humans grade differently (overall and by grade gap), "
         "position bias (how often each shown position is ranked first, against 1/k; answers "
         "that repeat or reverse the shown order), self-consistency across shuffles, cyclic "
@@ -48,11 +54,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--run", type=Path, help="draw candidates from this run's top (judged documents only)"
     )
-    parser.add_argument(
-        "--rubric",
-        default="",
-        help="what relevant means, or preset:NAME (tierank rubrics); default: the server's",
-    )
+    add_rubric_option(parser)
     parser.add_argument("--k", type=int, default=0, help="candidates per call (default 10)")
     parser.add_argument(
         "--shuffles", type=int, default=0, help="orders each batch is shown in (default 2)"
@@ -73,9 +75,24 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
     listing = subparsers.add_parser(
         "qualifications",
-        help="list your tenant's judge qualifications, newest first",
+        help="list your tenant's judge qualifications, newest first, or delete some",
         description="The qualifications `tierank qualify` stored for your tenant, newest first "
-        "(the latest of a judge is the one jobs go by).",
+        "(the latest of a judge is the one jobs go by). `tierank qualifications delete NAME...` "
+        "deletes qualifications (e.g. one measured against the wrong labels): jobs then go by "
+        "the judge's next latest one, or take it unqualified when none is left.",
+    )
+    listing.add_argument(
+        "action",
+        nargs="?",
+        choices=("list", "delete"),
+        default="list",
+        help="list (the default) or delete",
+    )
+    listing.add_argument(
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help='for delete: qualifications to delete, "qualifications/ID" (as listed) or just ID',
     )
     listing.add_argument(
         "--judge-identity", default="", help="only this judge identity's (as listed)"
@@ -92,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         qrels=text_file(args.qrels),
         topics=text_file(args.topics),
         passages=text_file(args.passages),
-        rubric=args.rubric,
+        rubric=read_rubric(args.rubric),
         batch_size=args.k,
         shuffles=args.shuffles,
         max_queries=args.queries,
@@ -115,6 +132,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def list_qualifications(args: argparse.Namespace) -> int:
+    if args.action == "delete":
+        return delete_qualifications(args)
+    if args.names:
+        raise UsageError("names are for `tierank qualifications delete NAME...`")
     request = eval_pb2.ListQualificationsRequest(
         judge_identity=args.judge_identity, page_size=args.limit
     )
@@ -122,9 +143,27 @@ def list_qualifications(args: argparse.Namespace) -> int:
     if args.json:
         print_json([as_json(q) for q in listed.qualifications])
         return EXIT_OK
+    if not listed.qualifications:
+        print(
+            f"no qualifications of {args.judge_identity}"
+            if args.judge_identity
+            else "no qualifications (`tierank qualify` makes one)"
+        )
+        return EXIT_OK
     for q in listed.qualifications:
         made = q.create_time.ToDatetime().strftime("%Y-%m-%d %H:%M")
         print(f"{q.name}  {made}  {q.judge_identity}  {q.query_count} queries  {q.verdict}")
+    return EXIT_OK
+
+
+def delete_qualifications(args: argparse.Namespace) -> int:
+    if not args.names:
+        raise UsageError("delete needs the NAME of at least one qualification (as listed)")
+    delete = call(args, lambda stub: stub.DeleteQualification)
+    for name in args.names:
+        full = name if name.startswith(QUALIFICATIONS) else QUALIFICATIONS + name
+        deleted = delete(eval_pb2.DeleteQualificationRequest(name=full))
+        print(f"deleted {deleted.name}  {deleted.judge_identity}  {deleted.verdict}")
     return EXIT_OK
 
 

@@ -6,28 +6,43 @@ import argparse
 import asyncio
 import contextlib
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+
+import grpc
 
 from tierank.client._console import Console
 from tierank.client._errors import TierankError
-from tierank.client._pool import PoolError, read_jsonl_pool, read_run_pool, read_topic
+from tierank.client._inputs import read_rubric
+from tierank.client._pool import read_jsonl_pool, read_run_pool, read_topic
 from tierank.client._progress import LiveProgress, PlainProgress
 from tierank.client._render import FORMATS, write_result
+from tierank.client._resume import ReconnectPolicy
 from tierank.client._spec import ENSEMBLE_MODES, JUDGE_KEYS, JUDGE_SYNTAX, job_spec
 from tierank.client.aio import AsyncClient
 from tierank.client.commands._outcome import EXIT_STATUS_HELP, outcome
 from tierank.client.commands._shared import (
+    EXIT_INTERRUPTED,
+    EXIT_TIMED_OUT,
+    CommandError,
     Connection,
     UsageError,
+    add_reconnect_option,
+    add_rubric_option,
     add_server_options,
+    goes_on,
     judge_argument,
     positive_int,
+    same_server,
     server_connection,
+    stream_stopped,
 )
 from tierank.evaluation.rubric import DEFAULT_RUBRIC
 from tierank.v1 import rank_pb2
 
 _STATS_POLL_SECONDS = 0.5
+# Ctrl-C on the embedded server: how long the cancel that stops the job may take.
+_CANCEL_SECONDS = 10.0
 _DEFAULT_QID = "1"
 
 
@@ -52,13 +67,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     sources.add_argument("--topics", type=Path, help="query texts: qid<TAB>text, or JSONL")
     sources.add_argument("--query", help="query text (instead of --topics)")
-    sources.add_argument(
-        "--rubric",
-        default="",
-        help="what 'relevant' means for this task; @FILE reads it from FILE;"
-        " preset:NAME[@VERSION] names a preset (list them with `tierank rubrics`) (default: the"
-        f" server's definition: {DEFAULT_RUBRIC.replace('%', '%%')!r})",
-    )
+    add_rubric_option(sources, f"the server's definition: {DEFAULT_RUBRIC!r}")
 
     judging = parser.add_argument_group("judging")
     judging.add_argument(
@@ -138,8 +147,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     connection = parser.add_argument_group("server")
     add_server_options(connection)
     connection.add_argument(
-        "--timeout", type=float, help="give up waiting for the result after this many seconds"
+        "--timeout",
+        type=float,
+        help="stop waiting for the result after this many seconds, the job going on, with"
+        f" exit status {EXIT_TIMED_OUT}",
     )
+    add_reconnect_option(connection)
     parser.set_defaults(handler=run)
 
 
@@ -149,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
         query,
         candidates,
         judges=args.judges or ["lexical"],
-        rubric=_read_rubric(args.rubric),
+        rubric=read_rubric(args.rubric),
         batch_size=args.k,
         top_k=args.top_k,
         max_in_flight=args.max_in_flight,
@@ -164,11 +177,23 @@ def run(args: argparse.Namespace) -> int:
         allow_unqualified_judges=args.allow_unqualified_judges,
     )
     live = sys.stdout.isatty() and sys.stderr.isatty()
-    progress = LiveProgress(Console(stderr=True)) if live else PlainProgress(sys.stderr)
+    progress = (
+        LiveProgress(Console(stderr=True))
+        if live
+        else PlainProgress(sys.stderr, reconnect_window=args.reconnect_for)
+    )
+    followed = FollowedJob()
     # The output is opened first: a path that cannot be written must not cost a judged job.
     with _open_output(args.output) as out:
         with server_connection(args) as connection, progress:
-            job = asyncio.run(_rank(connection, spec, args, progress, poll_stats=live))
+            try:
+                job = asyncio.run(
+                    _rank(connection, spec, args, progress, followed, poll_stats=live)
+                )
+            except KeyboardInterrupt:
+                raise _left(connection, followed, args, "interrupted", EXIT_INTERRUPTED) from None
+            except TierankError as error:
+                raise _stream_ended(connection, followed, args, error) from None
         texts = {c.id: c.text for c in candidates}
         write_result(
             job,
@@ -190,24 +215,81 @@ async def _rank(
     spec: rank_pb2.JobSpec,
     args: argparse.Namespace,
     progress: LiveProgress | PlainProgress,
+    followed: FollowedJob,
     *,
     poll_stats: bool,
 ) -> rank_pb2.Job:
-    async with connection.async_client(on_reconnect=progress.on_reconnect) as client:
-        name = ""
+    async with connection.async_client(
+        reconnect=ReconnectPolicy(window=args.reconnect_for), on_reconnect=progress.on_reconnect
+    ) as client:
         poller: asyncio.Task[None] | None = None
         try:
             async for event in client.rank(spec, request_id=args.request_id, timeout=args.timeout):
                 progress.on_event(event)
-                name = event.job
+                followed.name, followed.last_sequence = event.job, event.sequence
                 if poll_stats and poller is None:
-                    poller = asyncio.create_task(_poll_stats(client, name, progress))
+                    poller = asyncio.create_task(_poll_stats(client, followed.name, progress))
         finally:
             if poller is not None:
                 poller.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await poller
-        return await client.get_job(name, timeout=args.timeout)
+        return await client.get_job(followed.name, timeout=args.timeout)
+
+
+@dataclass
+class FollowedJob:
+    """The job `rank` follows, as far as its events have told: what an interruption names."""
+
+    name: str = ""
+    last_sequence: int = 0
+
+
+def _stream_ended(
+    connection: Connection, followed: FollowedJob, args: argparse.Namespace, error: TierankError
+) -> Exception:
+    if not followed.name:
+        return error
+    if args.server or error.code != grpc.StatusCode.DEADLINE_EXCEEDED:
+        return stream_stopped(error, followed.name, followed.last_sequence, args)
+    why = f"stopped after --timeout {args.timeout:g}s"
+    return _left(connection, followed, args, why, EXIT_TIMED_OUT)
+
+
+def _left(
+    connection: Connection,
+    followed: FollowedJob,
+    args: argparse.Namespace,
+    why: str,
+    exit_code: int,
+) -> CommandError:
+    """Ctrl-C or --timeout: a job on a --server goes on there (say how to follow or cancel
+    it); one on the embedded server is cancelled, since that server stops with this command and
+    the job would otherwise go on spending, unseen, whenever a later command starts it again."""
+    if not followed.name:
+        where = f"--server {args.server}" if args.server else "the embedded server"
+        return CommandError(
+            f"{why} before the job was named; `tierank jobs` on {where} lists it if it was created",
+            exit_code,
+        )
+    name = followed.name
+    if args.server:
+        return goes_on(why, name, followed.last_sequence, args, exit_code)
+    try:
+        with connection.client() as client:
+            client.cancel_job(name, timeout=_CANCEL_SECONDS)
+    except TierankError as error:
+        return CommandError(
+            f"{why}; could not cancel {name} ({error.code.name}): it resumes when a later"
+            f" command starts the embedded server; stop it with"
+            f" `tierank cancel {name}{same_server(args)}`",
+            exit_code,
+        )
+    return CommandError(
+        f"{why}; cancelled {name}, since the embedded server stops with this command; its"
+        f" tiers so far: `tierank watch {name}{same_server(args)}`",
+        exit_code,
+    )
 
 
 async def _poll_stats(
@@ -226,31 +308,19 @@ def _read_inputs(args: argparse.Namespace) -> tuple[list[rank_pb2.Candidate], st
         raise UsageError("give either a JSONL pool or --run (with --passages and --qid)")
     if args.query is not None and args.topics is not None:
         raise UsageError("give either --query or --topics, not both")
-    try:
-        if args.run is not None:
-            if args.passages is None or args.qid is None:
-                raise UsageError("--run needs --passages and --qid")
-            candidates = read_run_pool(args.run, args.passages, args.qid)
-        else:
-            candidates = read_jsonl_pool(args.pool)
-        if args.topics is not None:
-            if args.qid is None:
-                raise UsageError("--topics needs --qid")
-            return candidates, read_topic(args.topics, args.qid)
-    except PoolError as error:
-        raise UsageError(str(error)) from None
+    if args.run is not None:
+        if args.passages is None or args.qid is None:
+            raise UsageError("--run needs --passages and --qid")
+        candidates = read_run_pool(args.run, args.passages, args.qid)
+    else:
+        candidates = read_jsonl_pool(args.pool)
+    if args.topics is not None:
+        if args.qid is None:
+            raise UsageError("--topics needs --qid")
+        return candidates, read_topic(args.topics, args.qid)
     if args.query is None:
         raise UsageError("give the query with --query (or --topics and --qid)")
     return candidates, args.query
-
-
-def _read_rubric(rubric: str) -> str:
-    if not rubric.startswith("@"):
-        return rubric
-    try:
-        return Path(rubric[1:]).read_text(encoding="utf-8").strip()
-    except OSError as error:
-        raise UsageError(f"cannot read rubric {rubric[1:]}: {error.strerror}") from None
 
 
 @contextlib.contextmanager

@@ -13,6 +13,9 @@ from tierank.client.commands._eval_shared import add_connection_options, call
 from tierank.client.commands._shared import EXIT_OK, UsageError, table_console
 from tierank.v1 import eval_pb2
 
+# How a rubric field names a preset (`--rubric preset:NAME`).
+PRESET_PREFIX = "preset:"
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -24,7 +27,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         " to reproduce an earlier evaluation). With NAME, print that preset's text alone, e.g."
         " to start a rubric of your own from it (--rubric @FILE).",
     )
-    parser.add_argument("name", nargs="?", help="print this preset's text")
+    parser.add_argument(
+        "name",
+        nargs="?",
+        metavar="NAME",
+        help="print this preset's text: NAME, NAME@VERSION or preset:NAME[@VERSION]",
+    )
     parser.add_argument("--json", action="store_true", help="print the presets as JSON")
     add_connection_options(parser)
     parser.set_defaults(handler=run)
@@ -33,11 +41,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     presets = call(args, lambda stub: stub.ListRubrics)(eval_pb2.ListRubricsRequest()).presets
     if args.name is not None:
-        chosen = [p for p in presets if p.name == args.name]
-        if not chosen:
-            known = ", ".join(p.name for p in presets)
-            raise UsageError(f"no preset named {args.name!r}; the server has: {known}")
-        presets = chosen
+        presets = [_chosen(presets, args.name)]
     if args.json:
         print_json([MessageToDict(p, preserving_proto_field_name=True) for p in presets])
     elif args.name is not None:
@@ -45,6 +49,21 @@ def run(args: argparse.Namespace) -> int:
     else:
         table_console().print(_table(presets))
     return EXIT_OK
+
+
+def _chosen(presets: list[eval_pb2.RubricPreset], reference: str) -> eval_pb2.RubricPreset:
+    """The preset named as `--rubric` names it (preset:NAME[@VERSION]), or just NAME[@VERSION]."""
+    name, _, version = reference.removeprefix(PRESET_PREFIX).partition("@")
+    preset = next((p for p in presets if p.name == name), None)
+    if preset is None:
+        known = ", ".join(p.name for p in presets)
+        raise UsageError(f"no preset named {name!r}; the server has: {known}")
+    if version and version != str(preset.version):
+        raise UsageError(
+            f"{name} is at version {preset.version}; earlier versions still judge as"
+            f" --rubric {PRESET_PREFIX}{name}@VERSION, but only the current text is listed"
+        )
+    return preset
 
 
 def _table(presets: list[eval_pb2.RubricPreset]) -> Table:
@@ -55,6 +74,11 @@ def _table(presets: list[eval_pb2.RubricPreset]) -> Table:
     table.add_column("what it judges")
     for preset in presets:
         table.add_row(
-            *plain(f"preset:{preset.name}", str(preset.version), preset.kind, preset.description)
+            *plain(
+                f"{PRESET_PREFIX}{preset.name}",
+                str(preset.version),
+                preset.kind,
+                preset.description,
+            )
         )
     return table

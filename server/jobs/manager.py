@@ -225,7 +225,7 @@ class JobManager:
                 runner.request_cancel()
         # A draining replica still lands its calls: it counts itself until it has left.
         self._factory.share_limits(membership.live_replicas + self._draining)
-        if self._draining or not membership.live_replicas:
+        if self._draining or not membership.live_replicas or not replica.takes_free_jobs:
             return
         share = math.ceil(membership.unfinished_jobs / membership.live_replicas)
         wanted = share - len(self._leases)

@@ -24,6 +24,9 @@ def new_replica_id() -> str:
 class Replica:
     replica_id: str
     lease_s: float = DEFAULT_LEASE_S
+    # Whether it takes up unfinished jobs nobody runs (after a restart, or a replica's death);
+    # without, it runs only the jobs created or cancelled on it (the CLI's embedded server).
+    takes_free_jobs: bool = True
 
     @property
     def tick_s(self) -> float:

@@ -20,6 +20,7 @@ import random
 import re
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import replace
 
 from tierank.server.judges.base import (
     BatchRequest,
@@ -168,12 +169,14 @@ class OracleJudge(_OfflineJudge):
     async def judge(self, request: BatchRequest) -> JudgeReply:
         if self._latency_s:
             await asyncio.sleep(self._latency_s)
+        # The simulated latency is what the call took, as an LLM judge reports its round trip.
+        usage = replace(self.estimate(request), latency_s=self._latency_s)
         rng = random.Random(request.seed)
         if self._fail_rate and rng.random() < self._fail_rate:
             return JudgeReply(
                 ordering=(),
-                usage=self.estimate(request),
+                usage=usage,
                 failure=JudgeFailure(FailureKind.UNPARSEABLE, "oracle simulated a bad answer"),
             )
         noisy = {p.id: self._scores[p.id] + rng.gauss(0.0, self._noise) for p in request.passages}
-        return self._reply(request, noisy)
+        return replace(self._reply(request, noisy), usage=usage)

@@ -33,8 +33,9 @@ MAX_IN_FLIGHT = 64
 
 
 def _lines(file: eval_pb2.TextFile) -> list[str]:
+    # A byte order mark is an editor's, not the first query id's: every client reads files so.
     # Not splitlines(): MS MARCO passages hold U+2028 and friends inside JSON strings.
-    return file.content.split("\n")
+    return file.content.removeprefix("\ufeff").split("\n")
 
 
 def _source(file: eval_pb2.TextFile, fallback: str) -> str:

@@ -151,6 +151,11 @@ class EvalServicer(eval_pb2_grpc.EvalServiceServicer):
     ) -> eval_pb2.ListQualificationsResponse:
         return await self._qualifier.list(request)
 
+    async def DeleteQualification(
+        self, request: eval_pb2.DeleteQualificationRequest, context: grpc.aio.ServicerContext
+    ) -> eval_pb2.Qualification:
+        return await self._qualifier.delete(request)
+
     async def ListRubrics(
         self, request: eval_pb2.ListRubricsRequest, context: grpc.aio.ServicerContext
     ) -> eval_pb2.ListRubricsResponse:

@@ -1,11 +1,11 @@
-"""QualifyJudge and ListQualifications: requests read and checked at the edge, the work done by
-`labeling.qualify`, the result stored for the caller's tenant."""
+"""QualifyJudge, ListQualifications and DeleteQualification: requests read and checked at the
+edge, the work done by `labeling.qualify`, the result stored for the caller's tenant."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tierank.server.errors import FieldViolation, invalid_argument
+from tierank.server.errors import FieldViolation, invalid_argument, not_found
 from tierank.server.jobs.convert import judge_config
 from tierank.server.judges.base import Judge, PoolContext
 from tierank.server.judges.registry import JudgeFactory
@@ -20,6 +20,7 @@ from tierank.server.labeling.qualify import (
     planned_calls,
     qualification,
 )
+from tierank.server.names import BadName, parse_qualification_name
 from tierank.server.rpc.auth import current_caller
 from tierank.server.rpc.eval_inputs import (
     DEFAULT_RELEVANCE_THRESHOLD,
@@ -36,6 +37,7 @@ from tierank.server.tenancy.provider_accounts import ProviderAccounts
 from tierank.server.tenancy.spending import SpendLedger
 from tierank.v1 import eval_pb2
 
+QUALIFICATION_TYPE = "tierank.v1.Qualification"
 DEFAULT_BATCH_SIZE = 10
 DEFAULT_SHUFFLES = 2
 DEFAULT_MAX_QUERIES = 30
@@ -144,6 +146,16 @@ class Qualifier:
         return eval_pb2.ListQualificationsResponse(
             qualifications=[eval_pb2.Qualification.FromString(r.payload) for r in records]
         )
+
+    async def delete(self, request: eval_pb2.DeleteQualificationRequest) -> eval_pb2.Qualification:
+        try:
+            qualification_id = parse_qualification_name(request.name)
+        except BadName as bad:
+            raise invalid_argument([FieldViolation("name", str(bad))]) from None
+        record = await self.storage.delete_qualification(current_caller().tenant, qualification_id)
+        if record is None:
+            raise not_found(request.name, QUALIFICATION_TYPE)
+        return eval_pb2.Qualification.FromString(record.payload)
 
 
 def _settings(request: eval_pb2.QualifyJudgeRequest, rubric: str) -> QualifySettings:

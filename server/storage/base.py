@@ -521,4 +521,15 @@ class Storage(abc.ABC):
         many. Where one process owns the database, that is every other owner's."""
 
     @abc.abstractmethod
+    async def delete_qualification(
+        self, tenant: str, qualification_id: str
+    ) -> QualificationRecord | None:
+        """Delete one of the tenant's qualifications; the deleted record, or None when the
+        tenant has none by that id."""
+
+    @abc.abstractmethod
+    def announce(self, address: str) -> None:
+        """Say where this server serves, for a second server the database refuses to name it."""
+
+    @abc.abstractmethod
     async def close(self) -> None: ...

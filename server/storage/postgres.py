@@ -833,6 +833,19 @@ class PostgresStorage(Storage):
         )
         return int(row[0])
 
+    async def delete_qualification(
+        self, tenant: str, qualification_id: str
+    ) -> QualificationRecord | None:
+        row = await self._fetchone(
+            "DELETE FROM qualifications WHERE tenant = %s AND qualification_id = %s "
+            f"RETURNING {_QUALIFICATION_COLUMNS}",
+            (tenant, qualification_id),
+        )
+        return None if row is None else QualificationRecord(*row[:-1], bytes(row[-1]))
+
+    def announce(self, address: str) -> None:
+        """Nothing to say: every replica is welcome on a shared database, none is refused."""
+
     async def ping(self) -> None:
         await self._fetchone("SELECT 1", None)
 

@@ -376,6 +376,10 @@ class SqliteStorage(Storage):
             self._lock_fd = _lock(self.path)
         except OSError as error:
             raise StorageError(f"cannot open the database {path}: {_file_problem(error)}") from None
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = _lock(self.path)
+        # Left by a server that was killed: whoever holds the lock now has not announced yet.
+        _address_file(self.path).unlink(missing_ok=True)
         try:
             writer_conn, reader_conn = _open(self.path, synchronous)
         except BaseException:
@@ -873,6 +877,19 @@ class SqliteStorage(Storage):
 
         return await self._reader.submit(read)
 
+    async def delete_qualification(
+        self, tenant: str, qualification_id: str
+    ) -> QualificationRecord | None:
+        def write(conn: sqlite3.Connection) -> QualificationRecord | None:
+            row = conn.execute(
+                f"DELETE FROM qualifications WHERE tenant = ? AND qualification_id = ? "
+                f"RETURNING {_QUALIFICATION_COLUMNS}",
+                (tenant, qualification_id),
+            ).fetchone()
+            return None if row is None else _qualification(row)
+
+        return await self._writer.submit(write)
+
     async def ping(self) -> None:
         await self._reader.submit(lambda conn: conn.execute("SELECT 1").fetchone())
 
@@ -1039,7 +1056,11 @@ class SqliteStorage(Storage):
 
         return await self._writer.submit(write)
 
+    def announce(self, address: str) -> None:
+        _address_file(self.path).write_text(f"{address} {os.getpid()}\n")
+
     async def close(self) -> None:
+        _address_file(self.path).unlink(missing_ok=True)
         await asyncio.to_thread(self._writer.stop)
         await asyncio.to_thread(self._reader.stop)
         # Only now: closing any descriptor of the file drops SQLite's own POSIX locks on it.
@@ -1067,8 +1088,22 @@ def _lock(path: Path) -> int:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        raise DatabaseLocked(f"another tierank server is using {path}") from None
+        raise DatabaseLocked(f"another tierank server{_announced(path)} is using {path}") from None
     return fd
+
+
+def _address_file(path: Path) -> Path:
+    """Where the server holding `path` writes "HOST:PORT PID" once it serves."""
+    return path.with_name(path.name + ".address")
+
+
+def _announced(path: Path) -> str:
+    """ " (serving HOST:PORT, pid N)" as the holder of `path` announced it; "" before it has."""
+    try:
+        address, pid = _address_file(path).read_text().split()
+    except (OSError, ValueError):
+        return ""
+    return f" (serving {address}, pid {pid})"
 
 
 def _open(path: Path, synchronous: str) -> tuple[sqlite3.Connection, sqlite3.Connection]:

@@ -133,11 +133,13 @@ def test_rank_from_a_trec_run_and_topics(tierank_server: str) -> None:
     assert sum(len(t["candidate_ids"]) for t in summary["tiers"]) == 100
 
 
-def test_invalid_spec_exits_1_with_field_violations(tierank_server: str) -> None:
+def test_invalid_spec_is_a_usage_error_stated_once(tierank_server: str) -> None:
     result = tierank("rank", POOL, "--query", QUERY, "--k", "1", "--server", tierank_server)
-    assert result.returncode == 1
-    assert "INVALID_ARGUMENT" in result.stderr
-    assert "  spec.batch_size: must be between 2 and 20" in result.stderr.splitlines()
+    assert result.returncode == 2
+    assert result.stderr == (
+        "tierank rank: INVALID_ARGUMENT: invalid request: spec.batch_size: must be between 2"
+        " and 20\n"
+    )
 
 
 def test_unknown_job_exits_1(tierank_server: str) -> None:
@@ -152,7 +154,7 @@ def test_unknown_job_exits_1(tierank_server: str) -> None:
         (["rank", POOL], "--query"),
         (["rank", "--run", POOL], "--passages and --qid"),
         (["rank", "missing.jsonl", "--query", "q"], "cannot read missing.jsonl"),
-        (["rank", POOL, "--query", "q", "--rubric", "@missing.txt"], "cannot read rubric"),
+        (["rank", POOL, "--query", "q", "--rubric", "@missing.txt"], "--rubric: cannot read"),
         (["rank", POOL, "--query", "q", "--format", "xml"], "invalid choice"),
         (["watch"], "NAME"),
     ],

@@ -119,7 +119,7 @@ def test_usage_and_server_side_errors(tierank_server: str, tmp_path: Path) -> No
     negative = tierank(*fill_args(paths, "--held-in", "-1", "--server", tierank_server))
     assert negative.returncode == 2 and "must not be negative" in negative.stderr
     too_many = tierank(*fill_args(paths, "--held-in", "20000", "--server", tierank_server))
-    assert too_many.returncode == 1
+    assert too_many.returncode == 2
     assert "held_in_sample" in too_many.stderr and "between 0 and 10000" in too_many.stderr
     no_judge = tierank(*fill_args(paths)[:-2], "--server", tierank_server)
     assert no_judge.returncode == 2 and "--judge" in no_judge.stderr

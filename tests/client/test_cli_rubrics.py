@@ -38,6 +38,6 @@ def test_rank_sends_the_preset_name_and_the_job_holds_its_text(tierank_server: s
     refused = tierank(
         "rank", POOL, "--query", QUERY, "--rubric", "preset:usefulness", "--server", tierank_server
     )
-    assert refused.returncode == 1
+    assert refused.returncode == 2
     assert "spec.rubric: unknown rubric preset 'usefulness'" in refused.stderr
     assert "context-relevance" in refused.stderr

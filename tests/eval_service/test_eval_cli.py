@@ -50,7 +50,7 @@ async def test_eval_table_and_bad_input(server_address, tmp_path) -> None:
     bad = tmp_path / "bad.qrels"
     bad.write_text("1 0 a 1\n1 0 a 2\n")
     rejected = await tierank("eval", str(BM25_RUN), "--qrels", str(bad), "--server", server_address)
-    assert rejected.returncode == 1
+    assert rejected.returncode == 2
     assert f"{bad}:2: document 'a' judged twice" in rejected.stderr
 
 

@@ -167,3 +167,17 @@ async def test_tier_labels_from_two_jobs_label_two_queries(
     assert {q: len(d) for q, d in exported.items()} == {"a": 6, "b": 8}
     assert [r.job for r in response.labeling] == [first.name, second.name]
     assert first.state == rank_pb2.JOB_STATE_SUCCEEDED
+
+
+async def test_a_byte_order_mark_is_not_part_of_the_first_query_id(eval_stub) -> None:
+    # Any client may send a file as its editor saved it (issue 22, item 18).
+    def request(mark: str) -> eval_pb2.EvaluateRequest:
+        run = eval_pb2.TextFile(name="run", content=mark + BM25_RUN.read_text())
+        qrels = eval_pb2.TextFile(name="qrels", content=mark + DL_QRELS.read_text())
+        labels = eval_pb2.LabelSource(qrels=qrels)
+        return eval_pb2.EvaluateRequest(runs=[run], labels=labels, per_query=True)
+
+    plain = await eval_stub.Evaluate(request(""))
+    marked = await eval_stub.Evaluate(request("\ufeff"))
+    assert marked.runs[0].aggregates == plain.runs[0].aggregates
+    assert marked.runs[0].per_query == plain.runs[0].per_query

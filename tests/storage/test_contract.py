@@ -980,3 +980,13 @@ async def test_operations_of_a_server_that_stopped_are_ended(backend: Backend):
         assert (await storage.get_operation("acme", "op3")).state == RUNNING
     finally:
         await storage.close()
+
+
+async def test_a_qualification_is_deleted_only_by_its_tenant(storage: Storage):
+    made = QualificationRecord("q1", "acme", "oracle/noise=1", 1.0, False, 0.0, b"\x00r")
+    await storage.put_qualification(made)
+    assert await storage.delete_qualification("globex", "q1") is None
+    assert await storage.list_qualifications("acme", None, 10) == [made]
+    assert await storage.delete_qualification("acme", "q1") == made
+    assert await storage.list_qualifications("acme", None, 10) == []
+    assert await storage.delete_qualification("acme", "q1") is None

@@ -520,6 +520,12 @@ class ListQualificationsResponse(_message.Message):
     qualifications: _containers.RepeatedCompositeFieldContainer[Qualification]
     def __init__(self, qualifications: _Optional[_Iterable[_Union[Qualification, _Mapping]]] = ...) -> None: ...
 
+class DeleteQualificationRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
 class ListRubricsRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

@@ -99,6 +99,11 @@ class EvalServiceStub:
                 request_serializer=tierank_dot_v1_dot_eval__pb2.ListQualificationsRequest.SerializeToString,
                 response_deserializer=tierank_dot_v1_dot_eval__pb2.ListQualificationsResponse.FromString,
                 _registered_method=True)
+        self.DeleteQualification = channel.unary_unary(
+                '/tierank.v1.EvalService/DeleteQualification',
+                request_serializer=tierank_dot_v1_dot_eval__pb2.DeleteQualificationRequest.SerializeToString,
+                response_deserializer=tierank_dot_v1_dot_eval__pb2.Qualification.FromString,
+                _registered_method=True)
         self.ListRubrics = channel.unary_unary(
                 '/tierank.v1.EvalService/ListRubrics',
                 request_serializer=tierank_dot_v1_dot_eval__pb2.ListRubricsRequest.SerializeToString,
@@ -212,6 +217,15 @@ class EvalServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeleteQualification(self, request, context):
+        """Deletes one of the caller's tenant's qualifications (AIP-135), e.g. one made with the wrong
+        labels: jobs then go by the judge's next latest one, or admit it unqualified if none is left.
+        Another tenant's qualification is NOT_FOUND. Returns the deleted qualification.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListRubrics(self, request, context):
         """The rubric presets this server knows ("preset:NAME" in any rubric field).
         """
@@ -286,6 +300,11 @@ def add_EvalServiceServicer_to_server(servicer, server):
                     servicer.ListQualifications,
                     request_deserializer=tierank_dot_v1_dot_eval__pb2.ListQualificationsRequest.FromString,
                     response_serializer=tierank_dot_v1_dot_eval__pb2.ListQualificationsResponse.SerializeToString,
+            ),
+            'DeleteQualification': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteQualification,
+                    request_deserializer=tierank_dot_v1_dot_eval__pb2.DeleteQualificationRequest.FromString,
+                    response_serializer=tierank_dot_v1_dot_eval__pb2.Qualification.SerializeToString,
             ),
             'ListRubrics': grpc.unary_unary_rpc_method_handler(
                     servicer.ListRubrics,
@@ -644,6 +663,33 @@ class EvalService:
             '/tierank.v1.EvalService/ListQualifications',
             tierank_dot_v1_dot_eval__pb2.ListQualificationsRequest.SerializeToString,
             tierank_dot_v1_dot_eval__pb2.ListQualificationsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteQualification(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tierank.v1.EvalService/DeleteQualification',
+            tierank_dot_v1_dot_eval__pb2.DeleteQualificationRequest.SerializeToString,
+            tierank_dot_v1_dot_eval__pb2.Qualification.FromString,
             options,
             channel_credentials,
             insecure,
