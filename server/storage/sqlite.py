@@ -376,8 +376,6 @@ class SqliteStorage(Storage):
             self._lock_fd = _lock(self.path)
         except OSError as error:
             raise StorageError(f"cannot open the database {path}: {_file_problem(error)}") from None
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock_fd = _lock(self.path)
         # Left by a server that was killed: whoever holds the lock now has not announced yet.
         _address_file(self.path).unlink(missing_ok=True)
         try:
