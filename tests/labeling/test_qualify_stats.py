@@ -239,7 +239,9 @@ def test_a_judge_that_repeats_the_shown_order_is_at_chance():
     assert quality.pair_accuracy.low <= 0.5 <= quality.pair_accuracy.high
     usable, weight, line = judge_verdict(quality)
     assert (usable, weight) == (False, 0.0)
-    assert line.startswith("not usable: pair accuracy") and line.endswith("is chance")
+    # The one line `tierank qualifications` shows says why: at chance, and by following positions.
+    assert line.startswith("not usable: pair accuracy") and "is chance; position bias" in line
+    assert "repeats the shown order in 100% of answers" in line
 
 
 def test_a_judge_at_chance_is_rarely_called_usable():
