@@ -1,6 +1,7 @@
 """Fairness between tenants: what one tenant at its limits costs another's GetJob.
 
-    python -m tierank.bench.tenant_fairness              # A: 400 jobs asked, 5 x 200 watchers
+    python -m tierank.bench.tenant_fairness                   # 400 jobs, 5x200 streams, 1 s judges
+    python -m tierank.bench.tenant_fairness --latency-ms 200  # judges 5x as fast: a heavier A
     python -m tierank.bench.tenant_fairness --jobs 50 --watchers-per-job 50 --seconds 5
 
 One server (its own process, SQLite, --auth keys) and two tenants created without limits of
@@ -10,7 +11,7 @@ it with GetJob back to back, first alone, then while tenant A is at its limits: 
 `--watchers-per-job` watch streams on each of its first `--watched-jobs` jobs (those past its
 watcher limit are refused). A's clients run in another process, so that their own work is not
 B's client's. Printed: B's GetJob p50 and p95 alone and under A's load, side by side, and the
-ratios loaded/alone; what A was refused; and A's verdicts meanwhile (A is served too).
+ratios loaded/alone; what A was refused; and the events A's watchers received (A is served too).
 """
 
 from __future__ import annotations
@@ -163,7 +164,7 @@ def main() -> None:
     parser.add_argument("--watched-jobs", type=int, default=5, help="A's jobs it watches")
     parser.add_argument("--watchers-per-job", type=int, default=200, help="streams per job")
     parser.add_argument("--candidates", type=int, default=200, help="per job of A's")
-    parser.add_argument("--latency-ms", default="50", help="A's judges' latency per call")
+    parser.add_argument("--latency-ms", default="1000", help="A's judges' latency per call")
     parser.add_argument("--seconds", type=float, default=8.0, help="each probe's length")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
