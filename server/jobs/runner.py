@@ -9,7 +9,10 @@ job that ends early (cancelled, deadline, no judges left) records the answers al
 before it completes.
 
 A full disk pauses a job: every write is retried until it fits, so nothing already stored is
-lost and the event sequence has no gap; the job goes on when space is freed.
+lost and the event sequence has no gap; the job goes on when space is freed. That holds for the
+calls in flight too (their spend reservations and answers wait like the job's own records), so
+an answer received while the disk is full is kept, not asked again, unless the server stops
+before it could be stored: only then is that call made again when the job resumes.
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ import hashlib
 import math
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import anyio
 import structlog
@@ -56,6 +60,7 @@ from tierank.server.storage.base import (
     Lease,
     LeaseLost,
     QuotaExceeded,
+    Spend,
     Storage,
     StorageFull,
     StorageUnavailable,
@@ -73,6 +78,8 @@ MAX_CONSECUTIVE_FAILURES = 5
 # A write that finds the disk full is retried after this long, doubling up to the maximum.
 FULL_DISK_FIRST_RETRY_S = 0.05
 FULL_DISK_MAX_RETRY_S = 2.0
+
+_Written = TypeVar("_Written")
 
 _REASONS = {
     StopReason.SETTLED: rank_pb2.COMPLETION_REASON_SETTLED,
@@ -431,17 +438,11 @@ class JobRunner:
                 ordering = decode_ordering(stored, request.passages)
                 await self._keep(call, JudgeReply(ordering), send, cached=True)
                 return
+        worst_case = judge.estimate(request)
         try:
-            async with self._spending.held(
-                self._tenant, judge.name, judge.estimate(request)
-            ) as bill:
-                try:
-                    reply = await judge.judge(request)
-                except Exception as error:  # a judge bug must not take the job down
-                    self._log.exception("judge raised", judge=judge.name, call_id=call.call_id)
-                    failure = JudgeFailure(FailureKind.SERVER_ERROR, repr(error))
-                    reply = JudgeReply((), failure=failure)
-                bill.spent = spend_of(reply.usage, reply.failure)
+            reservation = await self._durably(
+                lambda: self._spending.reserve(self._tenant, judge.name, worst_case)
+            )
         except QuotaExceeded as exceeded:
             # Never sent, so never answered: the loop sees the budget gone and ends the job.
             self._log.info("tenant budget exhausted", limit=exceeded.limit, call_id=call.call_id)
@@ -449,7 +450,21 @@ class JobRunner:
             self._over_budget = exceeded
             self._nudge()
             return
-        await self._keep(call, _checked(reply, call), send, cached=False, cache_as=key)
+        # Not SpendLedger.held: its writes would fail the job on a full disk, where these wait.
+        spent: Spend | None = None  # unknown until the judge answers: settled as reserved
+        try:
+            try:
+                reply = await judge.judge(request)
+            except Exception as error:  # a judge bug must not take the job down
+                self._log.exception("judge raised", judge=judge.name, call_id=call.call_id)
+                failure = JudgeFailure(FailureKind.SERVER_ERROR, repr(error))
+                reply = JudgeReply((), failure=failure)
+            spent = spend_of(reply.usage, reply.failure)
+            # Stored before its spend is settled: a stop while the disk is full then loses at
+            # most the settlement (a later heartbeat settles it as reserved), never the answer.
+            await self._keep(call, _checked(reply, call), send, cached=False, cache_as=key)
+        finally:
+            await self._durably(lambda: self._spending.settle(reservation, spent))
 
     async def _keep(
         self,
@@ -618,7 +633,12 @@ class JobRunner:
         await self._hub.publish(self.job_id, events)
 
     async def _store(self, update: JobUpdate) -> None:
-        """Commit `update`, waiting out a full disk (the job pauses; nothing is lost).
+        """Commit `update`, waiting out a full disk (the job pauses; nothing is lost)."""
+        await self._durably(lambda: self._storage.commit(self.job_id, update, self._lease))
+
+    async def _durably(self, write: Callable[[], Awaitable[_Written]]) -> _Written:
+        """Make one of the job's writes, retrying it until it fits on a full disk: the job's
+        main loop and every call in flight pause alike, and go on when space is freed.
 
         Each attempt is shielded, so a cancellation never leaves it unknown whether a write
         went in; between attempts the job can be cancelled (a shutdown), and resumes later.
@@ -628,7 +648,7 @@ class JobRunner:
         while True:
             try:
                 with anyio.CancelScope(shield=True):
-                    await self._storage.commit(self.job_id, update, self._lease)
+                    written = await write()
             except StorageFull as error:
                 if not paused:
                     self._log.error("job paused until disk space is freed", error=str(error))
@@ -638,7 +658,7 @@ class JobRunner:
                 continue
             if paused:
                 self._log.info("job resumed: disk space was freed")
-            return
+            return written
 
     async def _finish(
         self, tournament: Tournament, stats: StatsBook, reason: rank_pb2.CompletionReason

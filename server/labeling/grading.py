@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import anyio
+import anyio.lowlevel
 
 from tierank.server.errors import FieldViolation, invalid_argument
 from tierank.server.jobs.convert import judge_config
@@ -143,6 +144,7 @@ class PairGrader:
         self._tenant = tenant
         self._rubric = rubric
         self._seed = seed
+        self._max_in_flight = max_in_flight
         self._slots = anyio.Semaphore(max_in_flight)
         self._spending = spending
         self.tally = GradingTally()
@@ -184,15 +186,26 @@ class PairGrader:
         return graded
 
     async def grade_all(self, pairs: Sequence[Pair]) -> list[GradedPair]:
-        """Every pair, concurrently, results in the order given."""
-        results: list[GradedPair | None] = [None] * len(pairs)
+        """Every pair, `max_in_flight` at a time, results in the order given.
 
-        async def one(index: int) -> None:
-            results[index] = await self.grade(pairs[index])
+        A few workers take the pairs in turn, each pair its own step on the event loop, so
+        that 100,000 pairs never queue 100,000 tasks (nor their storage calls) ahead of other
+        clients, and a cancelled request (its client gone, its deadline passed) stops at the
+        next pair.
+        """
+        results: list[GradedPair | None] = [None] * len(pairs)
+        unclaimed = iter(range(len(pairs)))  # shared: each worker takes the next pair
+
+        async def worker() -> None:
+            for index in unclaimed:
+                # A grader that answers without waiting (the oracle, a cached grade) still
+                # lets the loop serve others, and still sees a cancellation, between pairs.
+                await anyio.lowlevel.checkpoint()
+                results[index] = await self.grade(pairs[index])
 
         # An ApiError of one pair reaches the client through the task group's exception group
         # (the interceptor reports its first ApiError).
         async with anyio.create_task_group() as group:
-            for index in range(len(pairs)):
-                group.start_soon(one, index)
+            for _ in range(min(self._max_in_flight, len(pairs))):
+                group.start_soon(worker)
         return [r for r in results if r is not None]

@@ -7,7 +7,11 @@ Thin translation between requests and `tierank.evaluation`; labels from tiers co
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
+from functools import partial
 
+import anyio
+import anyio.lowlevel
+import anyio.to_thread
 import grpc
 
 from tierank.evaluation import (
@@ -66,6 +70,7 @@ from tierank.server.rpc.operation_requests import (
 from tierank.server.rpc.qualify_requests import Qualifier
 from tierank.server.storage.base import OperationRecord, Storage
 from tierank.server.tenancy.provider_accounts import ProviderAccounts
+from tierank.server.tenancy.quotas import EvalSlots
 from tierank.server.tenancy.spending import SpendLedger
 from tierank.v1 import eval_pb2, eval_pb2_grpc
 
@@ -73,6 +78,9 @@ EVAL_SERVICE = eval_pb2.DESCRIPTOR.services_by_name["EvalService"].full_name
 DEFAULT_RBO_PERSISTENCE = 0.9
 DEFAULT_FILL_DEPTH = 10
 MAX_PAIRS = 100_000
+# Pairs read or answered in one step on the event loop: a request of MAX_PAIRS takes a few
+# hundred short steps, so other clients are served in between.
+PAIRS_PER_STEP = 500
 
 
 class EvalServicer(eval_pb2_grpc.EvalServiceServicer):
@@ -90,6 +98,7 @@ class EvalServicer(eval_pb2_grpc.EvalServiceServicer):
         self._spending = spending
         self._qualifier = Qualifier(storage, factory, accounts, spending)
         self._operations = Operations(operations, storage)
+        self._heavy = EvalSlots()
 
     # -- long requests, as operations -----------------------------------------------------------
 
@@ -199,18 +208,24 @@ class EvalServicer(eval_pb2_grpc.EvalServiceServicer):
         if not request.runs:
             raise invalid_argument([FieldViolation("runs", "must hold at least one run")])
         runs = read_runs("runs", request.runs)
-        qrels, labeling = await self._labels("labels", request.labels)
-        response = eval_pb2.EvaluateResponse(labeling=labeling)
-        for name, run in runs:
-            result = evaluate(
-                measures,
-                qrels,
-                run,
-                all_queries=request.all_queries,
-                max_docs=request.max_docs or None,
-                na_as_zero=request.na_as_zero,
-            )
-            response.runs.append(_run_evaluation(name, result, request.per_query))
+        with self._heavy.hold(current_caller().tenant):
+            qrels, labeling = await self._labels("labels", request.labels)
+            response = eval_pb2.EvaluateResponse(labeling=labeling)
+            for name, run in runs:
+                # Off the event loop, a run at a time: large runs neither hold the loop nor
+                # outlive a cancelled request by more than one run.
+                result = await anyio.to_thread.run_sync(
+                    partial(
+                        evaluate,
+                        measures,
+                        qrels,
+                        run,
+                        all_queries=request.all_queries,
+                        max_docs=request.max_docs or None,
+                        na_as_zero=request.na_as_zero,
+                    )
+                )
+                response.runs.append(_run_evaluation(name, result, request.per_query))
         return response
 
     async def CompareLabels(
@@ -222,12 +237,16 @@ class EvalServicer(eval_pb2_grpc.EvalServiceServicer):
             raise invalid_argument([FieldViolation("rbo_persistence", "must be in (0, 1)")])
         (measure,) = read_measures("measure", [request.measure] if request.measure else [])
         runs = read_runs("runs", request.runs)
-        a, labeling_a = await self._labels("a", request.a)
-        b, labeling_b = await self._labels("b", request.b)
-        response = _label_agreement(a, b, threshold)
-        response.labeling.extend(labeling_a + labeling_b)
-        if runs:
-            response.systems.CopyFrom(_system_agreement(measure, a, b, runs, persistence))
+        with self._heavy.hold(current_caller().tenant):
+            a, labeling_a = await self._labels("a", request.a)
+            b, labeling_b = await self._labels("b", request.b)
+            response = await anyio.to_thread.run_sync(_label_agreement, a, b, threshold)
+            response.labeling.extend(labeling_a + labeling_b)
+            if runs:
+                systems = await anyio.to_thread.run_sync(
+                    _system_agreement, measure, a, b, runs, persistence
+                )
+                response.systems.CopyFrom(systems)
         return response
 
     async def ExportQrels(
@@ -247,12 +266,15 @@ class EvalServicer(eval_pb2_grpc.EvalServiceServicer):
     async def GradePairs(
         self, request: eval_pb2.GradePairsRequest, context: grpc.aio.ServicerContext
     ) -> eval_pb2.GradePairsResponse:
-        pairs = _read_pairs(request.pairs)
-        grading = await self._pair_grader(request)
-        graded = await grading.grade_all(pairs)
-        return eval_pb2.GradePairsResponse(
-            grades=[_pair_grade(g) for g in graded], stats=grading.tally.to_proto()
-        )
+        with self._heavy.hold(current_caller().tenant):
+            pairs = await _read_pairs(request.pairs)
+            grading = await self._pair_grader(request)
+            graded = await grading.grade_all(pairs)
+            grades = []
+            for step in range(0, len(graded), PAIRS_PER_STEP):
+                await anyio.lowlevel.checkpoint()
+                grades.extend(_pair_grade(g) for g in graded[step : step + PAIRS_PER_STEP])
+        return eval_pb2.GradePairsResponse(grades=grades, stats=grading.tally.to_proto())
 
     async def _prepare_fill(self, request: eval_pb2.FillQrelsRequest) -> PreparedWork:
         """Check the request and build its grader, spending nothing; the filling to run."""
@@ -421,24 +443,29 @@ def _system_agreement(
 # -- pointwise grading --------------------------------------------------------------------------
 
 
-def _read_pairs(pairs: Sequence[eval_pb2.GradePair]) -> list[Pair]:
+async def _read_pairs(pairs: Sequence[eval_pb2.GradePair]) -> list[Pair]:
     violations: list[FieldViolation] = []
     if not pairs:
         violations.append(FieldViolation("pairs", "must hold at least one pair"))
     _check_pair_count("pairs", len(pairs))
+    read: list[Pair] = []
     for i, pair in enumerate(pairs):
+        if i % PAIRS_PER_STEP == 0:
+            await anyio.lowlevel.checkpoint()
         if not pair.query.strip():
             violations.append(FieldViolation(f"pairs[{i}].query", "must not be empty"))
         if not pair.passage.id:
             violations.append(FieldViolation(f"pairs[{i}].passage.id", "must not be empty"))
         if not pair.passage.text.strip():
             violations.append(FieldViolation(f"pairs[{i}].passage.text", "must not be empty"))
+        read.append(
+            Pair(
+                pair.query_id, pair.query, passage_of(pair.passage), f"pairs[{i}].passage.metadata"
+            )
+        )
     if violations:
         raise invalid_argument(violations)
-    return [
-        Pair(p.query_id, p.query, passage_of(p.passage), f"pairs[{i}].passage.metadata")
-        for i, p in enumerate(pairs)
-    ]
+    return read
 
 
 def _check_pair_count(field: str, count: int) -> None:

@@ -160,6 +160,19 @@ class Limits:
 
 LIMIT_NAMES = tuple(Limits.__dataclass_fields__)
 
+# What a tenant may use when it is created (by `tenants set`) without naming
+# these limits: enough for a team's work, bounded so that one tenant cannot crowd out the others
+# (bench/tenant_fairness.py measures what a tenant at these limits costs another). An admin
+# changes or removes them per tenant (`tenants set`, `--clear`). The unauthenticated dev
+# server's one tenant is never created, and has none.
+DEFAULT_LIMITS = Limits(max_concurrent_jobs=100, max_watchers=200)
+# The defaults as (column, value) pairs, in the order a new tenant's row lists them.
+DEFAULT_LIMIT_COLUMNS = tuple(
+    (name, getattr(DEFAULT_LIMITS, name))
+    for name in LIMIT_NAMES
+    if getattr(DEFAULT_LIMITS, name) is not None
+)
+
 
 @dataclass(frozen=True)
 class TenantRecord:
@@ -406,7 +419,7 @@ class Storage(abc.ABC):
         allow_server_provider_keys: bool | None,
         now: float,
     ) -> TenantRecord:
-        """Create the tenant (no limits, server keys allowed) if new; then set the limits that
+        """Create the tenant (DEFAULT_LIMITS, server keys allowed) if new; then set the limits that
         are not None in `set_limits`, remove those named in `clear_limits`, and set
         allow_server_provider_keys unless it is None."""
 

@@ -41,6 +41,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from tierank.server.storage.base import (
     CANCEL,
+    DEFAULT_LIMIT_COLUMNS,
     EVENTS,
     FREED,
     LIMIT_NAMES,
@@ -1202,8 +1203,14 @@ def _cache_arrays(entries: Sequence[CacheEntry]) -> dict[str, list[Any]]:
 
 
 async def _ensure_tenant(conn: psycopg.AsyncConnection, tenant: str, now: float) -> None:
+    columns = [sql.Identifier(name) for name, _ in DEFAULT_LIMIT_COLUMNS]
     await conn.execute(
-        "INSERT INTO tenants (tenant, allow_server_provider_keys, create_time, update_time) "
-        "VALUES (%s, TRUE, %s, %s) ON CONFLICT (tenant) DO NOTHING",
-        (tenant, now, now),
+        sql.SQL(
+            "INSERT INTO tenants (tenant, allow_server_provider_keys, create_time, update_time"
+            "{columns}) VALUES (%s, TRUE, %s, %s{marks}) ON CONFLICT (tenant) DO NOTHING"
+        ).format(
+            columns=sql.SQL("").join(sql.SQL(", {}").format(c) for c in columns),
+            marks=sql.SQL(", %s" * len(columns)),
+        ),
+        (tenant, now, now, *(value for _, value in DEFAULT_LIMIT_COLUMNS)),
     )

@@ -29,6 +29,7 @@ import structlog
 
 from tierank.server.job_states import TERMINAL_STATES
 from tierank.server.storage.base import (
+    DEFAULT_LIMIT_COLUMNS,
     LIMIT_NAMES,
     CacheEntry,
     Claim,
@@ -1222,10 +1223,12 @@ def _read_tenant(conn: sqlite3.Connection, tenant: str) -> TenantRecord | None:
 
 
 def _ensure_tenant(conn: sqlite3.Connection, tenant: str, now: float) -> None:
+    columns = "".join(f", {name}" for name, _ in DEFAULT_LIMIT_COLUMNS)
+    marks = ", ?" * len(DEFAULT_LIMIT_COLUMNS)
     conn.execute(
         "INSERT OR IGNORE INTO tenants (tenant, allow_server_provider_keys, create_time, "
-        "update_time) VALUES (?, 1, ?, ?)",
-        (tenant, now, now),
+        f"update_time{columns}) VALUES (?, 1, ?, ?{marks})",
+        (tenant, now, now, *(value for _, value in DEFAULT_LIMIT_COLUMNS)),
     )
 
 

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 
 import anyio
 
+from tierank.server.errors import resource_exhausted
 from tierank.server.storage.base import Limits, QuotaExceeded, Storage
+
+# Heavy EvalService requests (grading pairs, scoring runs) one tenant may run at once on one
+# server. Each is already bounded and steps aside for others on the event loop; more of them
+# at once would only multiply one tenant's share of the server.
+MAX_EVAL_REQUESTS_PER_TENANT = 2
 
 
 async def limits_of(storage: Storage, tenant: str) -> Limits:
@@ -43,3 +50,28 @@ class WatcherSlots:
             # A stream cancelled by its client still gives its slot back.
             with anyio.CancelScope(shield=True):
                 await self._storage.release_watcher(watch_id)
+
+
+class EvalSlots:
+    """Heavy EvalService requests running per tenant on this server. One past the limit is
+    refused at once (RESOURCE_EXHAUSTED) rather than queued: a queued request would hold its
+    (up to 100,000 pairs of) input while its caller's deadline runs."""
+
+    def __init__(self, per_tenant: int = MAX_EVAL_REQUESTS_PER_TENANT) -> None:
+        self._per_tenant = per_tenant
+        self._running: Counter[str] = Counter()
+
+    @contextmanager
+    def hold(self, tenant: str) -> Iterator[None]:
+        if self._running[tenant] >= self._per_tenant:
+            raise resource_exhausted(
+                f"tenant {tenant} already runs {self._per_tenant} grading or scoring requests "
+                "on this server, its limit; send this one when one of them has finished",
+                "EVAL_REQUESTS_EXHAUSTED",
+                limit=str(self._per_tenant),
+            )
+        self._running[tenant] += 1
+        try:
+            yield
+        finally:
+            self._running[tenant] -= 1

@@ -2,7 +2,7 @@
 watchers, refuses new jobs with a clear UNAVAILABLE, pauses running jobs without losing what
 they stored, survives a restart on the full disk, and goes on once space is freed.
 
-Runs on a real 4 MiB tmpfs, so it needs the right to mount one (root); skipped otherwise.
+Runs on a real small tmpfs, so it needs the right to mount one (root); skipped otherwise.
 """
 
 from __future__ import annotations
@@ -22,11 +22,13 @@ from tierank.v1 import rank_pb2, rank_pb2_grpc
 
 
 @pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
+def small_disk(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
+    """A tmpfs of 4 MiB, or of the size a test asks for (indirect parametrization)."""
+    size = getattr(request, "param", "4m")
     mount_point = tmp_path / "disk"
     mount_point.mkdir()
     mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount_point)],
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount_point)],
         capture_output=True,
         check=False,
     )
@@ -123,6 +125,59 @@ def test_a_full_disk_pauses_jobs_and_refuses_new_ones_until_space_is_freed(
             stub = rank_pb2_grpc.RankServiceStub(channel)
             again = stub.CreateJob(rank_pb2.CreateJobRequest(spec=make_spec(n=8)))
             assert again.name != name
+        assert server.stop() == 0
+    finally:
+        server.stop()
+
+
+# Twelve jobs' write-ahead log alone outgrows 4 MiB: the disk must hold them, then run full.
+@pytest.mark.parametrize("small_disk", ["32m"], indirect=True)
+def test_answers_in_flight_on_a_full_disk_pause_their_jobs_and_none_fails(
+    small_disk: Path, make_spec, oracle_judge
+):
+    """Many jobs with several calls in flight each: the writes that come with an answer (its
+    spend, its verdict) find the disk full together; every job pauses, none fails, and all
+    finish once space is freed."""
+    jobs = 12
+    server = LocalServer(db=small_disk / "tierank.db", extra_args=("--log-level", "warning"))
+    try:
+        address = server.start()
+        with grpc.insecure_channel(address) as channel:
+            stub = rank_pb2_grpc.RankServiceStub(channel)
+            names = [
+                stub.CreateJob(
+                    rank_pb2.CreateJobRequest(
+                        spec=make_spec(
+                            n=60,
+                            top_k=0,
+                            max_in_flight=4,
+                            seed=seed,
+                            judges=[oracle_judge(noise=0.3, latency_ms="1000")],
+                        )
+                    )
+                ).name
+                for seed in range(1, jobs + 1)
+            ]
+            time.sleep(0.5)
+            states = [stub.GetJob(rank_pb2.GetJobRequest(name=n)).state for n in names]
+            assert states == [rank_pb2.JOB_STATE_RUNNING] * jobs, "the jobs are under way"
+
+            ballast = _fill(small_disk)
+            time.sleep(3.0)
+            states = [stub.GetJob(rank_pb2.GetJobRequest(name=n)).state for n in names]
+            assert states == [rank_pb2.JOB_STATE_RUNNING] * jobs, "paused, none failed"
+
+            ballast.unlink()
+            give_up_at = time.monotonic() + 90
+            while rank_pb2.JOB_STATE_RUNNING in states and time.monotonic() < give_up_at:
+                time.sleep(0.5)
+                states = [stub.GetJob(rank_pb2.GetJobRequest(name=n)).state for n in names]
+            assert states == [rank_pb2.JOB_STATE_SUCCEEDED] * jobs, "all finished"
+            for watcher in map(_Watcher, names):
+                watcher.read(address, for_s=10.0)
+                events = watcher.events
+                assert [e.sequence for e in events] == list(range(1, len(events) + 1)), "no gap"
+                assert events[-1].completed.reason == rank_pb2.COMPLETION_REASON_SETTLED
         assert server.stop() == 0
     finally:
         server.stop()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from dataclasses import replace
 from typing import Protocol
 
 import psycopg
@@ -15,6 +16,7 @@ import pytest
 from psycopg import sql
 
 from tierank.server.storage.base import (
+    DEFAULT_LIMITS,
     CacheEntry,
     DuplicateRequest,
     EventRow,
@@ -361,7 +363,7 @@ async def test_data_survives_reopening(backend: Backend):
     reopened = await backend.open()
     try:
         tenant = await reopened.get_tenant("acme")
-        assert tenant.limits == Limits(daily_input_tokens=5)
+        assert tenant.limits == replace(DEFAULT_LIMITS, daily_input_tokens=5)
         assert tenant.provider_keys == ("openai",)
         assert (await reopened.key_for_subject("CN=a")).key_id == "k1"
         assert await reopened.read_journal("j1") == [JournalRow(0, "plan", b"p")]
@@ -597,10 +599,10 @@ async def test_keys_create_list_and_revoke(storage: Storage):
     await storage.create_key(_key("k1", "acme", 100.0, subject="CN=ci"))
     await storage.create_key(_key("k3", "globex", 150.0))
 
-    # The tenant was made by its first key.
+    # The tenant was made by its first key, with the default limits.
     tenant = await storage.get_tenant("acme")
     assert tenant is not None and tenant.create_time == 200.0
-    assert tenant.limits == Limits() and tenant.allow_server_provider_keys
+    assert tenant.limits == DEFAULT_LIMITS and tenant.allow_server_provider_keys
     assert await storage.get_key("k1") == _key("k1", "acme", 100.0, subject="CN=ci")
     assert await storage.get_key("nope") is None
     assert [k.key_id for k in await storage.list_keys(None, False)] == ["k1", "k3", "k2"]
@@ -636,7 +638,7 @@ async def test_create_key_keeps_an_existing_tenants_settings(storage: Storage):
     await storage.put_tenant("acme", Limits(max_watchers=4), [], False, now=10.0)
     await storage.create_key(_key("k1", "acme", 100.0))
     tenant = await storage.get_tenant("acme")
-    assert tenant.limits == Limits(max_watchers=4)
+    assert tenant.limits == replace(DEFAULT_LIMITS, max_watchers=4)
     assert not tenant.allow_server_provider_keys
     assert (tenant.create_time, tenant.update_time) == (10.0, 10.0)
 
@@ -649,12 +651,13 @@ async def test_put_tenant_sets_and_clears(storage: Storage):
     created = await storage.put_tenant(
         "acme", Limits(max_concurrent_jobs=5, daily_cost_usd=2.5), [], None, now=10.0
     )
-    assert created.limits == Limits(max_concurrent_jobs=5, daily_cost_usd=2.5)
+    # The limits not named are the defaults.
+    assert created.limits == replace(DEFAULT_LIMITS, max_concurrent_jobs=5, daily_cost_usd=2.5)
     assert created.allow_server_provider_keys
     assert (created.create_time, created.update_time) == (10.0, 10.0)
 
     changed = await storage.put_tenant(
-        "acme", Limits(jobs_per_minute=3), ["max_concurrent_jobs"], False, now=20.0
+        "acme", Limits(jobs_per_minute=3), ["max_concurrent_jobs", "max_watchers"], False, 20.0
     )
     assert changed.limits == Limits(jobs_per_minute=3, daily_cost_usd=2.5)
     assert not changed.allow_server_provider_keys
@@ -671,11 +674,11 @@ async def test_put_tenant_sets_and_clears(storage: Storage):
     with pytest.raises(ValueError, match="unknown limits: tenant"):
         await storage.put_tenant("acme", Limits(), ["tenant"], None, now=50.0)
 
-    big = Limits(daily_input_tokens=10**12, max_candidates=100)
-    await storage.put_tenant("beta", big, [], None, now=60.0)
+    big = {"daily_input_tokens": 10**12, "max_candidates": 100}
+    await storage.put_tenant("beta", Limits(**big), [], None, now=60.0)
     await storage.put_tenant("Zeta", Limits(), [], None, now=60.0)
     assert [t.tenant for t in await storage.list_tenants()] == ["Zeta", "acme", "beta"]
-    assert (await storage.list_tenants())[2].limits == big
+    assert (await storage.list_tenants())[2].limits == replace(DEFAULT_LIMITS, **big)
 
 
 async def test_provider_keys_round_trip(storage: Storage):

@@ -1,0 +1,202 @@
+"""Fairness between tenants: what one tenant at its limits costs another's GetJob.
+
+    python -m tierank.bench.tenant_fairness                   # 400 jobs, 5x200 streams, 1 s judges
+    python -m tierank.bench.tenant_fairness --latency-ms 200  # judges 5x as fast: a heavier A
+    python -m tierank.bench.tenant_fairness --jobs 50 --watchers-per-job 50 --seconds 5
+
+One server (its own process, SQLite, --auth keys) and two tenants created without limits of
+their own, so both have the server's default limits. Tenant B has one finished job and asks for
+it with GetJob back to back, first alone, then while tenant A is at its limits: A asks for
+`--jobs` long-running jobs (those past its concurrent-jobs limit are refused) and opens
+`--watchers-per-job` watch streams on each of its first `--watched-jobs` jobs (those past its
+watcher limit are refused). A's clients run in another process, so that their own work is not
+B's client's. Printed: B's GetJob p50 and p95 alone and under A's load, side by side, and the
+ratios loaded/alone; what A was refused; and the events A's watchers received (A is served too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from multiprocessing.synchronize import Event as ProcessEvent
+from pathlib import Path
+
+import grpc
+
+from tierank.client import LocalServer
+from tierank.v1 import rank_pb2, rank_pb2_grpc
+
+
+def _admin(db: Path, method: str, request: dict[str, object]) -> dict[str, object]:
+    """One AdminService call on the database, as an operator makes the first keys."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tierank.server.admin_tool", method, "--db", str(db)],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(done.stdout)
+
+
+def _member_key(db: Path, tenant: str) -> str:
+    _admin(db, "SetTenant", {"tenant": tenant})  # no limits named: the server's defaults
+    made = _admin(db, "CreateApiKey", {"tenant": tenant, "role": "ROLE_MEMBER"})
+    return str(made["secret"])
+
+
+def _spec(candidates: int, latency_ms: str, seed: int) -> rank_pb2.JobSpec:
+    judge = rank_pb2.JudgeSpec(
+        provider="oracle",
+        parameters=rank_pb2.JudgeParameters(options={"noise": "0.3", "latency_ms": latency_ms}),
+    )
+    return rank_pb2.JobSpec(
+        query="how do solar panels work",
+        rubric="relevant if it explains the mechanism",
+        candidates=[
+            rank_pb2.Candidate(
+                id=f"c{i:03d}", text=f"passage {i} about solar cells", metadata={"score": str(-i)}
+            )
+            for i in range(candidates)
+        ],
+        judges=[judge],
+        top_k=0,
+        max_in_flight=4,
+        seed=seed,
+    )
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def _probe(address: str, token: str, name: str, seconds: float) -> list[float]:
+    """B's GetJob latencies (ms), one call after another for `seconds`."""
+    metadata = (("authorization", f"Bearer {token}"),)
+    latencies = []
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = rank_pb2_grpc.RankServiceStub(channel)
+        request = rank_pb2.GetJobRequest(name=name)
+        until = time.monotonic() + seconds
+        while time.monotonic() < until:
+            sent = time.perf_counter()
+            await stub.GetJob(request, metadata=metadata)
+            latencies.append((time.perf_counter() - sent) * 1000)
+            await asyncio.sleep(0.005)
+    return latencies
+
+
+async def _load(
+    address: str, token: str, args: argparse.Namespace, ready: ProcessEvent, report: str
+) -> None:
+    """Tenant A at its limits until cancelled: jobs, and watch streams on its first jobs."""
+    metadata = (("authorization", f"Bearer {token}"),)
+    tally = {"jobs": 0, "jobs_refused": 0, "watchers": 0, "watchers_refused": 0, "events": 0}
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = rank_pb2_grpc.RankServiceStub(channel)
+
+        async def create(seed: int) -> str | None:
+            spec = _spec(args.candidates, args.latency_ms, seed)
+            try:
+                job = await stub.CreateJob(rank_pb2.CreateJobRequest(spec=spec), metadata=metadata)
+            except grpc.aio.AioRpcError as error:
+                assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, error
+                tally["jobs_refused"] += 1
+                return None
+            tally["jobs"] += 1
+            return job.name
+
+        async def watch(name: str) -> None:
+            try:
+                call = stub.WatchJob(rank_pb2.WatchJobRequest(name=name), metadata=metadata)
+                async for _ in call:
+                    tally["events"] += 1
+            except grpc.aio.AioRpcError as error:
+                if error.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
+                    raise
+                tally["watchers_refused"] += 1
+
+        watchers: list[asyncio.Task[None]] = []
+        # The watched jobs first, watched at once, so that they are watched while they run.
+        for seed in range(args.jobs):
+            name = await create(seed)
+            if name is not None and seed < args.watched_jobs:
+                watchers += [asyncio.create_task(watch(name)) for _ in range(args.watchers_per_job)]
+        await asyncio.sleep(2.0)  # streams opened (or refused)
+        tally["watchers"] = len(watchers) - tally["watchers_refused"]
+        ready.set()
+        await asyncio.sleep(args.seconds + 2.0)
+        Path(report).write_text(json.dumps(tally))
+        for task in watchers:
+            task.cancel()
+        await asyncio.gather(*watchers, return_exceptions=True)
+
+
+def _load_process(
+    address: str, token: str, args: argparse.Namespace, ready: ProcessEvent, report: str
+) -> None:
+    asyncio.run(_load(address, token, args, ready, report))
+
+
+async def _finished_job(address: str, token: str) -> str:
+    metadata = (("authorization", f"Bearer {token}"),)
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = rank_pb2_grpc.RankServiceStub(channel)
+        job = await stub.CreateJob(
+            rank_pb2.CreateJobRequest(spec=_spec(10, "0", 1)), metadata=metadata
+        )
+        async for _ in stub.WatchJob(rank_pb2.WatchJobRequest(name=job.name), metadata=metadata):
+            pass
+        return job.name
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=400, help="jobs tenant A asks for")
+    parser.add_argument("--watched-jobs", type=int, default=5, help="A's jobs it watches")
+    parser.add_argument("--watchers-per-job", type=int, default=200, help="streams per job")
+    parser.add_argument("--candidates", type=int, default=200, help="per job of A's")
+    parser.add_argument("--latency-ms", default="1000", help="A's judges' latency per call")
+    parser.add_argument("--seconds", type=float, default=8.0, help="each probe's length")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "tierank.db"
+        token_a, token_b = _member_key(db, "team-a"), _member_key(db, "team-b")
+        extra = ("--auth", "keys", "--log-level", "warning")
+        with LocalServer(db=db, extra_args=extra) as server:
+            name_b = asyncio.run(_finished_job(server.address, token_b))
+            alone = asyncio.run(_probe(server.address, token_b, name_b, args.seconds))
+            ready = multiprocessing.get_context("spawn").Event()
+            report = str(Path(tmp) / "load.json")
+            load = multiprocessing.get_context("spawn").Process(
+                target=_load_process, args=(server.address, token_a, args, ready, report)
+            )
+            load.start()
+            if not ready.wait(600):
+                raise SystemExit("tenant A's load did not start")
+            loaded = asyncio.run(_probe(server.address, token_b, name_b, args.seconds))
+            load.join(120)
+            tally = json.loads(Path(report).read_text())
+    print(
+        f"tenant A: {tally['jobs']} jobs running ({tally['jobs_refused']} refused), "
+        f"{tally['watchers']} watch streams ({tally['watchers_refused']} refused), "
+        f"{tally['events']} events delivered"
+    )
+    print(f"{'tenant B GetJob':<22}{'alone':>10}{'A at limits':>14}{'ratio':>8}")
+    for label, q in (("p50 ms", 0.5), ("p95 ms", 0.95)):
+        a, b = _percentile(alone, q), _percentile(loaded, q)
+        print(f"{label:<22}{a:>10.2f}{b:>14.2f}{b / a:>8.1f}")
+    print(f"{'calls':<22}{len(alone):>10}{len(loaded):>14}")
+    print(f"mean ms alone {statistics.fmean(alone):.2f}, loaded {statistics.fmean(loaded):.2f}")
+
+
+if __name__ == "__main__":
+    main()
