@@ -162,7 +162,7 @@ LIMIT_NAMES = tuple(Limits.__dataclass_fields__)
 
 # What a tenant may use when it is created (by `tenants set`) without naming
 # these limits: enough for a team's work, bounded so that one tenant cannot crowd out the others
-# (bench/tenant_fairness.py measures what a tenant at these limits costs another). An admin
+# (bench/tenant_fairness.py measures what a tenant at these limits costs another). The operator
 # changes or removes them per tenant (`tenants set`, `--clear`). The unauthenticated dev
 # server's one tenant is never created, and has none.
 DEFAULT_LIMITS = Limits(max_concurrent_jobs=100, max_watchers=200)
