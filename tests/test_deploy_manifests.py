@@ -825,8 +825,10 @@ def test_healthcheck_over_mutual_tls_needs_a_certificate_the_server_trusts(mtls_
 # The one-step scripts of deploy/README.md, with a stand-in `kubectl` that records its calls,
 # makes the Secrets with the real kubectl (client-side, no cluster) and keeps what is applied.
 
+# A pipe's two kubectl run at once: each call's line is appended in one write, so that lines
+# of the two never interleave.
 FAKE_KUBECTL = """#!/bin/sh
-printf '%s\\037' "$@" >> "$KUBECTL_CALLS"; echo >> "$KUBECTL_CALLS"
+line=$(printf '%s\\037' "$@"); printf '%s\\n' "$line" >> "$KUBECTL_CALLS"
 case "$1" in
   create) exec "$REAL_KUBECTL" "$@" ;;
   apply) if [ "$2" = "-f" ]; then { cat; echo ---; } >> "$KUBECTL_APPLIED"; fi ;;

@@ -1056,7 +1056,10 @@ class SqliteStorage(Storage):
         return await self._writer.submit(write)
 
     def announce(self, address: str) -> None:
-        _address_file(self.path).write_text(f"{address} {os.getpid()}\n")
+        # Only a hint for a second command's message: a full disk or a read-only folder must
+        # not stop a server that can serve (its jobs pause on writes until space is freed).
+        with contextlib.suppress(OSError):
+            _address_file(self.path).write_text(f"{address} {os.getpid()}\n")
 
     async def close(self) -> None:
         _address_file(self.path).unlink(missing_ok=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import statistics
 import time
 
 from conftest import StartServer
@@ -54,10 +55,11 @@ async def test_the_minimal_config_sends_one_request_at_a_time_and_times_each_fro
     assert all(
         later >= finish - 0.01 for later, finish in zip(arrivals[1:], finishes[:-1], strict=True)
     )
-    # ... and each judge's latency is its own request's, not its wait behind the others.
-    assert all(0.2 <= reply.usage.latency_s < 0.5 for reply in replies), [
-        reply.usage.latency_s for reply in replies
-    ]
+    # ... and each judge's latency is its own request's, not its wait behind the others: timed
+    # from the wait's end, the six take 0.2 s each (plus what busy cores add to one or two);
+    # timed from the call, they would take 0.2, 0.4, ... 1.2 s, a median of 0.7.
+    latencies = sorted(reply.usage.latency_s for reply in replies)
+    assert latencies[0] >= 0.2 and statistics.median(latencies) < 0.4, latencies
     await factory.aclose()
 
 
