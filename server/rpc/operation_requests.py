@@ -21,7 +21,7 @@ from tierank.server.names import BadName, operation_name, parse_operation_name
 from tierank.server.rpc import page_tokens
 from tierank.server.rpc.auth import current_caller
 from tierank.server.rpc.interceptor import api_error
-from tierank.server.rpc.validation import MAX_REQUEST_ID_BYTES, NUL, NUL_RULE
+from tierank.server.rpc.validation import validate_request_id
 from tierank.server.storage.base import OperationRecord, Storage
 from tierank.server.tenancy.quotas import WatcherSlots, limits_of
 from tierank.v1 import eval_pb2, rank_pb2
@@ -69,7 +69,9 @@ class Operations:
     ) -> OperationRecord:
         """Check the request (`prepare`), then store and start its operation; a request_id
         used before returns that operation, if it was for the same request."""
-        _check_request_id(request.request_id)
+        violations = validate_request_id(request.request_id)
+        if violations:
+            raise invalid_argument(violations)
         digest = hashlib.sha256(request.SerializeToString(deterministic=True)).hexdigest()
         tenant = current_caller().tenant
         # Checked again on a retry with a request_id (it spends nothing), so that the retry of
@@ -185,18 +187,6 @@ def _ended(record: OperationRecord, code: int, message: str) -> ApiError:
     return ApiError(
         status_pb2.Status(code=code, message=f"{operation_name(record.operation_id)}: {message}")
     )
-
-
-def _check_request_id(request_id: str) -> None:
-    violations = []
-    if len(request_id.encode()) > MAX_REQUEST_ID_BYTES:
-        violations.append(
-            FieldViolation("request_id", f"must be at most {MAX_REQUEST_ID_BYTES} bytes")
-        )
-    if NUL in request_id:
-        violations.append(FieldViolation("request_id", NUL_RULE))
-    if violations:
-        raise invalid_argument(violations)
 
 
 def operation_view(record: OperationRecord) -> eval_pb2.Operation:

@@ -19,10 +19,8 @@ from tierank.server.names import BadName, parse_job_name, parse_verdict_name
 from tierank.server.rpc import page_tokens
 from tierank.server.rpc.auth import current_caller
 from tierank.server.rpc.validation import (
-    MAX_REQUEST_ID_BYTES,
-    NUL,
-    NUL_RULE,
     resolve_preset,
+    validate_request_id,
     validate_size,
     validate_spec,
 )
@@ -89,12 +87,7 @@ class RankServicer(rank_pb2_grpc.RankServiceServicer):
             + validate_spec(spec, self._manager.knows_provider)
             + validate_size(spec, self._max_message_bytes)
         )
-        if len(request_id.encode()) > MAX_REQUEST_ID_BYTES:
-            violations.append(
-                FieldViolation("request_id", f"must be at most {MAX_REQUEST_ID_BYTES} bytes")
-            )
-        if NUL in request_id:
-            violations.append(FieldViolation("request_id", NUL_RULE))
+        violations += validate_request_id(request_id)
         if violations:
             raise invalid_argument(violations)
         tenant = current_caller().tenant

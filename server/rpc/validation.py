@@ -77,6 +77,18 @@ def validate_spec(
     return violations
 
 
+def validate_request_id(request_id: str) -> list[FieldViolation]:
+    """The rules of `request_id`, the same for every RPC that creates something."""
+    violations = []
+    if len(request_id.encode()) > MAX_REQUEST_ID_BYTES:
+        violations.append(
+            FieldViolation("request_id", f"must be at most {MAX_REQUEST_ID_BYTES} bytes")
+        )
+    if NUL in request_id:
+        violations.append(FieldViolation("request_id", NUL_RULE))
+    return violations
+
+
 def resolve_preset(spec: rank_pb2.JobSpec) -> list[FieldViolation]:
     """Replace a rubric that names a preset (`preset:NAME[@VERSION]`) by the preset's text, so
     that what is measured, stored, prompted and cached is the text itself; the violation when

@@ -3,25 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
-import anyio
 from eval_service_support import BM25_RUN, DL_QRELS, DL_RUNS
+from job_helpers import tierank
 
 from tierank.evaluation import evaluate, labels_from_grade_levels, parse_qrels, read_qrels, read_run
-
-
-async def tierank(*args: str) -> subprocess.CompletedProcess[str]:
-    """Run the CLI without blocking the event loop that serves it."""
-    return await anyio.to_thread.run_sync(
-        lambda: subprocess.run(
-            [sys.executable, "-m", "tierank.client", *args],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-    )
 
 
 async def test_eval_json_matches_the_pure_functions(server_address) -> None:

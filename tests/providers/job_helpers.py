@@ -1,8 +1,12 @@
-"""Job specs over passages with a hidden score (read by fakes.rank_by_score), and reading what
-a real server answered: events, stats, field violations."""
+"""Job specs over passages with a hidden score (read by fakes.rank_by_score), reading what
+a real server answered (events, stats, field violations), and the CLI as a process."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
+import anyio
 import grpc
 
 from tierank.client._errors import error_from_rpc
@@ -48,3 +52,16 @@ def judge_stats(done: rank_pb2.JobCompleted, name: str) -> rank_pb2.JudgeStats:
 
 def field_violations(error: grpc.aio.AioRpcError) -> dict[str, str]:
     return {v.field: v.description for v in error_from_rpc(error).field_violations}
+
+
+async def tierank(*args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
+    """`tierank ARGS` as a process, without blocking the event loop that serves the test's
+    server and fake providers."""
+    return await anyio.to_thread.run_sync(
+        lambda: subprocess.run(
+            [sys.executable, "-m", "tierank.client", *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
+    )

@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 
-import anyio
 from conftest import StartAddress, StartServer
 from fakes import Answer, FakeLLMServer, Recorded, rank_by_score
-from job_helpers import completed, judge_stats, llm_judge, run_job, scored_spec
+from job_helpers import completed, judge_stats, llm_judge, run_job, scored_spec, tierank
 
 from tierank.v1 import rank_pb2
 
@@ -59,18 +56,6 @@ async def test_an_honest_judge_settles_as_before(
     assert not bias.biased and bias.verdicts == done.stats.judge_calls
     assert abs(bias.mean_tau) < 0.25
     assert [t.candidate_ids[0] for t in done.tiers[:5]] == [f"c{i:03d}" for i in range(5)]
-
-
-async def tierank(*args: str) -> subprocess.CompletedProcess[str]:
-    """Run the CLI without blocking the event loop that serves it and the fake provider."""
-    return await anyio.to_thread.run_sync(
-        lambda: subprocess.run(
-            [sys.executable, "-m", "tierank.client", *args],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-    )
 
 
 async def test_rank_reports_the_bias_and_exits_provisional(

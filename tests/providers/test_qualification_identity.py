@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import anyio
 import grpc
 from fakes import Answer, FakeLLMServer, Recorded, llama_cpp_python
-from job_helpers import llm_judge, scored_spec
+from job_helpers import llm_judge, scored_spec, tierank
 
 from tierank.client._errors import error_from_rpc
 from tierank.server.app import background_server
@@ -63,18 +60,6 @@ async def serving(tmp_path: Path, base_url: str) -> AsyncIterator[str]:
     )
     async with background_server(settings) as address:
         yield address
-
-
-async def tierank(*args: str) -> subprocess.CompletedProcess[str]:
-    """The CLI, without blocking the loop that serves it and the fake model server."""
-    return await anyio.to_thread.run_sync(
-        lambda: subprocess.run(
-            [sys.executable, "-m", "tierank.client", *args],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-    )
 
 
 async def refusal(address: str, label: str) -> str:
