@@ -44,12 +44,14 @@ def parse_address(text: str, *, listening: bool) -> Address:
     return Address(host, int(port))
 
 
-def resolution_problem(address: Address) -> str | None:
-    """Why `address`'s host name does not resolve, or None when it does (or is empty)."""
+def resolve(address: Address) -> list[tuple]:
+    """`address`'s socket addresses (getaddrinfo's entries); ValueError says why its host name
+    does not resolve."""
     try:
-        socket.getaddrinfo(address.host or None, address.port, type=socket.SOCK_STREAM)
+        return socket.getaddrinfo(address.host or None, address.port, type=socket.SOCK_STREAM)
     except socket.gaierror as error:
-        return f"the host name {address.host!r} does not resolve ({error.strerror})"
+        raise ValueError(
+            f"the host name {address.host!r} does not resolve ({error.strerror})"
+        ) from None
     except UnicodeError:
-        return f"{address.host!r} is not a host name"
-    return None
+        raise ValueError(f"{address.host!r} is not a host name") from None

@@ -198,9 +198,10 @@ async def auth_round(
     return AuthRound(tally.verdicts / wall, percentile(tally.latencies_ms, 0.99), get_job_ms)
 
 
-def _member_key(db: Path) -> str:
-    """A member key made on the database as an operator makes the first one (its tenant first:
-    keys are made only for tenants that exist)."""
+def member_key(db: Path, tenant: str = "bench") -> str:
+    """A member key made on the database as an operator makes the first one (its tenant first,
+    with no limits named, so the server's defaults: keys are made only for tenants that
+    exist)."""
     answers = [
         subprocess.run(
             [sys.executable, "-m", "tierank.server.admin_tool", method, "--db", str(db)],
@@ -210,8 +211,8 @@ def _member_key(db: Path) -> str:
             check=True,
         ).stdout
         for method, request in (
-            ("SetTenant", {"tenant": "bench"}),
-            ("CreateApiKey", {"tenant": "bench", "role": "ROLE_MEMBER"}),
+            ("SetTenant", {"tenant": tenant}),
+            ("CreateApiKey", {"tenant": tenant, "role": "ROLE_MEMBER"}),
         )
     ]
     return json.loads(answers[-1])["secret"]
@@ -225,7 +226,7 @@ def compare_auth(args: argparse.Namespace, extra: tuple[str, ...]) -> None:
                 db = Path(tmp) / f"{mode}-{round_index}.db"
                 md: Metadata = ()
                 if mode == "keys":
-                    md = (("authorization", f"Bearer {_member_key(db)}"),)
+                    md = (("authorization", f"Bearer {member_key(db)}"),)
                 with LocalServer(db=db, extra_args=(*extra, "--auth", mode)) as server:
                     results[mode].append(
                         asyncio.run(

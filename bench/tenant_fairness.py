@@ -21,8 +21,6 @@ import asyncio
 import json
 import multiprocessing
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from multiprocessing.synchronize import Event as ProcessEvent
@@ -30,26 +28,9 @@ from pathlib import Path
 
 import grpc
 
+from tierank.bench.service_bench import member_key, percentile
 from tierank.client import LocalServer
 from tierank.v1 import rank_pb2, rank_pb2_grpc
-
-
-def _admin(db: Path, method: str, request: dict[str, object]) -> dict[str, object]:
-    """One AdminService call on the database, as an operator makes the first keys."""
-    done = subprocess.run(
-        [sys.executable, "-m", "tierank.server.admin_tool", method, "--db", str(db)],
-        input=json.dumps(request),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return json.loads(done.stdout)
-
-
-def _member_key(db: Path, tenant: str) -> str:
-    _admin(db, "SetTenant", {"tenant": tenant})  # no limits named: the server's defaults
-    made = _admin(db, "CreateApiKey", {"tenant": tenant, "role": "ROLE_MEMBER"})
-    return str(made["secret"])
 
 
 def _spec(candidates: int, latency_ms: str, seed: int) -> rank_pb2.JobSpec:
@@ -71,11 +52,6 @@ def _spec(candidates: int, latency_ms: str, seed: int) -> rank_pb2.JobSpec:
         max_in_flight=4,
         seed=seed,
     )
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 async def _probe(address: str, token: str, name: str, seconds: float) -> list[float]:
@@ -169,7 +145,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "tierank.db"
-        token_a, token_b = _member_key(db, "team-a"), _member_key(db, "team-b")
+        token_a, token_b = member_key(db, "team-a"), member_key(db, "team-b")
         extra = ("--auth", "keys", "--log-level", "warning")
         with LocalServer(db=db, extra_args=extra) as server:
             name_b = asyncio.run(_finished_job(server.address, token_b))
@@ -192,7 +168,7 @@ def main() -> None:
     )
     print(f"{'tenant B GetJob':<22}{'alone':>10}{'A at limits':>14}{'ratio':>8}")
     for label, q in (("p50 ms", 0.5), ("p95 ms", 0.95)):
-        a, b = _percentile(alone, q), _percentile(loaded, q)
+        a, b = percentile(alone, q), percentile(loaded, q)
         print(f"{label:<22}{a:>10.2f}{b:>14.2f}{b / a:>8.1f}")
     print(f"{'calls':<22}{len(alone):>10}{len(loaded):>14}")
     print(f"mean ms alone {statistics.fmean(alone):.2f}, loaded {statistics.fmean(loaded):.2f}")

@@ -30,7 +30,7 @@ def read_text(path: Path) -> str:
     except UnicodeDecodeError as error:
         line_number = data.count(b"\n", 0, error.start) + 1
         raise _not_utf8(path, line_number) from None
-    if not text.strip():
+    if not text or text.isspace():
         raise _empty(path)
     return text.replace("\r\n", "\n")
 

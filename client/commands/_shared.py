@@ -12,7 +12,7 @@ from typing import Any
 
 import grpc
 
-from tierank.addresses import parse_address, resolution_problem
+from tierank.addresses import parse_address, resolve
 from tierank.client._connection import (
     ChannelSecurity,
     ConnectionSettingsError,
@@ -234,9 +234,10 @@ def wait_for_server(target: str, security: ChannelSecurity) -> Connection:
         address = parse_address(target, listening=False)
     except ValueError as error:
         raise UsageError(f"server address {error}") from None
-    problem = resolution_problem(address)
-    if problem is not None:
-        raise CommandError(f"cannot reach {target}: {problem}")
+    try:
+        resolve(address)
+    except ValueError as error:
+        raise CommandError(f"cannot reach {target}: {error}") from None
     connection = Connection(target, security)
     with connection.client() as client:
         client.wait_ready(_connect_timeout())

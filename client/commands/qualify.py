@@ -9,6 +9,7 @@ from pathlib import Path
 from google.protobuf.json_format import MessageToDict
 
 from tierank.client._inputs import read_rubric
+from tierank.client._names import qualification_name
 from tierank.client._spec import JUDGE_SYNTAX
 from tierank.client.commands._admin import print_json
 from tierank.client.commands._eval_shared import add_connection_options, call, text_file
@@ -21,9 +22,6 @@ from tierank.client.commands._shared import (
     judge_argument,
 )
 from tierank.v1 import eval_pb2
-
-# The collection of a qualification's name, "qualifications/{id}".
-QUALIFICATIONS = "qualifications/"
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -161,8 +159,7 @@ def delete_qualifications(args: argparse.Namespace) -> int:
         raise UsageError("delete needs the NAME of at least one qualification (as listed)")
     delete = call(args, lambda stub: stub.DeleteQualification)
     for name in args.names:
-        full = name if name.startswith(QUALIFICATIONS) else QUALIFICATIONS + name
-        deleted = delete(eval_pb2.DeleteQualificationRequest(name=full))
+        deleted = delete(eval_pb2.DeleteQualificationRequest(name=qualification_name(name)))
         print(f"deleted {deleted.name}  {deleted.judge_identity}  {deleted.verdict}")
     return EXIT_OK
 

@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import contextlib
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -17,7 +16,7 @@ from tierank.client._inputs import read_rubric
 from tierank.client._pool import read_jsonl_pool, read_run_pool, read_topic
 from tierank.client._progress import LiveProgress, PlainProgress
 from tierank.client._render import FORMATS, write_result
-from tierank.client._resume import ReconnectPolicy
+from tierank.client._resume import EventCursor, ReconnectPolicy
 from tierank.client._spec import ENSEMBLE_MODES, JUDGE_KEYS, JUDGE_SYNTAX, job_spec
 from tierank.client.aio import AsyncClient
 from tierank.client.commands._outcome import EXIT_STATUS_HELP, outcome
@@ -182,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
         if live
         else PlainProgress(sys.stderr, reconnect_window=args.reconnect_for)
     )
-    followed = FollowedJob()
+    followed = EventCursor()
     # The output is opened first: a path that cannot be written must not cost a judged job.
     with _open_output(args.output) as out:
         with server_connection(args) as connection, progress:
@@ -215,7 +214,7 @@ async def _rank(
     spec: rank_pb2.JobSpec,
     args: argparse.Namespace,
     progress: LiveProgress | PlainProgress,
-    followed: FollowedJob,
+    followed: EventCursor,
     *,
     poll_stats: bool,
 ) -> rank_pb2.Job:
@@ -226,39 +225,32 @@ async def _rank(
         try:
             async for event in client.rank(spec, request_id=args.request_id, timeout=args.timeout):
                 progress.on_event(event)
-                followed.name, followed.last_sequence = event.job, event.sequence
+                # The client drops repeated events, so each one is new: the cursor records it.
+                followed.accept(event)
                 if poll_stats and poller is None:
-                    poller = asyncio.create_task(_poll_stats(client, followed.name, progress))
+                    poller = asyncio.create_task(_poll_stats(client, followed.job, progress))
         finally:
             if poller is not None:
                 poller.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await poller
-        return await client.get_job(followed.name, timeout=args.timeout)
-
-
-@dataclass
-class FollowedJob:
-    """The job `rank` follows, as far as its events have told: what an interruption names."""
-
-    name: str = ""
-    last_sequence: int = 0
+        return await client.get_job(followed.job, timeout=args.timeout)
 
 
 def _stream_ended(
-    connection: Connection, followed: FollowedJob, args: argparse.Namespace, error: TierankError
+    connection: Connection, followed: EventCursor, args: argparse.Namespace, error: TierankError
 ) -> Exception:
-    if not followed.name:
+    if not followed.job:
         return error
     if args.server or error.code != grpc.StatusCode.DEADLINE_EXCEEDED:
-        return stream_stopped(error, followed.name, followed.last_sequence, args)
+        return stream_stopped(error, followed.job, followed.last_sequence, args)
     why = f"stopped after --timeout {args.timeout:g}s"
     return _left(connection, followed, args, why, EXIT_TIMED_OUT)
 
 
 def _left(
     connection: Connection,
-    followed: FollowedJob,
+    followed: EventCursor,
     args: argparse.Namespace,
     why: str,
     exit_code: int,
@@ -266,13 +258,13 @@ def _left(
     """Ctrl-C or --timeout: a job on a --server goes on there (say how to follow or cancel
     it); one on the embedded server is cancelled, since that server stops with this command and
     the job would otherwise go on spending, unseen, whenever a later command starts it again."""
-    if not followed.name:
+    if not followed.job:
         where = f"--server {args.server}" if args.server else "the embedded server"
         return CommandError(
             f"{why} before the job was named; `tierank jobs` on {where} lists it if it was created",
             exit_code,
         )
-    name = followed.name
+    name = followed.job
     if args.server:
         return goes_on(why, name, followed.last_sequence, args, exit_code)
     try:

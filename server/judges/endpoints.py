@@ -31,14 +31,14 @@ def canonical_base_url(url: str, *, resolves_to_loopback: bool = False) -> str:
     only loopback addresses (see `resolves_only_to_loopback`)."""
     parts = urlsplit(url.strip())
     scheme = parts.scheme.lower()
-    host = (parts.hostname or "").rstrip(".")
+    host = _host(url)
     host = LOOPBACK if resolves_to_loopback or _is_loopback(host) else _compressed(host)
     try:
         port = parts.port or DEFAULT_PORTS.get(scheme)
     except ValueError:  # not a port number: the SDK refuses the URL anyway
         port = None
     path = posixpath.normpath(_SLASHES.sub("/", parts.path)) if parts.path else ""
-    path = "" if path in ("/", ".") else path.rstrip("/")
+    path = "" if path in ("/", ".") else path
     address = f"{host}:{port}" if port is not None else host
     query = f"?{parts.query}" if parts.query else ""
     return f"{scheme}://{address}{path}{query}"
@@ -47,7 +47,7 @@ def canonical_base_url(url: str, *, resolves_to_loopback: bool = False) -> str:
 async def resolves_only_to_loopback(url: str) -> bool:
     """Whether the host of `url` is a name (not an address, not `localhost`, which needs no
     lookup) whose every address is loopback."""
-    host = (urlsplit(url.strip()).hostname or "").rstrip(".")
+    host = _host(url)
     if not host or _ip(host) is not None or _is_loopback(host):
         return False
     with anyio.move_on_after(RESOLVE_TIMEOUT_S):
@@ -81,3 +81,8 @@ def _compressed(host: str) -> str:
     if address is None:
         return host
     return f"[{address.compressed}]" if address.version == 6 else address.compressed
+
+
+def _host(url: str) -> str:
+    """The host of `url` as urllib reads it (lowercased), without a trailing root dot."""
+    return (urlsplit(url.strip()).hostname or "").rstrip(".")

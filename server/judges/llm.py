@@ -33,6 +33,7 @@ from tierank.server.judges.base import (
 )
 from tierank.server.judges.bounded_http import ResponseTooLarge
 from tierank.server.judges.breaker import CircuitBreaker
+from tierank.server.judges.endpoints import canonical_base_url, resolves_only_to_loopback
 from tierank.server.judges.limits import ProviderLimits
 from tierank.server.judges.options import refuse_unknown_options
 from tierank.server.judges.parse import Unreadable, parse_ranking
@@ -148,6 +149,16 @@ class ProviderShared:
         self._secrets: set[str] = set()
         # Jitter only; seeded per provider (and tenant) so a run is reproducible when timings are.
         self.rng = random.Random(provider if tenant is None else f"{provider}/{tenant}")
+        self._endpoint: str | None = None
+
+    async def canonical_endpoint(self) -> str:
+        """The provider's base URL in one spelling (judges.endpoints), worked out once: its host
+        name is looked up the first time, not for every job's judge."""
+        if self._endpoint is None:
+            base_url = self.provider_settings.base_url or ""
+            loopback = await resolves_only_to_loopback(base_url)
+            self._endpoint = canonical_base_url(base_url, resolves_to_loopback=loopback)
+        return self._endpoint
 
     def hide(self, secret: str) -> None:
         """Keep `secret` out of every failure message of this state's judges."""

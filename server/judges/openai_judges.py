@@ -13,7 +13,7 @@ import structlog
 
 from tierank.server.judges.base import BatchRequest, FailureKind, JudgeConfig, JudgeReply
 from tierank.server.judges.bounded_http import bounded_event_hooks
-from tierank.server.judges.endpoints import canonical_base_url, resolves_only_to_loopback
+from tierank.server.judges.endpoints import canonical_base_url
 from tierank.server.judges.llm import (
     AnswerSchema,
     Completion,
@@ -230,9 +230,7 @@ class OpenAICompatibleJudge(OpenAIJudge):
             return
         async with self._listing:
             if not self._prepared:
-                base_url = self.shared.provider_settings.base_url or ""
-                loopback = await resolves_only_to_loopback(base_url)
-                self._server = canonical_base_url(base_url, resolves_to_loopback=loopback)
+                self._server = await self.shared.canonical_endpoint()
                 self._listed = await self._list_served_model()
                 self._prepared = True
 

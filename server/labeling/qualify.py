@@ -139,7 +139,7 @@ class _Listwise:
 def planned_calls(batches: Sequence[Batch], settings: QualifySettings, pointwise: bool) -> int:
     """The calls a qualification makes: every batch in every shuffle, and with `pointwise`
     one grade of every passage shown."""
-    graded = len({(b.query_id, d) for b in batches for d in b.docs}) if pointwise else 0
+    graded = len(_shown_pairs(batches)) if pointwise else 0
     return len(batches) * settings.shuffles + graded
 
 
@@ -219,7 +219,7 @@ async def grade_pointwise(
     batches: Sequence[Batch], labels: LabelledSet, grading: PairGrader, threshold: int
 ) -> tuple[eval_pb2.PointwiseQuality, GradingTally]:
     """Every shown passage graded once, against its human grade."""
-    shown = sorted({(b.query_id, d) for b in batches for d in b.docs})
+    shown = _shown_pairs(batches)
     pairs = [
         Pair(query_id, labels.topics[query_id], labels.passages[doc], "passages")
         for query_id, doc in shown
@@ -287,3 +287,8 @@ def qualification(
         payload=message.SerializeToString(),
     )
     return Qualified(message, record)
+
+
+def _shown_pairs(batches: Sequence[Batch]) -> list[tuple[str, str]]:
+    """Every (query id, passage id) the batches show, once each, in order."""
+    return sorted({(b.query_id, d) for b in batches for d in b.docs})

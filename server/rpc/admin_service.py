@@ -237,8 +237,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         if key.role == ROLE_OPERATOR:
             require_operator(caller, "RevokeApiKey", "revoking an operator key")
         key = await self._storage.revoke_key(key_id, time.time())
-        if key is None:
-            raise not_found(request.name, _KEY_TYPE)
+        assert key is not None, "keys are never deleted, and this one was read above"
         audit.admin_action(caller, "RevokeApiKey", request.name, tenant=key.tenant)
         return key_view(key)
 
@@ -277,7 +276,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             caller,
             "SetTenant",
             tenant_name(request.tenant),
-            quota={k: v for k, v in vars(limits).items() if v is not None},
+            quota=limits.given(),
             cleared=list(request.clear_limits),
             allow_server_provider_keys=allow,
         )

@@ -270,10 +270,7 @@ class EvalServicer(eval_pb2_grpc.EvalServiceServicer):
             pairs = await _read_pairs(request.pairs)
             grading = await self._pair_grader(request)
             graded = await grading.grade_all(pairs)
-            grades = []
-            for step in range(0, len(graded), PAIRS_PER_STEP):
-                await anyio.lowlevel.checkpoint()
-                grades.extend(_pair_grade(g) for g in graded[step : step + PAIRS_PER_STEP])
+            grades = await _pair_grades(graded)
         return eval_pb2.GradePairsResponse(grades=grades, stats=grading.tally.to_proto())
 
     async def _prepare_fill(self, request: eval_pb2.FillQrelsRequest) -> PreparedWork:
@@ -328,7 +325,7 @@ class EvalServicer(eval_pb2_grpc.EvalServiceServicer):
             separator = "" if not original or original.endswith("\n") else "\n"
             response = eval_pb2.FillQrelsResponse(
                 qrels=original + separator + added,
-                added=[_pair_grade(g) for g in filled],
+                added=await _pair_grades(filled),
                 stats=grading.tally.to_proto(),
             )
             if request.held_in_sample:
@@ -473,6 +470,16 @@ def _check_pair_count(field: str, count: int) -> None:
         raise invalid_argument(
             [FieldViolation(field, f"at most {MAX_PAIRS} pairs per request, got {count}")]
         )
+
+
+async def _pair_grades(graded: Sequence[GradedPair]) -> list[eval_pb2.PairGrade]:
+    """The grades as messages, a step at a time: up to MAX_PAIRS of them must not hold the
+    event loop in one piece."""
+    grades: list[eval_pb2.PairGrade] = []
+    for step in range(0, len(graded), PAIRS_PER_STEP):
+        await anyio.lowlevel.checkpoint()
+        grades.extend(_pair_grade(g) for g in graded[step : step + PAIRS_PER_STEP])
+    return grades
 
 
 def _pair_grade(graded: GradedPair) -> eval_pb2.PairGrade:

@@ -176,8 +176,14 @@ class _Call:
 
     async def _until_revoked(self, responses: AsyncIterator[Any]) -> AsyncIterator[Any]:
         """The responses, until the caller's key is revoked (then KEY_REVOKED)."""
+        caller = current_caller()
         async with aclosing(responses):  # type: ignore[type-var]
-            with self._streams.watching(current_caller(), self._rpc) as stream:
+            if not caller.key_id:
+                # A server without authentication has no key to revoke: no watch per response.
+                async for response in responses:
+                    yield response
+                return
+            with self._streams.watching(caller, self._rpc) as stream:
                 while True:
                     try:
                         response = await stream.next_of(responses)
@@ -209,47 +215,44 @@ class _Call:
                 ]
             ) from None
 
-    @staticmethod
-    def api_error(error: Exception, reference: str) -> ApiError:
-        """The status a failure is reported with (by calls, and by operations, whose work
-        outlives its call); `reference` is quoted in an internal error's message so that the
-        logs can be searched for it."""
-        error = _cause(error)
-        if isinstance(error, ApiError):
-            return error
-        log = structlog.get_logger()
-        if isinstance(error, QuotaExceeded):
-            tenant = current_caller().tenant
-            log.info("quota exceeded", limit=error.limit)
-            metrics.REJECTIONS.labels(tenant=tenant, limit=error.limit).inc()
-            return quota_exceeded(
-                tenant,
-                error.limit,
-                error.value,
-                _QUOTA_ADVICE,
-                error.retry_after_s,
-            )
-        if isinstance(error, StorageFull):
-            log.warning("storage full", error=str(error))
-            return unavailable(
-                f"the server's disk is full, so nothing can be stored now ({error}); "
-                "reads still work, try again later",
-                _STORAGE_FULL_RETRY_S,
-            )
-        if isinstance(error, StorageUnavailable):
-            log.warning("storage unavailable", error=str(error))
-            return unavailable(
-                f"the server cannot reach its database now ({error}); try again shortly",
-                _STORAGE_UNAVAILABLE_RETRY_S,
-            )
-        if isinstance(error, StorageDamaged):
-            log.error("storage damaged", error=str(error))
-            return data_loss(f"stored data could not be read: {error}")
-        log.exception("internal error")
-        return internal(f"internal error ({reference})")
 
-
-api_error = _Call.api_error
+def api_error(error: Exception, reference: str) -> ApiError:
+    """The status a failure is reported with (by calls, and by operations, whose work
+    outlives its call); `reference` is quoted in an internal error's message so that the
+    logs can be searched for it."""
+    error = _cause(error)
+    if isinstance(error, ApiError):
+        return error
+    log = structlog.get_logger()
+    if isinstance(error, QuotaExceeded):
+        tenant = current_caller().tenant
+        log.info("quota exceeded", limit=error.limit)
+        metrics.REJECTIONS.labels(tenant=tenant, limit=error.limit).inc()
+        return quota_exceeded(
+            tenant,
+            error.limit,
+            error.value,
+            _QUOTA_ADVICE,
+            error.retry_after_s,
+        )
+    if isinstance(error, StorageFull):
+        log.warning("storage full", error=str(error))
+        return unavailable(
+            f"the server's disk is full, so nothing can be stored now ({error}); "
+            "reads still work, try again later",
+            _STORAGE_FULL_RETRY_S,
+        )
+    if isinstance(error, StorageUnavailable):
+        log.warning("storage unavailable", error=str(error))
+        return unavailable(
+            f"the server cannot reach its database now ({error}); try again shortly",
+            _STORAGE_UNAVAILABLE_RETRY_S,
+        )
+    if isinstance(error, StorageDamaged):
+        log.error("storage damaged", error=str(error))
+        return data_loss(f"stored data could not be read: {error}")
+    log.exception("internal error")
+    return internal(f"internal error ({reference})")
 
 
 def _cause(error: Exception) -> Exception:

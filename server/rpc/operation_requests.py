@@ -15,6 +15,7 @@ from google.rpc import code_pb2, status_pb2
 
 from tierank.server.errors import ApiError, FieldViolation, invalid_argument, not_found
 from tierank.server.job_states import TERMINAL_STATES
+from tierank.server.jobs.convert import timestamp
 from tierank.server.jobs.operations import OperationFailed, OperationManager, OperationWork
 from tierank.server.jobs.replica import MAX_TICK_S
 from tierank.server.names import BadName, operation_name, parse_operation_name
@@ -196,9 +197,9 @@ def operation_view(record: OperationRecord) -> eval_pb2.Operation:
         method=record.method,
         state=record.state,
         progress=eval_pb2.OperationProgress.FromString(record.progress),
+        create_time=timestamp(record.create_time),
+        update_time=timestamp(record.update_time),
     )
-    operation.create_time.FromNanoseconds(int(record.create_time * 1e9))
-    operation.update_time.FromNanoseconds(int(record.update_time * 1e9))
     if record.error_code:
         operation.error.CopyFrom(
             rank_pb2.JobError(code=record.error_code, message=record.error_message)

@@ -64,10 +64,6 @@ class StreamCredentials:
     @contextmanager
     def watching(self, caller: Caller, rpc: str) -> Iterator[WatchedStream]:
         stream = WatchedStream(caller, rpc)
-        # A server without authentication has no key to revoke.
-        if not caller.key_id:
-            yield stream
-            return
         streams = self._streams.setdefault(caller.key_id, set())
         streams.add(stream)
         try:

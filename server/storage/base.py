@@ -157,6 +157,10 @@ class Limits:
     daily_input_tokens: int | None = None
     daily_cost_usd: float | None = None
 
+    def given(self) -> dict[str, int | float]:
+        """The limits that are set (not None), by name, in field order."""
+        return {name: value for name, value in vars(self).items() if value is not None}
+
 
 LIMIT_NAMES = tuple(Limits.__dataclass_fields__)
 
@@ -166,12 +170,6 @@ LIMIT_NAMES = tuple(Limits.__dataclass_fields__)
 # changes or removes them per tenant (`tenants set`, `--clear`). The unauthenticated dev
 # server's one tenant is never created, and has none.
 DEFAULT_LIMITS = Limits(max_concurrent_jobs=100, max_watchers=200)
-# The defaults as (column, value) pairs, in the order a new tenant's row lists them.
-DEFAULT_LIMIT_COLUMNS = tuple(
-    (name, getattr(DEFAULT_LIMITS, name))
-    for name in LIMIT_NAMES
-    if getattr(DEFAULT_LIMITS, name) is not None
-)
 
 
 @dataclass(frozen=True)

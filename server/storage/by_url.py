@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from tierank.addresses import MAX_PORT
 from tierank.server.storage.base import Storage
 
 SQLITE_SCHEME = "sqlite://"
@@ -57,8 +58,8 @@ def _check_postgres_url(text: str) -> None:
         reason = " ".join(str(error).split()).replace(f'"{text}"', "it")
         raise ValueError(f"is not a PostgreSQL URL libpq can read: {reason}") from None
     for port in str(parameters.get("port", "")).split(","):
-        if port and not (port.isdigit() and 0 < int(port) <= 65535):
-            raise ValueError(f"has the port {port!r}; a port is a number from 1 to 65535")
+        if port and not (port.isdigit() and 0 < int(port) <= MAX_PORT):
+            raise ValueError(f"has the port {port!r}; a port is a number from 1 to {MAX_PORT}")
 
 
 def sqlite_path(location: str | os.PathLike[str]) -> str:

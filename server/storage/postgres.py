@@ -41,7 +41,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from tierank.server.storage.base import (
     CANCEL,
-    DEFAULT_LIMIT_COLUMNS,
+    DEFAULT_LIMITS,
     EVENTS,
     FREED,
     LIMIT_NAMES,
@@ -735,7 +735,7 @@ class PostgresStorage(Storage):
             "ORDER BY create_time DESC, qualification_id DESC LIMIT %(limit)s",
             {"tenant": tenant, "judge": judge_identity, "limit": limit},
         )
-        return [QualificationRecord(*row[:-1], bytes(row[-1])) for row in rows]
+        return [_qualification(row) for row in rows]
 
     async def create_operation(self, record: OperationRecord) -> OperationRecord:
         values = dataclasses.astuple(record)
@@ -842,7 +842,7 @@ class PostgresStorage(Storage):
             f"RETURNING {_QUALIFICATION_COLUMNS}",
             (tenant, qualification_id),
         )
-        return None if row is None else QualificationRecord(*row[:-1], bytes(row[-1]))
+        return None if row is None else _qualification(row)
 
     def announce(self, address: str) -> None:
         """Nothing to say: every replica is welcome on a shared database, none is refused."""
@@ -957,11 +957,7 @@ class PostgresStorage(Storage):
         unknown = sorted(set(clear_limits) - set(LIMIT_NAMES))
         if unknown:
             raise ValueError(f"unknown limits: {', '.join(unknown)}")
-        changes: dict[str, Any] = {
-            name: getattr(set_limits, name)
-            for name in LIMIT_NAMES
-            if getattr(set_limits, name) is not None
-        }
+        changes: dict[str, Any] = dict(set_limits.given())
         changes.update(dict.fromkeys(clear_limits))
         if allow_server_provider_keys is not None:
             changes["allow_server_provider_keys"] = allow_server_provider_keys
@@ -1203,7 +1199,8 @@ def _cache_arrays(entries: Sequence[CacheEntry]) -> dict[str, list[Any]]:
 
 
 async def _ensure_tenant(conn: psycopg.AsyncConnection, tenant: str, now: float) -> None:
-    columns = [sql.Identifier(name) for name, _ in DEFAULT_LIMIT_COLUMNS]
+    defaults = DEFAULT_LIMITS.given()
+    columns = [sql.Identifier(name) for name in defaults]
     await conn.execute(
         sql.SQL(
             "INSERT INTO tenants (tenant, allow_server_provider_keys, create_time, update_time"
@@ -1212,5 +1209,10 @@ async def _ensure_tenant(conn: psycopg.AsyncConnection, tenant: str, now: float)
             columns=sql.SQL("").join(sql.SQL(", {}").format(c) for c in columns),
             marks=sql.SQL(", %s" * len(columns)),
         ),
-        (tenant, now, now, *(value for _, value in DEFAULT_LIMIT_COLUMNS)),
+        (tenant, now, now, *defaults.values()),
     )
+
+
+def _qualification(row: tuple) -> QualificationRecord:
+    *head, payload = row
+    return QualificationRecord(*head, bytes(payload))

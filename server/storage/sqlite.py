@@ -29,7 +29,7 @@ import structlog
 
 from tierank.server.job_states import TERMINAL_STATES
 from tierank.server.storage.base import (
-    DEFAULT_LIMIT_COLUMNS,
+    DEFAULT_LIMITS,
     LIMIT_NAMES,
     CacheEntry,
     Claim,
@@ -597,11 +597,7 @@ class SqliteStorage(Storage):
         unknown = sorted(set(clear_limits) - set(LIMIT_NAMES))
         if unknown:
             raise ValueError(f"unknown limits: {', '.join(unknown)}")
-        changes: dict[str, Any] = {
-            name: getattr(set_limits, name)
-            for name in LIMIT_NAMES
-            if getattr(set_limits, name) is not None
-        }
+        changes: dict[str, Any] = dict(set_limits.given())
         changes.update(dict.fromkeys(clear_limits))
         if allow_server_provider_keys is not None:
             changes["allow_server_provider_keys"] = int(allow_server_provider_keys)
@@ -1226,12 +1222,13 @@ def _read_tenant(conn: sqlite3.Connection, tenant: str) -> TenantRecord | None:
 
 
 def _ensure_tenant(conn: sqlite3.Connection, tenant: str, now: float) -> None:
-    columns = "".join(f", {name}" for name, _ in DEFAULT_LIMIT_COLUMNS)
-    marks = ", ?" * len(DEFAULT_LIMIT_COLUMNS)
+    defaults = DEFAULT_LIMITS.given()
+    columns = "".join(f", {name}" for name in defaults)
+    marks = ", ?" * len(defaults)
     conn.execute(
         "INSERT OR IGNORE INTO tenants (tenant, allow_server_provider_keys, create_time, "
         f"update_time{columns}) VALUES (?, 1, ?, ?{marks})",
-        (tenant, now, now, *(value for _, value in DEFAULT_LIMIT_COLUMNS)),
+        (tenant, now, now, *defaults.values()),
     )
 
 
