@@ -211,7 +211,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "jobs, events, journal, verdicts; tenants, keys, usage, reservations", _INITIAL),
     Migration(2, "job leases, replicas, reservation owners, watchers", _REPLICAS),
     Migration(3, "judge qualifications", _QUALIFICATIONS),
-    Migration(5, "operations: long-running QualifyJudge and FillQrels", _OPERATIONS),
+    Migration(4, "operations: long-running QualifyJudge and FillQrels", _OPERATIONS),
 )
 
 _LEDGER = """
