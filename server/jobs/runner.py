@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import enum
-import hashlib
 import math
 import time
 from collections import deque
@@ -42,31 +41,27 @@ from tierank.server.jobs.journal import decode_plan, decode_planner, encode_plan
 from tierank.server.jobs.stats import StatsBook
 from tierank.server.judges.base import (
     BatchRequest,
-    FailureKind,
     Judge,
-    JudgeFailure,
     JudgeReply,
     JudgeUsage,
     Passage,
     PoolContext,
 )
-from tierank.server.judges.verdict_cache import cache_key, decode_ordering, encode_ordering
 from tierank.server.names import job_name
 from tierank.server.storage.base import (
-    CacheEntry,
     EventRow,
     JobUpdate,
     JournalRow,
     Lease,
     LeaseLost,
     QuotaExceeded,
-    Spend,
     Storage,
     StorageFull,
     StorageUnavailable,
     VerdictAudit,
 )
-from tierank.server.tenancy.spending import SpendLedger, spend_of
+from tierank.server.tenancy.paid_call import Answer, PaidCalls, call_seed
+from tierank.server.tenancy.spending import SpendLedger
 from tierank.v1 import rank_pb2
 
 # A judge failing this many times in a row inside one job is dropped from that job, so a
@@ -78,6 +73,12 @@ MAX_CONSECUTIVE_FAILURES = 5
 # A write that finds the disk full is retried after this long, doubling up to the maximum.
 FULL_DISK_FIRST_RETRY_S = 0.05
 FULL_DISK_MAX_RETRY_S = 2.0
+
+# A job lists its tiers (a Bradley–Terry fit, the tiers placed, an event naming every tier) at
+# most this often, and always when it ends: with fast judges a job records many plans a second,
+# and listing after each one was a third of the server's work (bench/README.md, section 2).
+# Watchers and GetJob see tiers at most this much older than the votes.
+TIERS_UPDATE_INTERVAL_S = 0.25
 
 _Written = TypeVar("_Written")
 
@@ -125,11 +126,6 @@ class _Step:
     to_start: list[JudgeCall] = field(default_factory=list)
 
 
-def call_seed(job_seed: int, call_id: str) -> int:
-    digest = hashlib.sha256(f"{job_seed}:{call_id}".encode()).digest()
-    return int.from_bytes(digest[:8], "big")
-
-
 def verdict_of(event: rank_pb2.VerdictReceived) -> Verdict:
     """The tournament's view of a verdict event; the one rule for live and replayed verdicts."""
     cost = (
@@ -162,7 +158,6 @@ class JobRunner:
         self._judges = list(judges)
         self._storage = storage
         self._hub = hub
-        self._spending = spending
         # Set when the tenant's daily budget refuses a call: the job ends BUDGET_EXHAUSTED.
         self._over_budget: QuotaExceeded | None = None
         self._sequence = last_sequence
@@ -172,6 +167,7 @@ class JobRunner:
         self._pool = {p.id: p for p in pool.passages}
         self._deadline = create_time + spec.deadline_seconds if spec.deadline_seconds else None
         self._log = structlog.get_logger().bind(job_id=job_id, tenant=tenant)
+        self._paid = PaidCalls(storage, spending, tenant, durably=self._durably, log=self._log)
         self._wake: MemoryObjectSendStream[_Answer | _Wake] | None = None
         self._cancel_requested = False
         self._draining = False
@@ -180,6 +176,9 @@ class JobRunner:
         self.finished = anyio.Event()
         self._lease: Lease | None = None
         self._abandoned = anyio.CancelScope()
+        # Votes recorded since the tiers were last listed, and when they may be listed next.
+        self._tiers_stale = False
+        self._tiers_due = 0.0
 
     # -- control from the job manager ---------------------------------------------------
 
@@ -267,12 +266,13 @@ class JobRunner:
                         break
                     if not tournament.in_flight:
                         if self._draining:
+                            await self._commit_step(tournament, stats, _Step(), now=True)
                             return
                         # Asked again now that planning has estimated the calls: a budget too
                         # small for even one call is BUDGET_EXHAUSTED, not EXHAUSTED.
                         reason = _REASONS[tournament.stop_reason() or StopReason.EXHAUSTED]
                         break
-                    with anyio.move_on_after(self._time_left()):
+                    with anyio.move_on_after(self._wait_limit()):
                         for item in await _drain(receive):
                             if isinstance(item, _Answer):
                                 arrived[item.call.call_id] = item
@@ -300,6 +300,12 @@ class JobRunner:
 
     def _time_left(self) -> float:
         return math.inf if self._deadline is None else max(0.0, self._deadline - time.time())
+
+    def _wait_limit(self) -> float:
+        """How long to wait for answers: until the deadline, or until stale tiers are due."""
+        if not self._tiers_stale:
+            return self._time_left()
+        return min(self._time_left(), max(0.0, self._tiers_due - time.monotonic()))
 
     # -- replay -------------------------------------------------------------------------
 
@@ -421,71 +427,25 @@ class JobRunner:
         await self._commit_step(tournament, stats, step)
 
     async def _ask(self, call: JudgeCall, send: MemoryObjectSendStream[_Answer | _Wake]) -> None:
-        judge = self._judges[call.judge]
-        request = self._request(call)
-        key = None
-        await judge.prepare()  # what a self-hosted server says it serves is in the cache key
-        if judge.cacheable:
-            key = cache_key(
-                self._tenant,
-                judge.cache_identity(),
-                request.rubric,
-                request.query,
-                request.passages,
-            )
-            stored = await self._storage.cache_get(key)
-            if stored is not None:
-                ordering = decode_ordering(stored, request.passages)
-                await self._keep(call, JudgeReply(ordering), send, cached=True)
-                return
-        worst_case = judge.estimate(request)
+        async def keep(answer: Answer) -> None:
+            """Store the answer as it arrives (its settlement and verdict-cache entry with it),
+            then hand it over to be applied in plan order. Stored first, so that a crash before
+            the answer's plan is whole never makes the job pay for it twice."""
+            verdict = self._verdict_event(call, answer.reply, answer.cached)
+            stored = verdict.SerializeToString()
+            audit = VerdictAudit(call.call_id, stored, answer.reply.prompt, answer.reply.raw_text)
+            settled = [answer.settlement] if answer.settlement is not None else []
+            await self._store(JobUpdate(cache=answer.cache, audit=[audit], settlements=settled))
+            send.send_nowait(_Answer(call, verdict, stored))
+
         try:
-            reservation = await self._durably(
-                lambda: self._spending.reserve(self._tenant, judge.name, worst_case)
-            )
+            await self._paid.judge(self._judges[call.judge], self._request(call), keep)
         except QuotaExceeded as exceeded:
             # Never sent, so never answered: the loop sees the budget gone and ends the job.
             self._log.info("tenant budget exhausted", limit=exceeded.limit, call_id=call.call_id)
             metrics.REJECTIONS.labels(self._tenant, exceeded.limit).inc()
             self._over_budget = exceeded
             self._nudge()
-            return
-        # Not SpendLedger.held: its writes would fail the job on a full disk, where these wait.
-        spent: Spend | None = None  # unknown until the judge answers: settled as reserved
-        try:
-            try:
-                reply = await judge.judge(request)
-            except Exception as error:  # a judge bug must not take the job down
-                self._log.exception("judge raised", judge=judge.name, call_id=call.call_id)
-                failure = JudgeFailure(FailureKind.SERVER_ERROR, repr(error))
-                reply = JudgeReply((), failure=failure)
-            spent = spend_of(reply.usage, reply.failure)
-            # Stored before its spend is settled: a stop while the disk is full then loses at
-            # most the settlement (a later heartbeat settles it as reserved), never the answer.
-            await self._keep(call, _checked(reply, call), send, cached=False, cache_as=key)
-        finally:
-            await self._durably(lambda: self._spending.settle(reservation, spent))
-
-    async def _keep(
-        self,
-        call: JudgeCall,
-        reply: JudgeReply,
-        send: MemoryObjectSendStream[_Answer | _Wake],
-        cached: bool,
-        cache_as: str | None = None,
-    ) -> None:
-        """Store an answer as it arrives (and in the verdict cache under `cache_as`), then hand
-        it over to be applied in plan order. Stored first, so that a crash before the answer's
-        plan is whole never makes the job pay for it twice."""
-        verdict = self._verdict_event(call, reply, cached)
-        cache = []
-        if cache_as and not reply.failed:
-            ordering = encode_ordering(reply.ordering, self._passages(call))
-            cache.append(CacheEntry(cache_as, ordering))
-        stored = verdict.SerializeToString()
-        audit = VerdictAudit(call.call_id, stored, reply.prompt, reply.raw_text)
-        await self._store(JobUpdate(cache=cache, audit=[audit]))
-        send.send_nowait(_Answer(call, verdict, stored))
 
     # -- recording ----------------------------------------------------------------------
 
@@ -552,17 +512,24 @@ class JobRunner:
             self._log.warning("judge dropped", judge=verdict.judge, reason=verdict.failure_reason)
         step.events.append(self._event(verdict=verdict))
 
-    async def _commit_step(self, tournament: Tournament, stats: StatsBook, step: _Step) -> None:
-        """Store a step in one transaction, before its calls start or its events stream."""
-        if not step.journal:
-            return
-        tiers = tournament.tiers()
-        if tiers != self._tiers:
-            self._tiers = tiers
-            step.events.append(
-                self._event(tiers_updated=self._tiers_event(tournament, stats, tiers))
-            )
-        await self._commit(step.events, journal=step.journal)
+    async def _commit_step(
+        self, tournament: Tournament, stats: StatsBook, step: _Step, now: bool = False
+    ) -> None:
+        """Store a step in one transaction, before its calls start or its events stream; with
+        the tiers when votes changed them and they are due (`now`: whenever votes changed)."""
+        if step.journal:
+            self._tiers_stale = True
+        if self._tiers_stale and (now or time.monotonic() >= self._tiers_due):
+            self._tiers_stale = False
+            tiers = tournament.tiers()
+            if tiers != self._tiers:
+                self._tiers = tiers
+                self._tiers_due = time.monotonic() + TIERS_UPDATE_INTERVAL_S
+                step.events.append(
+                    self._event(tiers_updated=self._tiers_event(tournament, stats, tiers))
+                )
+        if step.journal or step.events:
+            await self._commit(step.events, journal=step.journal)
 
     def _verdict_event(
         self, call: JudgeCall, reply: JudgeReply, cached: bool
@@ -714,14 +681,3 @@ def _waiting(receive: MemoryObjectReceiveStream[_Answer | _Wake]) -> list[_Answe
             items.append(receive.receive_nowait())
         except anyio.WouldBlock:
             return items
-
-
-def _checked(reply: JudgeReply, call: JudgeCall) -> JudgeReply:
-    """A reply naming ids outside its batch, or one twice, is a failed reply, never votes."""
-    if reply.failed:
-        return reply
-    presented = set(call.presented)
-    if len(set(reply.ordering)) != len(reply.ordering) or not presented.issuperset(reply.ordering):
-        failure = JudgeFailure(FailureKind.UNPARSEABLE, "ordering names ids outside the batch")
-        return JudgeReply((), reply.usage, failure, reply.prompt, reply.raw_text)
-    return reply

@@ -7,7 +7,6 @@ arrive, so an interrupted request does not pay again for what it already receive
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -17,14 +16,13 @@ import anyio.lowlevel
 
 from tierank.server.errors import FieldViolation, invalid_argument
 from tierank.server.jobs.convert import judge_config
-from tierank.server.jobs.runner import call_seed
 from tierank.server.judges.base import JudgeConfigError, JudgeUsage, Passage
 from tierank.server.judges.graders import Grader, GradeReply, GradeRequest, UngradablePassage
 from tierank.server.judges.registry import JudgeFactory
-from tierank.server.judges.verdict_cache import cache_key
-from tierank.server.storage.base import CacheEntry, Spend, Storage
+from tierank.server.storage.base import Storage
+from tierank.server.tenancy.paid_call import PaidCalls, call_seed
 from tierank.server.tenancy.provider_accounts import ProviderAccounts
-from tierank.server.tenancy.spending import SpendLedger, spend_of
+from tierank.server.tenancy.spending import SpendLedger
 from tierank.v1 import eval_pb2, rank_pb2
 
 
@@ -140,48 +138,26 @@ class PairGrader:
         max_in_flight: int,
     ) -> None:
         self._grader = grader
-        self._storage = storage
-        self._tenant = tenant
+        self._paid = PaidCalls(storage, spending, tenant)
         self._rubric = rubric
         self._seed = seed
         self._max_in_flight = max_in_flight
         self._slots = anyio.Semaphore(max_in_flight)
-        self._spending = spending
         self.tally = GradingTally()
 
     async def grade(self, pair: Pair) -> GradedPair:
-        grader = self._grader
-        key = None
-        await grader.prepare()
-        if grader.cacheable:
-            key = cache_key(
-                self._tenant, grader.cache_identity(), self._rubric, pair.query, (pair.passage,)
-            )
-            stored = await self._storage.cache_get(key)
-            if stored is not None:
-                graded = GradedPair(pair, GradeReply(json.loads(stored)["grade"]), cached=True)
-                self.tally.add(graded)
-                return graded
         request = GradeRequest(
             query=pair.query,
             rubric=self._rubric,
             passage=pair.passage,
             seed=call_seed(self._seed, f"{pair.query_id}/{pair.passage.id}"),
         )
-        async with (
-            self._slots,
-            self._spending.held(self._tenant, grader.name, grader.estimate(request)) as bill,
-        ):
+        async with self._slots:
             try:
-                reply = await grader.grade(request)
+                grade = await self._paid.grade(self._grader, request)
             except UngradablePassage as error:
-                bill.spent = Spend()
                 raise invalid_argument([FieldViolation(pair.field, str(error))]) from None
-            bill.spent = spend_of(reply.usage, reply.failure)
-        if key is not None and reply.grade is not None:
-            payload = json.dumps({"grade": reply.grade}).encode()
-            await self._storage.cache_put([CacheEntry(key, payload)])
-        graded = GradedPair(pair, reply, cached=False)
+        graded = GradedPair(pair, grade.reply, cached=grade.cached)
         self.tally.add(graded)
         return graded
 

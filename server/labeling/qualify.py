@@ -18,13 +18,9 @@ from dataclasses import dataclass
 
 import anyio
 
-from tierank.server.jobs.runner import call_seed
 from tierank.server.judges.base import (
     BatchRequest,
-    FailureKind,
     Judge,
-    JudgeFailure,
-    JudgeReply,
     Passage,
     PoolContext,
 )
@@ -37,7 +33,7 @@ from tierank.server.labeling.qualify_stats import (
 )
 from tierank.server.names import new_sortable_id, qualification_name
 from tierank.server.storage.base import QualificationRecord
-from tierank.server.tenancy.spending import SpendLedger, spend_of
+from tierank.server.tenancy.paid_call import PaidCalls, call_seed
 from tierank.v1 import eval_pb2, rank_pb2
 
 
@@ -148,8 +144,7 @@ async def ask_batches(
     labels: LabelledSet,
     settings: QualifySettings,
     judge_for: Callable[[PoolContext], Judge],
-    spending: SpendLedger,
-    tenant: str,
+    paid: PaidCalls,
     tally: GradingTally,
 ) -> _Listwise:
     """Every batch in every shuffle, at most `max_in_flight` calls at once, counted in `tally`
@@ -171,16 +166,11 @@ async def ask_batches(
             passages=tuple(labels.passages[d] for d in shown),
             seed=call_seed(settings.seed, call_id),
         )
-        async with (
-            slots,
-            spending.held(tenant, judge.name, judge.estimate(request)) as bill,
-        ):
-            try:
-                reply = await judge.judge(request)
-            except Exception as error:  # a judge bug fails one call, not the qualification
-                reply = JudgeReply((), failure=JudgeFailure(FailureKind.SERVER_ERROR, repr(error)))
-            bill.spent = spend_of(reply.usage, reply.failure)
-        ordering = () if reply.failed or not set(reply.ordering) <= set(shown) else reply.ordering
+        async with slots:
+            # Never from the verdict cache: a qualification measures how the judge answers now
+            # (a cached answer would hide its variance across shuffles and runs).
+            reply = (await paid.judge(judge, request, cache=False)).reply
+        ordering = () if reply.failed else reply.ordering
         result.tally.add_call(reply.usage, failed=not ordering)
         result.answers.append(
             ListwiseAnswer(

@@ -33,6 +33,7 @@ from tierank.server.rpc.eval_inputs import (
 )
 from tierank.server.rpc.operation_requests import PreparedWork
 from tierank.server.storage.base import Storage
+from tierank.server.tenancy.paid_call import PaidCalls
 from tierank.server.tenancy.provider_accounts import ProviderAccounts
 from tierank.server.tenancy.spending import SpendLedger
 from tierank.v1 import eval_pb2
@@ -110,7 +111,12 @@ class Qualifier:
 
         async def run() -> eval_pb2.Qualification:
             listwise = await ask_batches(
-                batches, labels, settings, judge_for, self.spending, tenant, listwise_tally
+                batches,
+                labels,
+                settings,
+                judge_for,
+                PaidCalls(self.storage, self.spending, tenant),
+                listwise_tally,
             )
             pointwise = None
             if grading is not None:

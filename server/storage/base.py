@@ -120,6 +120,8 @@ class JobUpdate:
     error_code: int | None = None
     error_message: str | None = None
     audit: Sequence[VerdictAudit] = ()
+    # Reservations the committed answers settle, with the answers (Storage.settle_spend).
+    settlements: Sequence[Settlement] = ()
 
 
 class StorageError(Exception):
@@ -217,6 +219,14 @@ class Reservation:
     # The replica whose call it holds: a replica that stops beating has its reservations
     # settled (at the reserved spend) by the others' heartbeats.
     owner: str = ""
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """What a reserved call really spent, to settle its reservation with."""
+
+    reservation_id: str
+    actual: Spend
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,7 @@ from tierank.server.storage.base import (
     QualificationRecord,
     QuotaExceeded,
     Reservation,
+    Settlement,
     Spend,
     Storage,
     StorageDamaged,
@@ -256,6 +257,22 @@ new_audit AS (
     SELECT %(job)s, * FROM unnest(%(calls)s::text[], %(verdicts)s::bytea[],
         %(prompts)s::bytea[], %(answers)s::bytea[])
     WHERE {_ALLOWED}
+),
+settled AS (
+    SELECT * FROM unnest(%(settled_ids)s::text[], %(settled_calls)s::bigint[],
+        %(settled_input)s::bigint[], %(settled_output)s::bigint[], %(settled_cost)s::float8[])
+        AS s(reservation_id, calls, input_tokens, output_tokens, cost_usd)
+),
+released AS (
+    DELETE FROM reservations WHERE reservation_id IN (SELECT reservation_id FROM settled)
+    AND {_ALLOWED} RETURNING reservation_id, tenant, day, judge
+),
+new_usage AS (
+    -- One INSERT may not update a row twice: the settlements of one (tenant, day, judge) are
+    -- summed first.
+    INSERT INTO usage (tenant, day, judge, calls, input_tokens, output_tokens, cost_usd)
+    SELECT tenant, day, judge, SUM(calls), SUM(input_tokens), SUM(output_tokens), SUM(cost_usd)
+    FROM released JOIN settled USING (reservation_id) GROUP BY tenant, day, judge {_ADD_USAGE}
 ),
 job AS (
     UPDATE jobs SET
@@ -608,6 +625,7 @@ class PostgresStorage(Storage):
                 "journal_kinds": [j.kind for j in update.journal],
                 "journal_payloads": [j.payload for j in update.journal],
                 **_cache_arrays(update.cache),
+                **_settlement_arrays(update.settlements),
                 "calls": [a.call_id for a in update.audit],
                 "verdicts": [a.verdict for a in update.audit],
                 "prompts": [a.prompt.encode() for a in update.audit],
@@ -1196,6 +1214,16 @@ def _cache_arrays(entries: Sequence[CacheEntry]) -> dict[str, list[Any]]:
     # it would if they were written one after the other.
     latest = {c.key: c.payload for c in entries}
     return {"keys": list(latest), "cache_payloads": list(latest.values())}
+
+
+def _settlement_arrays(settlements: Sequence[Settlement]) -> dict[str, list[Any]]:
+    return {
+        "settled_ids": [s.reservation_id for s in settlements],
+        "settled_calls": [s.actual.calls for s in settlements],
+        "settled_input": [s.actual.input_tokens for s in settlements],
+        "settled_output": [s.actual.output_tokens for s in settlements],
+        "settled_cost": [s.actual.cost_usd for s in settlements],
+    }
 
 
 async def _ensure_tenant(conn: psycopg.AsyncConnection, tenant: str, now: float) -> None:

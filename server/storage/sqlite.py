@@ -47,6 +47,7 @@ from tierank.server.storage.base import (
     QualificationRecord,
     QuotaExceeded,
     Reservation,
+    Settlement,
     Spend,
     Storage,
     StorageDamaged,
@@ -321,6 +322,17 @@ class _Worker:
         return outcomes
 
 
+def _settle(conn: sqlite3.Connection, settlement: Settlement) -> None:
+    row = conn.execute(
+        "SELECT tenant, day, judge FROM reservations WHERE reservation_id = ?",
+        (settlement.reservation_id,),
+    ).fetchone()
+    if row is None:
+        return
+    conn.execute("DELETE FROM reservations WHERE reservation_id = ?", (settlement.reservation_id,))
+    _add_usage(conn, [(*row, *dataclasses.astuple(settlement.actual))])
+
+
 def _resolve(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
     if future.cancelled():
         return
@@ -483,6 +495,8 @@ class SqliteStorage(Storage):
                 [(job_id, j.index, j.kind, j.payload) for j in update.journal],
             )
             _put_cache(conn, update.cache)
+            for settlement in update.settlements:
+                _settle(conn, settlement)
             conn.executemany(
                 "INSERT INTO verdict_audit (job_id, call_id, verdict, prompt, raw_answer) "
                 "VALUES (?, ?, ?, ?, ?)",
@@ -765,17 +779,7 @@ class SqliteStorage(Storage):
         await self._writer.submit(write)
 
     async def settle_spend(self, reservation_id: str, actual: Spend) -> None:
-        def write(conn: sqlite3.Connection) -> None:
-            row = conn.execute(
-                "SELECT tenant, day, judge FROM reservations WHERE reservation_id = ?",
-                (reservation_id,),
-            ).fetchone()
-            if row is None:
-                return
-            conn.execute("DELETE FROM reservations WHERE reservation_id = ?", (reservation_id,))
-            _add_usage(conn, [(*row, *dataclasses.astuple(actual))])
-
-        await self._writer.submit(write)
+        await self._writer.submit(lambda conn: _settle(conn, Settlement(reservation_id, actual)))
 
     # -- leases (in memory: see __init__) -----------------------------------------------------
 

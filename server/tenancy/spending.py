@@ -12,14 +12,9 @@ from __future__ import annotations
 
 import datetime
 import secrets
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
-
-import anyio
 
 from tierank.server.judges.base import FailureKind, JudgeFailure, JudgeUsage
-from tierank.server.storage.base import Reservation, Spend, Storage
+from tierank.server.storage.base import Reservation, Settlement, Spend, Storage
 
 
 def utc_day(at: datetime.datetime | None = None) -> str:
@@ -36,13 +31,6 @@ def spend_of(usage: JudgeUsage, failure: JudgeFailure | None = None) -> Spend:
         output_tokens=usage.output_tokens,
         cost_usd=usage.cost_usd,
     )
-
-
-@dataclass
-class Bill:
-    """What a held call spent, filled in by the caller once known (None: unknown)."""
-
-    spent: Spend | None = None
 
 
 class SpendLedger:
@@ -64,21 +52,13 @@ class SpendLedger:
         await self._storage.reserve_spend(reservation)
         return reservation
 
-    async def settle(self, reservation: Reservation, actual: Spend | None) -> None:
-        """Settle at `actual`, or at the reservation when what was spent is unknown."""
-        await self._storage.settle_spend(
+    async def settle(self, settlement: Settlement) -> None:
+        await self._storage.settle_spend(settlement.reservation_id, settlement.actual)
+
+    @staticmethod
+    def settlement(reservation: Reservation, actual: Spend | None) -> Settlement:
+        """What settles `reservation`: `actual`, or the reservation when that is unknown; for
+        a write that stores the call's answer with it (JobUpdate.settlements)."""
+        return Settlement(
             reservation.reservation_id, reservation.spend if actual is None else actual
         )
-
-    @asynccontextmanager
-    async def held(self, tenant: str, judge: str, worst_case: JudgeUsage) -> AsyncIterator[Bill]:
-        """Reserve a call's worst case for the block (QuotaExceeded before it, past a limit),
-        then settle at the bill, or at the reservation if the block ended without one."""
-        reservation = await self.reserve(tenant, judge, worst_case)
-        bill = Bill()
-        try:
-            yield bill
-        finally:
-            # Shielded: a call cancelled mid-flight is still settled (at its reservation).
-            with anyio.CancelScope(shield=True):
-                await self.settle(reservation, bill.spent)

@@ -29,6 +29,7 @@ from tierank.server.storage.base import (
     QualificationRecord,
     QuotaExceeded,
     Reservation,
+    Settlement,
     Spend,
     Storage,
     StorageDamaged,
@@ -505,6 +506,32 @@ async def test_concurrent_reservations_never_pass_a_daily_limit(storage: Storage
     with pytest.raises(QuotaExceeded):
         await storage.reserve_spend(_reservation("after-release", 21))
     await storage.reserve_spend(_reservation("last", 20))
+
+
+async def test_a_commit_settles_its_answers_reservations_with_them(storage: Storage):
+    await storage.create_job(_job("acme", "j1"), _event(1))
+    for rid in ("a", "b", "c", "kept"):
+        await storage.reserve_spend(_reservation(rid, 100))
+    # Two settlements of one (tenant, day, judge) in one commit add up; an unknown id is ignored.
+    spent = Spend(calls=1, input_tokens=40, output_tokens=5, cost_usd=0.25)
+    settlements = [Settlement("a", spent), Settlement("b", spent), Settlement("gone", spent)]
+    await storage.commit("j1", JobUpdate(events=[_event(2, "verdict")], settlements=settlements))
+    report = await storage.usage("acme", DAY)
+    assert report.today == {"judge-a": Spend(2, 80, 10, 0.5)}
+    assert report.reserved == Spend(calls=2, input_tokens=200)
+
+    # A commit that fails settles nothing: the reservation stays held with the answer unstored.
+    doomed = JobUpdate(
+        journal=[JournalRow(0, "plan", b"p"), JournalRow(0, "plan", b"again")],
+        settlements=[Settlement("c", spent)],
+    )
+    with pytest.raises(StorageError):
+        await storage.commit("j1", doomed)
+    report = await storage.usage("acme", DAY)
+    assert report.today == {"judge-a": Spend(2, 80, 10, 0.5)}
+    assert report.reserved == Spend(calls=2, input_tokens=200)
+    await storage.settle_spend("c", spent)
+    assert (await storage.usage("acme", DAY)).today == {"judge-a": Spend(3, 120, 15, 0.75)}
 
 
 async def test_other_days_and_tenants_do_not_count(storage: Storage):
