@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from itertools import pairwise
 
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from tierank.server.jobs.runner import MAX_CONSECUTIVE_FAILURES
+from tierank.server.jobs.runner import MAX_CONSECUTIVE_FAILURES, TIERS_UPDATE_INTERVAL_S
 from tierank.v1 import rank_pb2
 
 
@@ -51,6 +52,23 @@ async def test_lexical_job_streams_to_a_settled_full_order(stub, make_spec):
     assert _flatten(fetched.tiers) == order
     assert fetched.spec == spec
     assert fetched.last_sequence == events[-1].sequence
+
+
+async def test_tiers_are_listed_at_most_every_interval_and_always_at_the_end(
+    stub, make_spec, oracle_judge
+):
+    # Fast judges and a big pool: many plans a second, each of which moves the tiers.
+    judge = oracle_judge(noise=1.0, latency_ms="10")
+    spec = make_spec(n=150, top_k=0, judges=[judge], max_in_flight=2)
+    job = await stub.CreateJob(rank_pb2.CreateJobRequest(spec=spec))
+    events = await _events(stub, job.name)
+    verdicts = sum(1 for e in events if e.WhichOneof("kind") == "verdict")
+    listed = [e for e in events if e.WhichOneof("kind") == "tiers_updated"]
+    assert listed and len(listed) < verdicts / 4
+    times = [e.time.ToNanoseconds() / 1e9 for e in listed]
+    assert all(later - earlier >= TIERS_UPDATE_INTERVAL_S for earlier, later in pairwise(times))
+    # The end lists the final tiers, however recently the last update was.
+    assert events[-1].completed.tiers and _flatten(events[-1].completed.tiers)
 
 
 async def test_request_id_makes_create_idempotent(stub, make_spec):
