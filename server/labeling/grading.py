@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import anyio
 import anyio.lowlevel
 
-from tierank.server.errors import FieldViolation, invalid_argument
+from tierank.server.errors import FieldViolation, InvalidInput
 from tierank.server.jobs.convert import judge_config
 from tierank.server.jobs.runner import call_seed
 from tierank.server.judges.base import JudgeConfigError, JudgeUsage, Passage
@@ -118,11 +118,9 @@ def judge_errors(field_name: str) -> Iterator[None]:
     try:
         yield
     except JudgeConfigError as error:
-        raise invalid_argument(
-            [FieldViolation(f"{field_name}.{error.field}", error.rule)]
-        ) from None
+        raise InvalidInput([FieldViolation(f"{field_name}.{error.field}", error.rule)]) from None
     except ValueError as error:
-        raise invalid_argument([FieldViolation(field_name, str(error))]) from None
+        raise InvalidInput([FieldViolation(field_name, str(error))]) from None
 
 
 class PairGrader:
@@ -176,7 +174,7 @@ class PairGrader:
                 reply = await grader.grade(request)
             except UngradablePassage as error:
                 bill.spent = Spend()
-                raise invalid_argument([FieldViolation(pair.field, str(error))]) from None
+                raise InvalidInput([FieldViolation(pair.field, str(error))]) from None
             bill.spent = spend_of(reply.usage, reply.failure)
         if key is not None and reply.grade is not None:
             payload = json.dumps({"grade": reply.grade}).encode()
@@ -203,8 +201,8 @@ class PairGrader:
                 await anyio.lowlevel.checkpoint()
                 results[index] = await self.grade(pairs[index])
 
-        # An ApiError of one pair reaches the client through the task group's exception group
-        # (the interceptor reports its first ApiError).
+        # An error of one pair reaches the client through the task group's exception group
+        # (the interceptor reports its first error that has a status of its own).
         async with anyio.create_task_group() as group:
             for _ in range(min(self._max_in_flight, len(pairs))):
                 group.start_soon(worker)

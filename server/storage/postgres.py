@@ -39,6 +39,14 @@ import structlog
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
+from tierank.server.errors import (
+    LeaseLost,
+    QuotaExceeded,
+    StorageDamaged,
+    StorageError,
+    StorageFull,
+    StorageUnavailable,
+)
 from tierank.server.storage.base import (
     CANCEL,
     DEFAULT_LIMITS,
@@ -56,19 +64,13 @@ from tierank.server.storage.base import (
     JournalRow,
     KeyRecord,
     Lease,
-    LeaseLost,
     Limits,
     Membership,
     OperationRecord,
     QualificationRecord,
-    QuotaExceeded,
     Reservation,
     Spend,
     Storage,
-    StorageDamaged,
-    StorageError,
-    StorageFull,
-    StorageUnavailable,
     TenantRecord,
     UsageReport,
     VerdictAudit,
