@@ -8,11 +8,11 @@ import sys
 import anyio
 
 from tierank.server.app import ListenError, UnsafeSettings, serve
+from tierank.server.errors import StorageError
 from tierank.server.judges.settings import JudgeSettingsError
 from tierank.server.logs import configure
 from tierank.server.rpc.tls import TlsSettingsError
 from tierank.server.settings import ServerSettings, from_args
-from tierank.server.storage.base import StorageError
 from tierank.server.storage.sqlite import DatabaseLocked
 from tierank.server.tenancy.sealing import SealingError
 

@@ -14,13 +14,14 @@ import sys
 
 import anyio
 from google.protobuf import json_format
+from google.rpc import code_pb2
 
-from tierank.server.errors import ApiError
+from tierank.server.errors import StorageError, TierankError
 from tierank.server.logs import configure
 from tierank.server.rpc.admin_service import AdminServicer
 from tierank.server.rpc.auth import Caller, set_caller
+from tierank.server.rpc.statuses import status_of
 from tierank.server.settings import OneLineParser, database_location, default_db_path
-from tierank.server.storage.base import StorageError
 from tierank.server.storage.by_url import open_storage
 from tierank.server.storage.sqlite import DatabaseLocked
 from tierank.server.tenancy.keys import DEFAULT_TENANT, ROLE_OPERATOR
@@ -67,11 +68,12 @@ def main(argv: list[str] | None = None) -> int:
     configure()  # the audit line goes to stderr; stdout carries only the response
     try:
         print(anyio.run(_call, args.method, args.db, sys.stdin.read()))
-    except ApiError as error:
-        print(f"tierank: {error.code.name}: {error.status.message}", file=sys.stderr)
-        return 1
     except (json_format.ParseError, DatabaseLocked, StorageError, SealingError) as error:
         print(f"tierank: {error}", file=sys.stderr)
+        return 1
+    except TierankError as error:  # what the servicer refuses, said as a client hears it
+        status = status_of(error, "admin tool")
+        print(f"tierank: {code_pb2.Code.Name(status.code)}: {status.message}", file=sys.stderr)
         return 1
     return 0
 

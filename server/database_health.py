@@ -10,7 +10,8 @@ import anyio
 import structlog
 from grpc_health.v1 import health, health_pb2
 
-from tierank.server.storage.base import Storage, StorageError
+from tierank.server.errors import StorageError
+from tierank.server.storage.base import Storage
 
 # How often the database is asked, and how long one answer may take.
 CHECK_INTERVAL_S = 1.0

@@ -14,8 +14,8 @@ import sys
 
 import anyio
 
+from tierank.server.errors import StorageError
 from tierank.server.settings import OneLineParser, database_location, default_db_path
-from tierank.server.storage.base import StorageError
 from tierank.server.storage.by_url import is_postgres, shown
 
 

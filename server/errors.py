@@ -1,51 +1,38 @@
-"""google.rpc.Status errors with details, so clients in every language get structured causes."""
+"""The errors every layer raises, as one tree; the API edge (server/rpc/statuses.py) alone turns
+them into google.rpc statuses with details, so clients in every language get structured causes.
+
+    TierankError
+    ├── InvalidInput          a request breaks rules, each named by field (FieldViolation)
+    │   └── OutOfRange        a value past the end of what exists (a page past the last)
+    ├── NotFound              a resource (name and type) that does not exist, or is not yours
+    ├── Unavailable           not now, try again after retry_after_s
+    ├── QuotaExceeded         a tenant's limit (name, value) reached; maybe when to retry
+    ├── ResourceExhausted     a server-wide bound reached (reason, what it is)
+    ├── PreconditionFailed    the request is fine, the state it needs is not (reason)
+    ├── PermissionDenied      the caller may not do this (reason)
+    ├── Unauthenticated       no caller, or a credential that is not valid (reason)
+    ├── RecordedFailure       a failure stored earlier with its code, reported again as it was
+    └── StorageError          the database failed, in plain words (never a driver's class name)
+        ├── StorageUnavailable
+        ├── StorageFull
+        ├── StorageDamaged
+        └── LeaseLost
+
+A kind carries what its status needs and nothing about the wire. Its text (str) is what a
+client reads, except where the edge knows more: a quota's tenant is the caller's, and a storage
+failure's text is the operator's reason, which the edge puts in words for a client.
+
+This module is a leaf (tests/test_layers.py): storage, at the bottom, raises these too.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import grpc
-from google.protobuf import any_pb2, duration_pb2
-from google.rpc import code_pb2, error_details_pb2, status_pb2
-from grpc_status import rpc_status
-
-DOMAIN = "tierank.dev"
-
-
-@dataclass(frozen=True)
-class FieldViolation:
-    field: str
-    rule: str
-
-
-class ApiError(Exception):
-    """Raised anywhere below the servicer; the servicer turns it into a rich status."""
-
-    def __init__(self, status: status_pb2.Status) -> None:
-        super().__init__(status.message)
-        self.status = status
-
-    @property
-    def code(self) -> grpc.StatusCode:
-        return _GRPC_CODES[self.status.code]
-
-
-_GRPC_CODES = {c.value[0]: c for c in grpc.StatusCode}
-
-
-def _status(code: int, message: str, *details: object) -> status_pb2.Status:
-    packed = []
-    for detail in details:
-        any_detail = any_pb2.Any()
-        any_detail.Pack(detail)
-        packed.append(any_detail)
-    return status_pb2.Status(code=code, message=message, details=packed)
-
-
-def _info(reason: str, **metadata: str) -> error_details_pb2.ErrorInfo:
-    return error_details_pb2.ErrorInfo(reason=reason, domain=DOMAIN, metadata=metadata)
-
+# Error texts a job keeps (a verdict's failure reason, a judge's last error, a job's error):
+# kept short so that what a job can grow to stays bounded (see validation).
+MAX_ERROR_TEXT_BYTES = 1024
 
 # Status details travel in one HTTP/2 trailer; clients drop trailers over 8-16 KiB and then
 # see "Stream removed" instead of the error. These caps keep a whole status under ~5 KiB, however
@@ -56,11 +43,6 @@ _FIELD_BYTES = 120
 _RULE_BYTES = 200
 _MESSAGE_BYTES = 400
 _SHOWN_CHARS = 80
-
-
-# Error texts a job keeps (a verdict's failure reason, a judge's last error, a job's error):
-# kept short so that what a job can grow to stays bounded (see validation).
-MAX_ERROR_TEXT_BYTES = 1024
 
 
 def clip(text: str, limit_bytes: int) -> str:
@@ -77,116 +59,148 @@ def shown(value: object) -> str:
     return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 1] + "…"
 
 
-def invalid_argument(violations: Sequence[FieldViolation]) -> ApiError:
-    return _bad_request(code_pb2.INVALID_ARGUMENT, "invalid request", violations)
+@dataclass(frozen=True)
+class FieldViolation:
+    field: str
+    rule: str
 
 
-def out_of_range(violation: FieldViolation) -> ApiError:
-    return _bad_request(code_pb2.OUT_OF_RANGE, "out of range", [violation])
+class TierankError(Exception):
+    """The root: every failure the server explains to its client."""
 
 
-def _bad_request(code: int, headline: str, violations: Sequence[FieldViolation]) -> ApiError:
-    shown_violations: list[error_details_pb2.BadRequest.FieldViolation] = []
+class InvalidInput(TierankError):
+    """The request breaks one or more rules. `shown` is what a client is told: at most
+    MAX_VIOLATIONS of them within a byte budget, each clipped, and a last entry counting the
+    rest."""
+
+    headline = "invalid request"
+
+    def __init__(self, violations: Sequence[FieldViolation]) -> None:
+        self.violations = tuple(violations)
+        self.shown = _bounded(self.violations)
+        summary = "; ".join(f"{v.field}: {v.rule}" for v in self.shown[:3])
+        if len(self.violations) > 3:
+            summary += f"; and {len(self.violations) - 3} more"
+        super().__init__(clip(f"{self.headline}: {summary}", _MESSAGE_BYTES))
+
+
+class OutOfRange(InvalidInput):
+    """A value past the end of what exists, such as a page after the last."""
+
+    headline = "out of range"
+
+    def __init__(self, violation: FieldViolation) -> None:
+        super().__init__([violation])
+
+
+def _bounded(violations: Sequence[FieldViolation]) -> tuple[FieldViolation, ...]:
+    bounded: list[FieldViolation] = []
     used = 0
-    for v in violations[:MAX_VIOLATIONS]:
-        field = clip(v.field, _FIELD_BYTES)
-        rule = clip(v.rule, _RULE_BYTES)
+    for violation in violations[:MAX_VIOLATIONS]:
+        field = clip(violation.field, _FIELD_BYTES)
+        rule = clip(violation.rule, _RULE_BYTES)
         used += len(field.encode()) + len(rule.encode())
         if used > _VIOLATIONS_BUDGET_BYTES:
             break
-        shown_violations.append(
-            error_details_pb2.BadRequest.FieldViolation(field=field, description=rule)
-        )
-    left_out = len(violations) - len(shown_violations)
+        bounded.append(FieldViolation(field, rule))
+    left_out = len(violations) - len(bounded)
     if left_out:
-        shown_violations.append(
-            error_details_pb2.BadRequest.FieldViolation(
-                field="", description=f"and {left_out} more violations not shown"
-            )
-        )
-    summary = "; ".join(f"{v.field}: {v.description}" for v in shown_violations[:3])
-    if len(violations) > 3:
-        summary += f"; and {len(violations) - 3} more"
-    return ApiError(
-        _status(
-            code,
-            clip(f"{headline}: {summary}", _MESSAGE_BYTES),
-            error_details_pb2.BadRequest(field_violations=shown_violations),
-            _info(code_pb2.Code.Name(code)),
-        )
-    )
+        bounded.append(FieldViolation("", f"and {left_out} more violations not shown"))
+    return tuple(bounded)
 
 
-def not_found(resource: str, resource_type: str = "tierank.v1.Job", advice: str = "") -> ApiError:
-    resource = clip(resource, _FIELD_BYTES)
-    return ApiError(
-        _status(
-            code_pb2.NOT_FOUND,
-            f"{resource} not found" + (f"; {advice}" if advice else ""),
-            _info("NOT_FOUND", resource=resource),
-            error_details_pb2.ResourceInfo(resource_type=resource_type, resource_name=resource),
-        )
-    )
+class NotFound(TierankError):
+    """`resource` (a resource name, of `resource_type`) does not exist, or is not the caller's:
+    the two are never told apart. `advice` says how to make it, where a client can."""
+
+    def __init__(
+        self, resource: str, resource_type: str = "tierank.v1.Job", advice: str = ""
+    ) -> None:
+        self.resource = clip(resource, _FIELD_BYTES)
+        self.resource_type = resource_type
+        super().__init__(f"{self.resource} not found" + (f"; {advice}" if advice else ""))
 
 
-def _retry_info(retry_after_s: float) -> error_details_pb2.RetryInfo:
-    seconds = int(retry_after_s)
-    delay = duration_pb2.Duration(seconds=seconds, nanos=int((retry_after_s - seconds) * 1e9))
-    return error_details_pb2.RetryInfo(retry_delay=delay)
+class Unavailable(TierankError):
+    """Not now (the server is shutting down, a judge failed): the same call can succeed after
+    `retry_after_s`."""
+
+    def __init__(self, message: str, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
-def unavailable(message: str, retry_after_s: float) -> ApiError:
-    return ApiError(
-        _status(code_pb2.UNAVAILABLE, message, _info("UNAVAILABLE"), _retry_info(retry_after_s))
-    )
+class QuotaExceeded(TierankError):
+    """Storing or doing this would take a tenant past one of its limits; nothing was stored.
+    Raised inside storage's transactions (where the count is exact across replicas) and by
+    tenancy; `retry_after_s` is set for a rate."""
+
+    def __init__(self, limit: str, value: float, retry_after_s: float | None = None) -> None:
+        super().__init__(f"{limit} ({value})")
+        self.limit = limit
+        self.value = value
+        self.retry_after_s = retry_after_s
 
 
-def unauthenticated(message: str, reason: str) -> ApiError:
-    return ApiError(_status(code_pb2.UNAUTHENTICATED, message, _info(reason)))
+class _Explained(TierankError):
+    """A failure with a message and a machine-readable `reason` (UPPER_SNAKE_CASE) that clients
+    can switch on."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
-def permission_denied(message: str, reason: str) -> ApiError:
-    return ApiError(_status(code_pb2.PERMISSION_DENIED, message, _info(reason)))
+class ResourceExhausted(_Explained):
+    """A bound of this server (not a tenant's quota) is reached; `metadata` says which and how
+    much (values as strings)."""
+
+    def __init__(self, message: str, reason: str, **metadata: str) -> None:
+        super().__init__(message, reason)
+        self.metadata = metadata
 
 
-def failed_precondition(message: str, reason: str) -> ApiError:
-    return ApiError(_status(code_pb2.FAILED_PRECONDITION, message, _info(reason)))
+class PreconditionFailed(_Explained):
+    """The request is well formed, but the state it needs is not there (a judge not qualified,
+    a stored key that cannot be opened)."""
 
 
-def quota_exceeded(
-    tenant: str, limit: str, value: float, message: str, retry_after_s: float | None = None
-) -> ApiError:
-    """RESOURCE_EXHAUSTED naming the tenant's limit and its value (QuotaFailure), with when to
-    retry (RetryInfo) for a rate."""
-    violation = error_details_pb2.QuotaFailure.Violation(
-        subject=f"tenants/{tenant}", description=f"{limit}={value:g}: {message}"
-    )
-    details: list[object] = [
-        _info("QUOTA_EXCEEDED", limit=limit, value=f"{value:g}"),
-        error_details_pb2.QuotaFailure(violations=[violation]),
-    ]
-    if retry_after_s is not None:
-        details.append(_retry_info(retry_after_s))
-    return ApiError(
-        _status(
-            code_pb2.RESOURCE_EXHAUSTED,
-            f"tenant {tenant} is over its {limit} quota ({value:g}): {message}",
-            *details,
-        )
-    )
+class PermissionDenied(_Explained):
+    """The caller is known but may not do this."""
 
 
-def resource_exhausted(message: str, reason: str, **metadata: str) -> ApiError:
-    return ApiError(_status(code_pb2.RESOURCE_EXHAUSTED, message, _info(reason, **metadata)))
+class Unauthenticated(_Explained):
+    """The call carries no credential, or one that is not (or no longer) valid."""
 
 
-def internal(message: str) -> ApiError:
-    return ApiError(_status(code_pb2.INTERNAL, message, _info("INTERNAL")))
+class RecordedFailure(TierankError):
+    """A failure stored earlier with its google.rpc `code` (how an operation ended), reported
+    again exactly so: the code and the message, nothing more."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
 
 
-def data_loss(message: str) -> ApiError:
-    return ApiError(_status(code_pb2.DATA_LOSS, message, _info("DATA_LOSS")))
+class StorageError(TierankError):
+    """A storage failure explained in plain words, never a driver's class name, so the server
+    can tell a client (and an operator) what happened."""
 
 
-async def abort(context: grpc.aio.ServicerContext, error: ApiError) -> None:
-    await context.abort_with_status(rpc_status.to_status(error.status))
+class StorageUnavailable(StorageError):
+    """The database cannot be reached now (refused, restarting, connection lost); nothing is
+    wrong with the data, and the same call can succeed once it is back."""
+
+
+class LeaseLost(StorageError):
+    """The job's lease has passed to another replica (this one was paused or cut off past its
+    expiry): nothing was written, and this replica must stop running the job."""
+
+
+class StorageFull(StorageError):
+    """The disk holding the database is full: writes fail until space is freed; reads work."""
+
+
+class StorageDamaged(StorageError):
+    """Stored data cannot be read back (a damaged page, an undecodable row)."""

@@ -1,5 +1,5 @@
 """Imports run one way (DESIGN.md): within server/, each layer imports only the layers below
-it, and the client imports nothing from the server."""
+it, and the client imports nothing from the server; and errors become statuses in one place."""
 
 from __future__ import annotations
 
@@ -71,3 +71,20 @@ def test_server_layers_import_only_downwards(path: Path):
 )
 def test_the_client_imports_nothing_from_the_server(path: Path):
     assert not {m for m in imported_modules(path) if server_part(m) is not None}
+
+
+# What builds a google.rpc status and its details. The layers raise the server's errors
+# (server/errors.py); only the API edge's mapping turns them into statuses.
+STATUS_BUILDERS = ("google.rpc.status_pb2", "google.rpc.error_details_pb2", "grpc_status")
+STATUS_MAPPING = ROOT / "server" / "rpc" / "statuses.py"
+
+
+def test_only_the_edge_mapping_builds_statuses():
+    building = {
+        str(path.relative_to(ROOT)): sorted(
+            module for module in imported_modules(path) if module.startswith(STATUS_BUILDERS)
+        )
+        for path in sorted((ROOT / "server").rglob("*.py"))
+        if path != STATUS_MAPPING
+    }
+    assert not {path: modules for path, modules in building.items() if modules}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tierank.server.errors import FieldViolation, failed_precondition, invalid_argument
+from tierank.server.errors import FieldViolation, InvalidInput, PreconditionFailed
 from tierank.server.judges.base import Judge
 from tierank.server.names import qualification_name
 from tierank.server.storage.base import QualificationRecord, Storage
@@ -43,9 +43,9 @@ async def admit(
         elif judge.weight_from_qualification:
             judge.weight = record.weight
     if violations:
-        raise invalid_argument(violations)
+        raise InvalidInput(violations)
     if at_chance and not spec.allow_unqualified_judges:
-        raise failed_precondition(
+        raise PreconditionFailed(
             f"judges qualified as no better than chance: {'; '.join(at_chance)}. Qualify them "
             "again, drop them, or set allow_unqualified_judges (tierank rank "
             "--allow-unqualified-judges) to use them anyway",

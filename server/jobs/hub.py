@@ -19,7 +19,7 @@ from contextlib import contextmanager
 
 import anyio
 
-from tierank.server.errors import resource_exhausted
+from tierank.server.errors import ResourceExhausted
 from tierank.server.names import job_name
 from tierank.v1 import rank_pb2
 
@@ -105,7 +105,7 @@ class EventHub:
     def watching(self, job_id: str) -> Iterator[JobChannel]:
         channel = self._channels.setdefault(job_id, JobChannel())
         if channel.watchers >= MAX_WATCHERS_PER_JOB:
-            raise resource_exhausted(
+            raise ResourceExhausted(
                 f"{job_name(job_id)} has {channel.watchers} watchers already, the most this server "
                 "allows per job; close a watch stream or try again later",
                 "TOO_MANY_WATCHERS",

@@ -26,11 +26,11 @@ from google.rpc import code_pb2
 from tierank.server import metrics
 from tierank.server.errors import (
     MAX_ERROR_TEXT_BYTES,
-    ApiError,
     FieldViolation,
+    InvalidInput,
+    StorageError,
+    Unavailable,
     clip,
-    invalid_argument,
-    unavailable,
 )
 from tierank.server.job_states import TERMINAL_STATES
 from tierank.server.jobs.admission import admit, as_requested
@@ -55,7 +55,6 @@ from tierank.server.storage.base import (
     Lease,
     Limits,
     Storage,
-    StorageError,
 )
 from tierank.server.tenancy.provider_accounts import ProviderAccounts
 from tierank.server.tenancy.spending import SpendLedger
@@ -169,7 +168,7 @@ class JobManager:
             except ValueError as error:  # a builder's own check, without a field of its own
                 violations.append(FieldViolation(f"spec.judges[{i}]", str(error)))
         if violations:
-            raise invalid_argument(violations)
+            raise InvalidInput(violations)
         if admitting:
             try:
                 await admit(spec, judges, tenant, self._storage)
@@ -262,7 +261,7 @@ class JobManager:
         concurrency or rate `limits`.
         """
         if self._draining:
-            raise unavailable(SHUTTING_DOWN, SHUTTING_DOWN_RETRY_AFTER_S)
+            raise Unavailable(SHUTTING_DOWN, SHUTTING_DOWN_RETRY_AFTER_S)
         requested = spec
         spec = rank_pb2.JobSpec()
         spec.CopyFrom(requested)
@@ -297,14 +296,14 @@ class JobManager:
         if creation.error is not None:
             raise creation.error
         if creation.stored is None:  # the server stopped while storing it
-            raise unavailable(SHUTTING_DOWN, SHUTTING_DOWN_RETRY_AFTER_S)
+            raise Unavailable(SHUTTING_DOWN, SHUTTING_DOWN_RETRY_AFTER_S)
         if creation.stored.job_id == record.job_id:
             return creation.stored, True
         if not same_request(creation.stored.spec, spec):
             violation = FieldViolation(
                 "request_id", f"was used for {creation.stored.job_id} with a different spec"
             )
-            raise invalid_argument([violation])
+            raise InvalidInput([violation])
         return creation.stored, False
 
     async def _store_and_run(
@@ -393,10 +392,7 @@ class JobManager:
             return None
         try:
             pool, judges = await self._build_judges(spec, record.tenant)
-        except ApiError as error:
-            self._fail_soon(claim, f"cannot rebuild judges: {error.status.message}")
-            return None
-        except Exception as error:
+        except Exception as error:  # an InvalidInput says which judge field, as a client reads it
             self._fail_soon(claim, f"cannot rebuild judges: {error}")
             return None
         runner = self._runner(record, spec, pool, judges)

@@ -20,10 +20,10 @@ import structlog
 from anyio.abc import TaskGroup
 from google.rpc import code_pb2
 
-from tierank.server.errors import unavailable
+from tierank.server.errors import StorageError, Unavailable
 from tierank.server.jobs.replica import Replica
 from tierank.server.names import new_sortable_id
-from tierank.server.storage.base import OperationRecord, Storage, StorageError
+from tierank.server.storage.base import OperationRecord, Storage
 from tierank.v1 import eval_pb2, rank_pb2
 
 # Progress is written at most this often (and watchers woken), so that a fast stream of calls
@@ -146,7 +146,7 @@ class OperationManager:
         request_id the tenant used before, nothing starts and the earlier operation comes back
         (the caller compares its digest with the request's)."""
         if self._draining:
-            raise unavailable(SHUTTING_DOWN, _SHUTTING_DOWN_RETRY_AFTER_S)
+            raise Unavailable(SHUTTING_DOWN, _SHUTTING_DOWN_RETRY_AFTER_S)
         now = time.time()
         record = OperationRecord(
             operation_id=new_sortable_id(),
@@ -170,7 +170,7 @@ class OperationManager:
         if creation.error is not None:
             raise creation.error
         if creation.stored is None:  # the server stopped while storing it
-            raise unavailable(SHUTTING_DOWN, _SHUTTING_DOWN_RETRY_AFTER_S)
+            raise Unavailable(SHUTTING_DOWN, _SHUTTING_DOWN_RETRY_AFTER_S)
         return creation.stored, creation.stored.operation_id == record.operation_id
 
     async def _store_and_run(

@@ -34,7 +34,14 @@ from google.rpc import code_pb2
 from tierank.scheduler import PLANNER_VERSION, Tournament
 from tierank.scheduler.types import Cost, JudgeCall, StopReason, Tier, TournamentConfig, Verdict
 from tierank.server import metrics
-from tierank.server.errors import MAX_ERROR_TEXT_BYTES, clip
+from tierank.server.errors import (
+    MAX_ERROR_TEXT_BYTES,
+    LeaseLost,
+    QuotaExceeded,
+    StorageFull,
+    StorageUnavailable,
+    clip,
+)
 from tierank.server.jobs.convert import tiers_to_proto, timestamp, tournament_config
 from tierank.server.jobs.hub import EventHub
 from tierank.server.jobs.journal import decode_plan, decode_planner, encode_plan, encode_planner
@@ -53,11 +60,7 @@ from tierank.server.storage.base import (
     JobUpdate,
     JournalRow,
     Lease,
-    LeaseLost,
-    QuotaExceeded,
     Storage,
-    StorageFull,
-    StorageUnavailable,
     VerdictAudit,
 )
 from tierank.server.tenancy.paid_call import Answer, PaidCalls, call_seed

@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from tierank.server.errors import FieldViolation, invalid_argument, shown
+from tierank.server.errors import FieldViolation, InvalidInput, shown
 
 LISTWISE = "listwise"
 POINTWISE = "pointwise"
@@ -182,7 +182,7 @@ def resolve_rubric(field: str, text: str, kind: str | None) -> tuple[str, str]:
     try:
         preset = find_preset(text, kind)
     except UnknownPreset as unknown:
-        raise invalid_argument([FieldViolation(field, unknown.rule)]) from None
+        raise InvalidInput([FieldViolation(field, unknown.rule)]) from None
     if preset is None:
         return text, ""
     return preset.text, preset.label

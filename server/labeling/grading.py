@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import anyio
 import anyio.lowlevel
 
-from tierank.server.errors import FieldViolation, invalid_argument
+from tierank.server.errors import FieldViolation, InvalidInput
 from tierank.server.jobs.convert import judge_config
 from tierank.server.judges.base import JudgeConfigError, JudgeUsage, Passage
 from tierank.server.judges.graders import Grader, GradeReply, GradeRequest, UngradablePassage
@@ -116,11 +116,9 @@ def judge_errors(field_name: str) -> Iterator[None]:
     try:
         yield
     except JudgeConfigError as error:
-        raise invalid_argument(
-            [FieldViolation(f"{field_name}.{error.field}", error.rule)]
-        ) from None
+        raise InvalidInput([FieldViolation(f"{field_name}.{error.field}", error.rule)]) from None
     except ValueError as error:
-        raise invalid_argument([FieldViolation(field_name, str(error))]) from None
+        raise InvalidInput([FieldViolation(field_name, str(error))]) from None
 
 
 class PairGrader:
@@ -156,7 +154,7 @@ class PairGrader:
             try:
                 grade = await self._paid.grade(self._grader, request)
             except UngradablePassage as error:
-                raise invalid_argument([FieldViolation(pair.field, str(error))]) from None
+                raise InvalidInput([FieldViolation(pair.field, str(error))]) from None
         graded = GradedPair(pair, grade.reply, cached=grade.cached)
         self.tally.add(graded)
         return graded
@@ -179,8 +177,8 @@ class PairGrader:
                 await anyio.lowlevel.checkpoint()
                 results[index] = await self.grade(pairs[index])
 
-        # An ApiError of one pair reaches the client through the task group's exception group
-        # (the interceptor reports its first ApiError).
+        # An error of one pair reaches the client through the task group's exception group
+        # (the interceptor reports its first error that has a status of its own).
         async with anyio.create_task_group() as group:
             for _ in range(min(self._max_in_flight, len(pairs))):
                 group.start_soon(worker)

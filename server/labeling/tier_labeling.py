@@ -20,7 +20,7 @@ from tierank.evaluation import (
     labels_from_grade_levels,
     labels_from_rank_bands,
 )
-from tierank.server.errors import ApiError, FieldViolation, invalid_argument, not_found, unavailable
+from tierank.server.errors import FieldViolation, InvalidInput, NotFound, Unavailable
 from tierank.server.jobs.convert import pool_context
 from tierank.server.jobs.views import TIER_EVENT_KINDS, job_detail
 from tierank.server.judges.base import FailureKind
@@ -67,13 +67,13 @@ async def _load_jobs(
             )
         seen.setdefault(entry.query_id, i)
     if violations:
-        raise invalid_argument(violations)
+        raise InvalidInput(violations)
     loaded: list[_LabeledJob] = []
     for i, entry in enumerate(labels.jobs):
         # Another tenant's job is not found, exactly like a job that does not exist.
         record = await storage.get_job(tenant, parse_job_name(entry.job))
         if record is None:
-            raise not_found(entry.job)
+            raise NotFound(entry.job)
         latest = await storage.latest_event(tenant, record.job_id, TIER_EVENT_KINDS)
         # FULL: pointwise labeling shows the judges the candidates' texts.
         job = job_detail(record, latest, rank_pb2.JOB_VIEW_FULL)
@@ -83,7 +83,7 @@ async def _load_jobs(
             )
         loaded.append(_LabeledJob(entry.query_id, job))
     if violations:
-        raise invalid_argument(violations)
+        raise InvalidInput(violations)
     return loaded
 
 
@@ -98,7 +98,7 @@ def _fixed_mapping(
     if kind == "grade_levels":
         levels = mapping.grade_levels.levels or 4
         if levels < 1:
-            raise invalid_argument(
+            raise InvalidInput(
                 [FieldViolation(f"{field}.mapping.grade_levels.levels", "must be positive")]
             )
         lowest = mapping.grade_levels.lowest
@@ -111,7 +111,7 @@ def _fixed_mapping(
     )
     lasts = [last for last, _ in bands]
     if lasts != sorted(set(lasts)) or lasts[0] < 1:
-        raise invalid_argument(
+        raise InvalidInput(
             [
                 FieldViolation(
                     f"{field}.mapping.rank_bands.bands",
@@ -184,7 +184,7 @@ async def _anchored(
 ) -> tuple[Qrels, list[eval_pb2.LabelingReport]]:
     qrels: Qrels = {}
     reports: dict[str, eval_pb2.LabelingReport] = {}
-    errors: list[ApiError] = []
+    errors: list[InvalidInput | Unavailable] = []
     limiter = anyio.CapacityLimiter(_ANCHOR_IN_FLIGHT)
 
     async def anchor(labeled: _LabeledJob) -> None:
@@ -209,10 +209,8 @@ async def _anchored(
             assert reply.failure is not None
             where = f"{labeled.job.name}, candidate {pair.passage.id!r}"
             if reply.failure.kind is FailureKind.CLIENT_ERROR:
-                raise invalid_argument(
-                    [FieldViolation(f"{field}.judge", f"{where}: {reply.failure}")]
-                )
-            raise unavailable(
+                raise InvalidInput([FieldViolation(f"{field}.judge", f"{where}: {reply.failure}")])
+            raise Unavailable(
                 f"pointwise grading failed for {where}: {reply.failure}", _RETRY_AFTER_S
             )
 
@@ -223,7 +221,7 @@ async def _anchored(
             anchored = await anyio.to_thread.run_sync(
                 anchor_tier_grades, len(tiers), grade_of, limiter=limiter
             )
-        except ApiError as error:
+        except (InvalidInput, Unavailable) as error:
             errors.append(error)
             return
         grades = {

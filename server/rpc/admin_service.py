@@ -13,13 +13,7 @@ import time
 
 import grpc
 
-from tierank.server.errors import (
-    ApiError,
-    FieldViolation,
-    failed_precondition,
-    invalid_argument,
-    not_found,
-)
+from tierank.server.errors import FieldViolation, InvalidInput, NotFound, PreconditionFailed
 from tierank.server.jobs.convert import timestamp
 from tierank.server.judges.settings import PROVIDERS
 from tierank.server.names import (
@@ -79,13 +73,13 @@ def _check_bytes(field: str, value: str, limit: int) -> list[FieldViolation]:
 
 def _raise_if(violations: list[FieldViolation]) -> None:
     if violations:
-        raise invalid_argument(violations)
+        raise InvalidInput(violations)
 
 
-def tenant_not_found(tenant: str) -> ApiError:
+def tenant_not_found(tenant: str) -> NotFound:
     """The one answer for a tenant that does not exist and for one the caller may not see, so
     that it never tells them apart."""
-    return not_found(
+    return NotFound(
         tenant_name(tenant),
         _TENANT_TYPE,
         f"an operator creates it with `tierank tenants set {tenant}`",
@@ -228,12 +222,12 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         try:
             key_id = parse_key_name(request.name)
         except BadName as bad:
-            raise invalid_argument([FieldViolation("name", str(bad))]) from None
+            raise InvalidInput([FieldViolation("name", str(bad))]) from None
         key = await self._storage.get_key(key_id)
         if key is None or not caller.sees_tenant(key.tenant):
             if key is not None:
                 audit.denied(caller, "RevokeApiKey", f"{request.name} is not the caller's")
-            raise not_found(request.name, _KEY_TYPE)
+            raise NotFound(request.name, _KEY_TYPE)
         if key.role == ROLE_OPERATOR:
             require_operator(caller, "RevokeApiKey", "revoking an operator key")
         key = await self._storage.revoke_key(key_id, time.time())
@@ -322,7 +316,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             try:
                 sealed = self._sealer.seal(request.api_key)
             except SealingError as error:
-                raise failed_precondition(str(error), "NO_SECRET_KEY") from None
+                raise PreconditionFailed(str(error), "NO_SECRET_KEY") from None
         tenant = await self._storage.set_provider_key(request.tenant, request.provider, sealed)
         if tenant is None:
             raise tenant_not_found(request.tenant)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import grpc
 
-from tierank.server.errors import ApiError, permission_denied, unauthenticated
+from tierank.server.errors import PermissionDenied, Unauthenticated
 from tierank.server.names import key_name
 from tierank.server.rpc import audit
 from tierank.server.rpc.tls import peer_certificate_subject
@@ -84,7 +84,7 @@ def set_caller(caller: Caller) -> None:
 def require_admin(caller: Caller, rpc: str) -> None:
     if not caller.is_admin:
         audit.denied(caller, rpc, "needs an admin key")
-        raise permission_denied(
+        raise PermissionDenied(
             f"{rpc} needs an admin key; {caller.who} is {caller.role_phrase}",
             "ADMIN_ONLY",
         )
@@ -93,14 +93,14 @@ def require_admin(caller: Caller, rpc: str) -> None:
 def require_operator(caller: Caller, rpc: str, what: str) -> None:
     if not caller.is_operator:
         audit.denied(caller, rpc, f"{what} needs an operator key")
-        raise permission_denied(
+        raise PermissionDenied(
             f"{what} needs an operator key; {caller.who} is {caller.role_phrase}",
             "OPERATOR_ONLY",
         )
 
 
-def key_revoked(key_id: str) -> ApiError:
-    return unauthenticated(f"API key {key_name(key_id)} was revoked", "KEY_REVOKED")
+def key_revoked(key_id: str) -> Unauthenticated:
+    return Unauthenticated(f"API key {key_name(key_id)} was revoked", "KEY_REVOKED")
 
 
 class Authenticator:
@@ -123,7 +123,7 @@ class Authenticator:
             # Proxies and libraries disagree on which of several wins: taking any one of them
             # would let a header added on the way stand in for the client's own.
             audit.denied(None, rpc, "several authorization headers")
-            raise unauthenticated(
+            raise Unauthenticated(
                 f"the call carries {len(headers)} 'authorization' metadata entries; send exactly"
                 " one ('authorization: Bearer <key>')",
                 "DUPLICATE_CREDENTIALS",
@@ -137,12 +137,12 @@ class Authenticator:
             if key is not None:
                 return _caller_of(key)
             audit.denied(None, rpc, "client certificate not mapped to a key")
-            raise unauthenticated(
+            raise Unauthenticated(
                 "the client certificate's subject is not mapped to any API key",
                 "CERTIFICATE_NOT_MAPPED",
             )
         audit.denied(None, rpc, "no credentials")
-        raise unauthenticated(
+        raise Unauthenticated(
             "this server needs an API key: send the metadata 'authorization: Bearer <key>' "
             "(tierank --api-key or TIERANK_API_KEY)",
             "MISSING_CREDENTIALS",
@@ -154,7 +154,7 @@ class Authenticator:
         key = await self._storage.get_key(parts[0]) if parts else None
         if parts is None or key is None or not secret_matches(parts[1], key.secret_hash):
             audit.denied(None, rpc, "invalid API key")
-            raise unauthenticated("the API key is not valid", "INVALID_API_KEY")
+            raise Unauthenticated("the API key is not valid", "INVALID_API_KEY")
         if key.revoke_time is not None:
             audit.denied(_caller_of(key), rpc, "revoked API key")
             raise key_revoked(key.key_id)

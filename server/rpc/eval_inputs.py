@@ -1,6 +1,6 @@
 """Reading the EvalService's inputs: files sent by content, measure names, judge specs.
 
-Every reader raises `invalid_argument` with field violations that name the request field, the
+Every reader raises `InvalidInput` with field violations that name the request field, the
 file and the line, so a client can point its user at the exact place to fix.
 """
 
@@ -21,7 +21,7 @@ from tierank.evaluation import (
     parse_qrels,
     parse_run,
 )
-from tierank.server.errors import FieldViolation, invalid_argument
+from tierank.server.errors import FieldViolation, InvalidInput
 from tierank.server.judges.base import Passage
 from tierank.v1 import eval_pb2
 
@@ -57,7 +57,7 @@ def _parse(
 def read_qrels(field: str, file: eval_pb2.TextFile) -> Qrels:
     qrels, violations = _parse(field, file, parse_qrels)
     if violations:
-        raise invalid_argument(violations)
+        raise InvalidInput(violations)
     assert qrels is not None
     return qrels
 
@@ -82,14 +82,14 @@ def read_runs(field: str, files: Sequence[eval_pb2.TextFile]) -> list[tuple[str,
         if run:
             runs.append((name, run))
     if violations:
-        raise invalid_argument(violations)
+        raise InvalidInput(violations)
     return runs
 
 
 def read_passages(field: str, file: eval_pb2.TextFile) -> dict[str, Candidate]:
     passages, violations = _parse(field, file, parse_candidates)
     if violations:
-        raise invalid_argument(violations)
+        raise InvalidInput(violations)
     assert passages is not None
     return {p.id: p for p in passages}
 
@@ -112,12 +112,12 @@ def read_topics(field: str, file: eval_pb2.TextFile) -> dict[str, str]:
             continue
         qid, tab, text = line.rstrip("\r").partition("\t")
         if not tab or not qid.strip() or not text.strip():
-            raise invalid_argument(
+            raise InvalidInput(
                 [FieldViolation(field, f"{source}:{number}: expected 'qid<TAB>query text'")]
             )
         topics[qid.strip()] = text.strip()
     if not topics:
-        raise invalid_argument([FieldViolation(field, f"{source}: no topics")])
+        raise InvalidInput([FieldViolation(field, f"{source}: no topics")])
     return topics
 
 
@@ -131,7 +131,7 @@ def read_measures(field: str, names: Sequence[str]) -> list[Measure]:
         except MeasureError as error:
             violations.append(FieldViolation(where, str(error)))
     if violations:
-        raise invalid_argument(violations)
+        raise InvalidInput(violations)
     return measures
 
 
@@ -140,5 +140,5 @@ def read_max_in_flight(field: str, request: object) -> int:
         return DEFAULT_MAX_IN_FLIGHT
     value = getattr(request, field)
     if not 1 <= value <= MAX_IN_FLIGHT:
-        raise invalid_argument([FieldViolation(field, f"must be between 1 and {MAX_IN_FLIGHT}")])
+        raise InvalidInput([FieldViolation(field, f"must be between 1 and {MAX_IN_FLIGHT}")])
     return value

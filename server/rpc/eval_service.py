@@ -28,7 +28,7 @@ from tierank.evaluation import (
     rank_biased_overlap,
     spearman_rho,
 )
-from tierank.server.errors import FieldViolation, invalid_argument
+from tierank.server.errors import FieldViolation, InvalidInput
 from tierank.server.jobs.convert import passage_of
 from tierank.server.jobs.operations import OperationManager
 from tierank.server.judges.registry import JudgeFactory
@@ -197,16 +197,16 @@ class EvalServicer(eval_pb2_grpc.EvalServiceServicer):
                 self._spending,
                 current_caller().tenant,
             )
-        raise invalid_argument([FieldViolation(field, "give either qrels or tiers")])
+        raise InvalidInput([FieldViolation(field, "give either qrels or tiers")])
 
     async def Evaluate(
         self, request: eval_pb2.EvaluateRequest, context: grpc.aio.ServicerContext
     ) -> eval_pb2.EvaluateResponse:
         measures = read_measures("measures", request.measures)
         if request.max_docs < 0:
-            raise invalid_argument([FieldViolation("max_docs", "must not be negative")])
+            raise InvalidInput([FieldViolation("max_docs", "must not be negative")])
         if not request.runs:
-            raise invalid_argument([FieldViolation("runs", "must hold at least one run")])
+            raise InvalidInput([FieldViolation("runs", "must hold at least one run")])
         runs = read_runs("runs", request.runs)
         with self._heavy.hold(current_caller().tenant):
             qrels, labeling = await self._labels("labels", request.labels)
@@ -234,7 +234,7 @@ class EvalServicer(eval_pb2_grpc.EvalServiceServicer):
         threshold = request.relevance_threshold or DEFAULT_RELEVANCE_THRESHOLD
         persistence = request.rbo_persistence or DEFAULT_RBO_PERSISTENCE
         if not 0 < persistence < 1:
-            raise invalid_argument([FieldViolation("rbo_persistence", "must be in (0, 1)")])
+            raise InvalidInput([FieldViolation("rbo_persistence", "must be in (0, 1)")])
         (measure,) = read_measures("measure", [request.measure] if request.measure else [])
         runs = read_runs("runs", request.runs)
         with self._heavy.hold(current_caller().tenant):
@@ -276,14 +276,14 @@ class EvalServicer(eval_pb2_grpc.EvalServiceServicer):
     async def _prepare_fill(self, request: eval_pb2.FillQrelsRequest) -> PreparedWork:
         """Check the request and build its grader, spending nothing; the filling to run."""
         if request.depth < 0:
-            raise invalid_argument([FieldViolation("depth", "must not be negative")])
+            raise InvalidInput([FieldViolation("depth", "must not be negative")])
         if not 0 <= request.held_in_sample <= MAX_HELD_IN_SAMPLE:
-            raise invalid_argument(
+            raise InvalidInput(
                 [FieldViolation("held_in_sample", f"must be between 0 and {MAX_HELD_IN_SAMPLE}")]
             )
         qrels = read_qrels("qrels", request.qrels)
         if not request.runs:
-            raise invalid_argument([FieldViolation("runs", "must hold at least one run")])
+            raise InvalidInput([FieldViolation("runs", "must hold at least one run")])
         runs = read_runs("runs", request.runs)
         topics = read_topics("topics", request.topics)
         passages = read_passages("passages", request.passages)
@@ -291,7 +291,7 @@ class EvalServicer(eval_pb2_grpc.EvalServiceServicer):
         holes = unjudged(qrels, tops)
         missing = [f"{q} {d}" for q, d in holes if q not in topics or d not in passages]
         if missing:
-            raise invalid_argument(
+            raise InvalidInput(
                 [
                     FieldViolation(
                         "topics" if missing[0].split()[0] not in topics else "passages",
@@ -411,7 +411,7 @@ def _system_agreement(
 ) -> eval_pb2.SystemAgreement:
     queries = a.keys() & b.keys()
     if not queries:
-        raise invalid_argument([FieldViolation("b", "labels no query that a labels too")])
+        raise InvalidInput([FieldViolation("b", "labels no query that a labels too")])
 
     def mean(labels: Mapping[str, Mapping[str, int]], run: Run) -> float | None:
         restricted = {q: labels[q] for q in queries}
@@ -461,13 +461,13 @@ async def _read_pairs(pairs: Sequence[eval_pb2.GradePair]) -> list[Pair]:
             )
         )
     if violations:
-        raise invalid_argument(violations)
+        raise InvalidInput(violations)
     return read
 
 
 def _check_pair_count(field: str, count: int) -> None:
     if count > MAX_PAIRS:
-        raise invalid_argument(
+        raise InvalidInput(
             [FieldViolation(field, f"at most {MAX_PAIRS} pairs per request, got {count}")]
         )
 

@@ -14,8 +14,9 @@ it the request as raw bytes. That lets the server:
 - authenticate the caller (server/rpc/auth.py) before anything else, and keep it for the call;
 - end a stream whose key is revoked while it is open (server/rpc/revocation.py);
 - bind the rpc name, the caller's tenant and a request id to every log line of the call;
-- turn ApiError into its rich status, a full or damaged database into a plain status, and any
-  other exception into INTERNAL with the request id, never a class name or a traceback.
+- turn every failure into its status (server/rpc/statuses.py): the server's errors into their
+  rich statuses, any other exception into INTERNAL with the request id, never a class name or
+  a traceback.
 """
 
 from __future__ import annotations
@@ -29,33 +30,12 @@ import grpc
 import structlog
 from google.protobuf.message import DecodeError
 
-from tierank.server import metrics
-from tierank.server.errors import (
-    ApiError,
-    FieldViolation,
-    abort,
-    data_loss,
-    internal,
-    invalid_argument,
-    quota_exceeded,
-    resource_exhausted,
-    unavailable,
-)
+from tierank.server.errors import FieldViolation, InvalidInput, ResourceExhausted
 from tierank.server.rpc.auth import Authenticator, current_caller, set_caller
 from tierank.server.rpc.revocation import StreamCredentials
-from tierank.server.storage.base import (
-    QuotaExceeded,
-    StorageDamaged,
-    StorageFull,
-    StorageUnavailable,
-)
+from tierank.server.rpc.statuses import abort, status_of
 
-# A full disk is freed by an operator, not in a moment: retrying sooner only adds load.
-_STORAGE_FULL_RETRY_S = 30.0
-# A database restart or failover takes seconds.
-_STORAGE_UNAVAILABLE_RETRY_S = 2.0
 _REQUEST_ID_HEADER = "x-request-id"
-_QUOTA_ADVICE = "an admin can change it with `tierank tenants set`"
 
 
 class EdgeInterceptor(grpc.aio.ServerInterceptor):
@@ -143,7 +123,7 @@ class _Call:
             except grpc.aio.AbortError:
                 raise  # aborted already, with its own status
             except Exception as error:  # every failure becomes a status
-                await abort(context, api_error(error, f"request id {self.request_id}"))
+                await abort(context, status_of(error, f"request id {self.request_id}"))
 
     def unary(self, behaviour: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
         async def handle(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
@@ -194,7 +174,7 @@ class _Call:
     def _parse(self, raw: bytes) -> Any:
         if len(raw) > self._max_message_bytes:
             limit_mb = self._max_message_bytes // (1024 * 1024)
-            raise resource_exhausted(
+            raise ResourceExhausted(
                 f"the request is {len(raw)} bytes, more than this server's limit of "
                 f"{self._max_message_bytes} bytes ({limit_mb} MiB); the server's operator can "
                 "raise it with --max-message-mb or TIERANK_MAX_MESSAGE_MB",
@@ -205,7 +185,7 @@ class _Call:
         try:
             return self._deserialize(raw)
         except (DecodeError, RecursionError, ValueError):
-            raise invalid_argument(
+            raise InvalidInput(
                 [
                     FieldViolation(
                         "request",
@@ -214,58 +194,3 @@ class _Call:
                     )
                 ]
             ) from None
-
-
-def api_error(error: Exception, reference: str) -> ApiError:
-    """The status a failure is reported with (by calls, and by operations, whose work
-    outlives its call); `reference` is quoted in an internal error's message so that the
-    logs can be searched for it."""
-    error = _cause(error)
-    if isinstance(error, ApiError):
-        return error
-    log = structlog.get_logger()
-    if isinstance(error, QuotaExceeded):
-        tenant = current_caller().tenant
-        log.info("quota exceeded", limit=error.limit)
-        metrics.REJECTIONS.labels(tenant=tenant, limit=error.limit).inc()
-        return quota_exceeded(
-            tenant,
-            error.limit,
-            error.value,
-            _QUOTA_ADVICE,
-            error.retry_after_s,
-        )
-    if isinstance(error, StorageFull):
-        log.warning("storage full", error=str(error))
-        return unavailable(
-            f"the server's disk is full, so nothing can be stored now ({error}); "
-            "reads still work, try again later",
-            _STORAGE_FULL_RETRY_S,
-        )
-    if isinstance(error, StorageUnavailable):
-        log.warning("storage unavailable", error=str(error))
-        return unavailable(
-            f"the server cannot reach its database now ({error}); try again shortly",
-            _STORAGE_UNAVAILABLE_RETRY_S,
-        )
-    if isinstance(error, StorageDamaged):
-        log.error("storage damaged", error=str(error))
-        return data_loss(f"stored data could not be read: {error}")
-    log.exception("internal error")
-    return internal(f"internal error ({reference})")
-
-
-def _cause(error: Exception) -> Exception:
-    """The error a task group's exception group stands for: its first ApiError or storage
-    error, else its first leaf (which then is reported as internal)."""
-    if not isinstance(error, ExceptionGroup):
-        return error
-    leaves = [_cause(e) for e in error.exceptions]
-    meaningful = [
-        e
-        for e in leaves
-        if isinstance(
-            e, ApiError | QuotaExceeded | StorageFull | StorageDamaged | StorageUnavailable
-        )
-    ]
-    return (meaningful or leaves)[0]

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import anyio
 from google.protobuf.message import Message
-from google.rpc import code_pb2, status_pb2
+from google.rpc import code_pb2
 
-from tierank.server.errors import ApiError, FieldViolation, invalid_argument, not_found
+from tierank.server.errors import FieldViolation, InvalidInput, NotFound, RecordedFailure
 from tierank.server.job_states import TERMINAL_STATES
 from tierank.server.jobs.convert import timestamp
 from tierank.server.jobs.operations import OperationFailed, OperationManager, OperationWork
@@ -21,7 +21,7 @@ from tierank.server.jobs.replica import MAX_TICK_S
 from tierank.server.names import BadName, operation_name, parse_operation_name
 from tierank.server.rpc import page_tokens
 from tierank.server.rpc.auth import current_caller
-from tierank.server.rpc.interceptor import api_error
+from tierank.server.rpc.statuses import status_of
 from tierank.server.rpc.validation import validate_request_id
 from tierank.server.storage.base import OperationRecord, Storage
 from tierank.server.tenancy.quotas import WatcherSlots, limits_of
@@ -72,7 +72,7 @@ class Operations:
         used before returns that operation, if it was for the same request."""
         violations = validate_request_id(request.request_id)
         if violations:
-            raise invalid_argument(violations)
+            raise InvalidInput(violations)
         digest = hashlib.sha256(request.SerializeToString(deterministic=True)).hexdigest()
         tenant = current_caller().tenant
         # Checked again on a retry with a request_id (it spends nothing), so that the retry of
@@ -83,14 +83,14 @@ class Operations:
             try:
                 result = await prepared.run()
             except Exception as error:
-                status = api_error(error, f"operation of {method}").status
+                status = status_of(error, f"operation of {method}")
                 raise OperationFailed(status.code, status.message) from error
             return result.SerializeToString()
 
         work = OperationWork(method, request.request_id, digest, prepared.progress, run)
         record, created = await self._manager.start(tenant, work)
         if not created and record.request_digest != digest:
-            raise invalid_argument(
+            raise InvalidInput(
                 [
                     FieldViolation(
                         "request_id",
@@ -107,10 +107,10 @@ class Operations:
         try:
             operation_id = parse_operation_name(name)
         except BadName as bad:
-            raise invalid_argument([FieldViolation("name", str(bad))]) from None
+            raise InvalidInput([FieldViolation("name", str(bad))]) from None
         record = await self._storage.get_operation(current_caller().tenant, operation_id)
         if record is None:
-            raise not_found(name, "tierank.v1.Operation")
+            raise NotFound(name, "tierank.v1.Operation")
         return record
 
     async def get(self, request: eval_pb2.GetOperationRequest) -> eval_pb2.Operation:
@@ -120,7 +120,7 @@ class Operations:
         self, request: eval_pb2.ListOperationsRequest
     ) -> eval_pb2.ListOperationsResponse:
         if request.page_size < 0:
-            raise invalid_argument([FieldViolation("page_size", "must not be negative")])
+            raise InvalidInput([FieldViolation("page_size", "must not be negative")])
         page_size = min(request.page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
         before = page_tokens.decode(request.page_token, _NO_FILTER)
         records = await self._storage.list_operations(
@@ -184,10 +184,8 @@ class Operations:
         raise _ended(record, record.error_code, record.error_message)
 
 
-def _ended(record: OperationRecord, code: int, message: str) -> ApiError:
-    return ApiError(
-        status_pb2.Status(code=code, message=f"{operation_name(record.operation_id)}: {message}")
-    )
+def _ended(record: OperationRecord, code: int, message: str) -> RecordedFailure:
+    return RecordedFailure(code, f"{operation_name(record.operation_id)}: {message}")
 
 
 def operation_view(record: OperationRecord) -> eval_pb2.Operation:

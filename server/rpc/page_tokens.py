@@ -13,7 +13,7 @@ import hashlib
 import hmac
 import secrets
 
-from tierank.server.errors import FieldViolation, invalid_argument
+from tierank.server.errors import FieldViolation, InvalidInput
 
 _KEY = secrets.token_bytes(32)
 _MAC_BYTES = 16
@@ -32,12 +32,12 @@ def decode(token: str, state: int) -> str | None:
         return None
     payload = _verified(token)
     if payload is None:
-        raise invalid_argument(
+        raise InvalidInput(
             [FieldViolation("page_token", "is not a token from this server's ListJobs")]
         )
     token_job, _, token_state = payload.rpartition(":")
     if token_state != str(state):
-        raise invalid_argument(
+        raise InvalidInput(
             [FieldViolation("page_token", "was made for another state filter; list again")]
         )
     return token_job

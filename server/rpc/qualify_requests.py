@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tierank.server.errors import FieldViolation, invalid_argument, not_found
+from tierank.server.errors import FieldViolation, InvalidInput, NotFound
 from tierank.server.jobs.convert import judge_config
 from tierank.server.judges.base import Judge, PoolContext
 from tierank.server.judges.registry import JudgeFactory
@@ -71,7 +71,7 @@ class Qualifier:
         labels = _labelled_set(request)
         batches = draw_batches(labels, settings)
         if not batches:
-            raise invalid_argument(
+            raise InvalidInput(
                 [
                     FieldViolation(
                         "qrels",
@@ -143,7 +143,7 @@ class Qualifier:
         self, request: eval_pb2.ListQualificationsRequest
     ) -> eval_pb2.ListQualificationsResponse:
         if request.page_size < 0:
-            raise invalid_argument([FieldViolation("page_size", "must not be negative")])
+            raise InvalidInput([FieldViolation("page_size", "must not be negative")])
         records = await self.storage.list_qualifications(
             current_caller().tenant,
             request.judge_identity or None,
@@ -157,10 +157,10 @@ class Qualifier:
         try:
             qualification_id = parse_qualification_name(request.name)
         except BadName as bad:
-            raise invalid_argument([FieldViolation("name", str(bad))]) from None
+            raise InvalidInput([FieldViolation("name", str(bad))]) from None
         record = await self.storage.delete_qualification(current_caller().tenant, qualification_id)
         if record is None:
-            raise not_found(request.name, QUALIFICATION_TYPE)
+            raise NotFound(request.name, QUALIFICATION_TYPE)
         return eval_pb2.Qualification.FromString(record.payload)
 
 
@@ -173,7 +173,7 @@ def _settings(request: eval_pb2.QualifyJudgeRequest, rubric: str) -> QualifySett
             violations.append(FieldViolation(field, f"must be between {low} and {high}"))
         values[field] = value
     if violations:
-        raise invalid_argument(violations)
+        raise InvalidInput(violations)
     return QualifySettings(
         seed=request.seed,
         max_in_flight=read_max_in_flight("max_in_flight", request),

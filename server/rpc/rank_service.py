@@ -1,7 +1,7 @@
 """RankService over grpc.aio: thin translation between requests and the job manager.
 
 Request parsing, error statuses and log context are the interceptor's (server/rpc/interceptor.py):
-methods here raise ApiError and never abort a call themselves.
+methods here raise the server's errors (server/errors.py) and never abort a call themselves.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from tierank.server.errors import FieldViolation, invalid_argument, not_found, out_of_range
+from tierank.server.errors import FieldViolation, InvalidInput, NotFound, OutOfRange
 from tierank.server.jobs.follow import follow_events
 from tierank.server.jobs.hub import EventHub
 from tierank.server.jobs.manager import JobManager
@@ -42,12 +42,12 @@ def _parse_name(name: str) -> str:
     try:
         return parse_job_name(name)
     except BadName as bad:
-        raise invalid_argument([FieldViolation("name", str(bad))]) from None
+        raise InvalidInput([FieldViolation("name", str(bad))]) from None
 
 
 def _check_view(view: int) -> rank_pb2.JobView:
     if view not in _JOB_VIEWS:
-        raise invalid_argument([FieldViolation("view", f"unknown value {view}")])
+        raise InvalidInput([FieldViolation("view", f"unknown value {view}")])
     return view  # type: ignore[return-value]
 
 
@@ -72,7 +72,7 @@ class RankServicer(rank_pb2_grpc.RankServiceServicer):
         does not exist, so that its existence does not leak."""
         record = await self._storage.get_job(current_caller().tenant, _parse_name(name))
         if record is None:
-            raise not_found(name)
+            raise NotFound(name)
         return record
 
     async def _detail(self, record: JobRecord, view: rank_pb2.JobView) -> rank_pb2.Job:
@@ -89,7 +89,7 @@ class RankServicer(rank_pb2_grpc.RankServiceServicer):
         )
         violations += validate_request_id(request_id)
         if violations:
-            raise invalid_argument(violations)
+            raise InvalidInput(violations)
         tenant = current_caller().tenant
         limits = await limits_of(self._storage, tenant)
         check_candidates(limits, len(spec.candidates))
@@ -121,9 +121,9 @@ class RankServicer(rank_pb2_grpc.RankServiceServicer):
     ) -> rank_pb2.ListJobsResponse:
         view = _check_view(request.view)
         if request.page_size < 0:
-            raise invalid_argument([FieldViolation("page_size", "must not be negative")])
+            raise InvalidInput([FieldViolation("page_size", "must not be negative")])
         if request.state not in _JOB_STATES:
-            raise invalid_argument([FieldViolation("state", f"unknown value {request.state}")])
+            raise InvalidInput([FieldViolation("state", f"unknown value {request.state}")])
         page_size = min(request.page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
         before = page_tokens.decode(request.page_token, request.state)
         records = await self._storage.list_jobs(
@@ -162,10 +162,10 @@ class RankServicer(rank_pb2_grpc.RankServiceServicer):
         try:
             job_id, call_id = parse_verdict_name(request.name)
         except BadName as bad:
-            raise invalid_argument([FieldViolation("name", str(bad))]) from None
+            raise InvalidInput([FieldViolation("name", str(bad))]) from None
         audit = await self._storage.read_audit(current_caller().tenant, job_id, call_id)
         if audit is None:
-            raise not_found(request.name)
+            raise NotFound(request.name)
         return rank_pb2.VerdictRecord(
             name=request.name,
             verdict=rank_pb2.VerdictReceived.FromString(audit.verdict),
@@ -178,11 +178,11 @@ class RankServicer(rank_pb2_grpc.RankServiceServicer):
     ) -> AsyncIterator[rank_pb2.JobEvent]:
         record = await self._record(request.name)
         if request.after_sequence < 0:
-            raise invalid_argument([FieldViolation("after_sequence", "must not be negative")])
+            raise InvalidInput([FieldViolation("after_sequence", "must not be negative")])
         # Sequences only grow, so nobody can have seen one past the job's last: waiting for it
         # would wait forever (the terminal event may come before it).
         if request.after_sequence > record.last_sequence:
-            raise out_of_range(
+            raise OutOfRange(
                 FieldViolation(
                     "after_sequence",
                     f"is past the job's last event ({record.last_sequence})",

@@ -16,9 +16,10 @@ from typing import TypeVar
 import anyio
 import structlog
 
+from tierank.server.errors import StorageError
 from tierank.server.rpc import audit
 from tierank.server.rpc.auth import Caller, key_revoked
-from tierank.server.storage.base import Storage, StorageError
+from tierank.server.storage.base import Storage
 
 # "Within a few seconds" of a revoke, at the cost of one indexed read per open key this often.
 RECHECK_S = 2.0

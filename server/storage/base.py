@@ -124,29 +124,6 @@ class JobUpdate:
     settlements: Sequence[Settlement] = ()
 
 
-class StorageError(Exception):
-    """A storage failure explained in plain words, never a driver's class name, so the RPC layer
-    can tell a client what happened."""
-
-
-class StorageUnavailable(StorageError):
-    """The database cannot be reached now (refused, restarting, connection lost); nothing is
-    wrong with the data, and the same call can succeed once it is back."""
-
-
-class LeaseLost(StorageError):
-    """The job's lease has passed to another replica (this one was paused or cut off past its
-    expiry): nothing was written, and this replica must stop running the job."""
-
-
-class StorageFull(StorageError):
-    """The disk holding the database is full: writes fail until space is freed; reads work."""
-
-
-class StorageDamaged(StorageError):
-    """Stored data cannot be read back (a damaged page, an undecodable row)."""
-
-
 @dataclass(frozen=True)
 class Limits:
     """A tenant's quotas; None is no limit. Field names are the API's (Quota) and the CLI's."""
@@ -271,16 +248,6 @@ class UsageReport:
     total: dict[str, Spend]  # by judge, every day
     reserved: Spend  # today's reservations not yet settled
     unfinished_jobs: int
-
-
-class QuotaExceeded(Exception):
-    """Storing this would take a tenant past one of its limits; nothing was stored."""
-
-    def __init__(self, limit: str, value: float, retry_after_s: float | None = None) -> None:
-        super().__init__(f"{limit} ({value})")
-        self.limit = limit
-        self.value = value
-        self.retry_after_s = retry_after_s
 
 
 class DuplicateRequest(Exception):

@@ -39,6 +39,14 @@ import structlog
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
+from tierank.server.errors import (
+    LeaseLost,
+    QuotaExceeded,
+    StorageDamaged,
+    StorageError,
+    StorageFull,
+    StorageUnavailable,
+)
 from tierank.server.storage.base import (
     CANCEL,
     DEFAULT_LIMITS,
@@ -56,20 +64,14 @@ from tierank.server.storage.base import (
     JournalRow,
     KeyRecord,
     Lease,
-    LeaseLost,
     Limits,
     Membership,
     OperationRecord,
     QualificationRecord,
-    QuotaExceeded,
     Reservation,
     Settlement,
     Spend,
     Storage,
-    StorageDamaged,
-    StorageError,
-    StorageFull,
-    StorageUnavailable,
     TenantRecord,
     UsageReport,
     VerdictAudit,

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tierank.server.storage.base import LIMIT_NAMES, Limits, QuotaExceeded, Spend, TenantRecord
+from tierank.server.errors import QuotaExceeded
+from tierank.server.storage.base import LIMIT_NAMES, Limits, Spend, TenantRecord
 
 RATE_WINDOW_S = 60.0
 # A retry hint of zero would invite a client to spin on a window that has not moved yet.

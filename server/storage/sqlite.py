@@ -27,6 +27,13 @@ from typing import Any, TypeVar
 
 import structlog
 
+from tierank.server.errors import (
+    LeaseLost,
+    QuotaExceeded,
+    StorageDamaged,
+    StorageError,
+    StorageFull,
+)
 from tierank.server.job_states import TERMINAL_STATES
 from tierank.server.storage.base import (
     DEFAULT_LIMITS,
@@ -40,19 +47,14 @@ from tierank.server.storage.base import (
     JournalRow,
     KeyRecord,
     Lease,
-    LeaseLost,
     Limits,
     Membership,
     OperationRecord,
     QualificationRecord,
-    QuotaExceeded,
     Reservation,
     Settlement,
     Spend,
     Storage,
-    StorageDamaged,
-    StorageError,
-    StorageFull,
     TenantRecord,
     UsageReport,
     VerdictAudit,

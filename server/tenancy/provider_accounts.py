@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from tierank.server.errors import FieldViolation, failed_precondition, invalid_argument
+from tierank.server.errors import FieldViolation, InvalidInput, PreconditionFailed
 from tierank.server.judges.accounts import ProviderAccount
 from tierank.server.judges.settings import PROVIDERS
 from tierank.server.storage.base import Storage
@@ -45,11 +45,11 @@ class ProviderAccounts:
                     )
                 )
         if violations:
-            raise invalid_argument(violations)
+            raise InvalidInput(violations)
         return accounts
 
     def _open(self, sealed: bytes) -> str:
         try:
             return self._sealer.open(sealed)
         except SealingError as error:
-            raise failed_precondition(str(error), "PROVIDER_KEY_UNREADABLE") from None
+            raise PreconditionFailed(str(error), "PROVIDER_KEY_UNREADABLE") from None

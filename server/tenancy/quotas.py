@@ -9,8 +9,8 @@ from contextlib import asynccontextmanager, contextmanager
 
 import anyio
 
-from tierank.server.errors import resource_exhausted
-from tierank.server.storage.base import Limits, QuotaExceeded, Storage
+from tierank.server.errors import QuotaExceeded, ResourceExhausted
+from tierank.server.storage.base import Limits, Storage
 
 # Heavy EvalService requests (grading pairs, scoring runs) one tenant may run at once on one
 # server. Each is already bounded and steps aside for others on the event loop; more of them
@@ -64,7 +64,7 @@ class EvalSlots:
     @contextmanager
     def hold(self, tenant: str) -> Iterator[None]:
         if self._running[tenant] >= self._per_tenant:
-            raise resource_exhausted(
+            raise ResourceExhausted(
                 f"tenant {tenant} already runs {self._per_tenant} grading or scoring requests "
                 "on this server, its limit; send this one when one of them has finished",
                 "EVAL_REQUESTS_EXHAUSTED",

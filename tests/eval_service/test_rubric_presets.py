@@ -15,7 +15,7 @@ from fakes import Answer, Recorded, rank_by_score
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-from tierank.server.errors import ApiError
+from tierank.server.errors import InvalidInput
 from tierank.server.judges import rubric_presets
 from tierank.server.judges.base import Passage
 from tierank.server.judges.rubric_presets import (
@@ -150,7 +150,7 @@ async def test_an_unknown_preset_is_refused_naming_the_field(
 
 def test_the_field_kind_lists_its_own_presets_first() -> None:
     for kind, first in ((LISTWISE, "context-relevance"), (POINTWISE, "answer-relevance")):
-        with pytest.raises(ApiError) as error:
+        with pytest.raises(InvalidInput) as error:
             resolve_rubric("rubric", "preset:nope", kind)
         assert f"presets: {first}," in str(error.value)
 

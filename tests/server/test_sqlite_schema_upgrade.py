@@ -8,15 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tierank.server.storage.base import (
-    EventRow,
-    JobRecord,
-    KeyRecord,
-    Limits,
-    QuotaExceeded,
-    Reservation,
-    Spend,
-)
+from tierank.server.errors import QuotaExceeded
+from tierank.server.storage.base import EventRow, JobRecord, KeyRecord, Limits, Reservation, Spend
 from tierank.server.storage.sqlite import SqliteStorage
 from tierank.v1 import rank_pb2
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tierank.server.errors import ApiError
+from tierank.server.errors import Unauthenticated
 from tierank.server.rpc.auth import Caller
 from tierank.server.rpc.revocation import StreamCredentials
 from tierank.server.storage.base import KeyRecord, Storage
@@ -60,9 +60,9 @@ async def test_a_recheck_reads_each_open_key_once_and_ends_only_the_revoked_ones
             await credentials.recheck()
             assert reads.key_reads == 4
             for stream in streams["aaaaaaaaaaaa"]:
-                with pytest.raises(ApiError) as ended:
+                with pytest.raises(Unauthenticated) as ended:
                     await stream.next_of(events())
-                assert ended.value.status.message == "API key keys/aaaaaaaaaaaa was revoked"
+                assert str(ended.value) == "API key keys/aaaaaaaaaaaa was revoked"
             for stream in streams["bbbbbbbbbbbb"]:
                 assert await stream.next_of(events()) == "event"
 

@@ -15,6 +15,13 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from tierank.server.errors import (
+    QuotaExceeded,
+    StorageDamaged,
+    StorageError,
+    StorageFull,
+    StorageUnavailable,
+)
 from tierank.server.storage.base import (
     DEFAULT_LIMITS,
     CacheEntry,
@@ -27,15 +34,10 @@ from tierank.server.storage.base import (
     Limits,
     OperationRecord,
     QualificationRecord,
-    QuotaExceeded,
     Reservation,
     Settlement,
     Spend,
     Storage,
-    StorageDamaged,
-    StorageError,
-    StorageFull,
-    StorageUnavailable,
     VerdictAudit,
 )
 from tierank.server.storage.pg_migrations import MIGRATIONS

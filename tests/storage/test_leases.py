@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 import anyio
 import pytest
 
+from tierank.server.errors import LeaseLost, QuotaExceeded
 from tierank.server.storage.base import (
     CANCEL,
     EVENTS,
@@ -20,8 +21,6 @@ from tierank.server.storage.base import (
     JobRecord,
     JobUpdate,
     JournalRow,
-    LeaseLost,
-    QuotaExceeded,
     Storage,
 )
 from tierank.server.storage.postgres import PostgresStorage

@@ -9,6 +9,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from tierank.server.errors import QuotaExceeded
 from tierank.server.judges.base import (
     BatchRequest,
     FailureKind,
@@ -18,7 +19,7 @@ from tierank.server.judges.base import (
     JudgeUsage,
     Passage,
 )
-from tierank.server.storage.base import Limits, QuotaExceeded, Spend
+from tierank.server.storage.base import Limits, Spend
 from tierank.server.storage.sqlite import SqliteStorage
 from tierank.server.tenancy.paid_call import Answer, PaidCalls
 from tierank.server.tenancy.spending import SpendLedger, utc_day
