@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import grpc
 from google.protobuf import any_pb2, duration_pb2
+from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
@@ -34,7 +35,7 @@ class ApiError(Exception):
 _GRPC_CODES = {c.value[0]: c for c in grpc.StatusCode}
 
 
-def _status(code: int, message: str, *details: object) -> status_pb2.Status:
+def _status(code: int, message: str, *details: Message) -> status_pb2.Status:
     packed = []
     for detail in details:
         any_detail = any_pb2.Any()
@@ -161,7 +162,7 @@ def quota_exceeded(
     violation = error_details_pb2.QuotaFailure.Violation(
         subject=f"tenants/{tenant}", description=f"{limit}={value:g}: {message}"
     )
-    details: list[object] = [
+    details: list[Message] = [
         _info("QUOTA_EXCEEDED", limit=limit, value=f"{value:g}"),
         error_details_pb2.QuotaFailure(violations=[violation]),
     ]
