@@ -30,11 +30,13 @@ $(NODE_STAMP): tests/interop/node/package-lock.json
 demo: $(STAMP)
 	$(BIN)/tierank rank examples/pool.jsonl --query "$(QUERY)" --rubric @examples/rubric.txt --top-k 10 --db $(DEMO_DB)
 
-## Lint, check generated stubs, and run every test (unit, property, end-to-end, Node interop).
+## Lint, check generated stubs, type-check, and run every test (unit, property, end-to-end, Node
+## interop).
 test: $(STAMP) $(NODE_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python scripts/gen_proto.py --check
+	$(BIN)/python scripts/typecheck.py
 	$(BIN)/pytest
 
 ## Opt-in, never part of `make test`: a real small model from PyPI served by llama-cpp-python on

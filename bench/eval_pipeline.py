@@ -96,7 +96,7 @@ def oracle(noise: float, **options: str) -> rank_pb2.JudgeSpec:
 
 
 async def rank_all(
-    stub: rank_pb2_grpc.RankServiceStub, specs: dict[str, rank_pb2.JobSpec]
+    stub: rank_pb2_grpc.RankServiceAsyncStub, specs: dict[str, rank_pb2.JobSpec]
 ) -> dict[str, rank_pb2.Job]:
     jobs: dict[str, rank_pb2.Job] = {}
     slots = anyio.Semaphore(JOBS_IN_FLIGHT)

@@ -55,7 +55,10 @@ def text(path: Path) -> eval_pb2.TextFile:
 
 
 async def qualify(
-    stub: eval_pb2_grpc.EvalServiceStub, judge: rank_pb2.JudgeSpec, passages: Path, queries: int
+    stub: eval_pb2_grpc.EvalServiceAsyncStub,
+    judge: rank_pb2.JudgeSpec,
+    passages: Path,
+    queries: int,
 ) -> eval_pb2.Qualification:
     return await stub.QualifyJudge(
         eval_pb2.QualifyJudgeRequest(

@@ -678,7 +678,11 @@ async def one_takeover(
 
         async def next_event() -> rank_pb2.JobEvent:
             event = await stream.read()
-            if event is grpc.aio.EOF or event.WhichOneof("kind") in ("completed", "failed"):
+            # Not a JobEvent: grpc.aio.EOF, the stream's end.
+            if not isinstance(event, rank_pb2.JobEvent) or event.WhichOneof("kind") in (
+                "completed",
+                "failed",
+            ):
                 raise RuntimeError(
                     "the job ended before another replica took it over: give it more work "
                     "(--failover-n) or a slower judge (--judge-latency-ms)"

@@ -103,11 +103,11 @@ Metadata = tuple[tuple[str, str], ...]
 
 
 async def run_job(
-    stub: rank_pb2_grpc.RankServiceStub,
+    stub: rank_pb2_grpc.RankServiceAsyncStub,
     spec: rank_pb2.JobSpec,
     tally: Tally,
     md: Metadata = (),
-    watch_stub: rank_pb2_grpc.RankServiceStub | None = None,
+    watch_stub: rank_pb2_grpc.RankServiceAsyncStub | None = None,
 ) -> None:
     """Create the job through `stub` and watch it to its end through `watch_stub` (another
     replica's, say; default `stub`)."""

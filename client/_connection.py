@@ -12,15 +12,16 @@ that a wrong file is one plain line naming the option instead of a handshake fai
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 from cryptography import x509
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.types import PublicKeyTypes
 
 Pem = bytes | str | os.PathLike[str]
 
@@ -31,6 +32,10 @@ KEYWORD_NAMES: Mapping[str, str] = {
     "tls_cert": "tls_cert",
     "tls_key": "tls_key",
 }
+
+_Request = TypeVar("_Request")
+_Response = TypeVar("_Response")
+_Call = TypeVar("_Call")
 
 
 class ConnectionSettingsError(ValueError):
@@ -113,7 +118,7 @@ def sync_channel(
 def aio_channel(
     target: str, security: ChannelSecurity, options: list[tuple[str, Any]] | None = None
 ) -> grpc.aio.Channel:
-    interceptors = None
+    interceptors: list[grpc.aio.ClientInterceptor] | None = None
     if security.api_key is not None:
         # grpc.aio files each interceptor under one call kind only, so one object per kind.
         interceptors = [_AioUnaryBearer(security.api_key), _AioStreamBearer(security.api_key)]
@@ -174,7 +179,7 @@ def _private_key(names: Mapping[str, str], value: Pem, chain: bytes) -> bytes:
     return pem
 
 
-def _public_der(public_key: Any) -> bytes:
+def _public_der(public_key: PublicKeyTypes) -> bytes:
     return public_key.public_bytes(
         serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
     )
@@ -188,7 +193,7 @@ class _SyncDetails(grpc.ClientCallDetails):
     def __init__(self, details: grpc.ClientCallDetails, api_key: str) -> None:
         self.method = details.method
         self.timeout = details.timeout
-        self.metadata = [*(details.metadata or ()), _bearer(api_key)]
+        self.metadata = (*(details.metadata or ()), _bearer(api_key))
         self.credentials = details.credentials
         self.wait_for_ready = details.wait_for_ready
         self.compression = details.compression
@@ -202,10 +207,20 @@ class _SyncBearer(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterc
     def __repr__(self) -> str:
         return "_SyncBearer(api_key=...)"
 
-    def intercept_unary_unary(self, continuation, client_call_details, request):
+    def intercept_unary_unary(
+        self,
+        continuation: Callable[[grpc.ClientCallDetails, _Request], _Call],
+        client_call_details: grpc.ClientCallDetails,
+        request: _Request,
+    ) -> _Call:
         return continuation(_SyncDetails(client_call_details, self._api_key), request)
 
-    def intercept_unary_stream(self, continuation, client_call_details, request):
+    def intercept_unary_stream(
+        self,
+        continuation: Callable[[grpc.ClientCallDetails, _Request], _Call],
+        client_call_details: grpc.ClientCallDetails,
+        request: _Request,
+    ) -> _Call:
         return continuation(_SyncDetails(client_call_details, self._api_key), request)
 
 
@@ -218,14 +233,32 @@ class _AioBearer:
 
     def _with_key(self, details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDetails:
         metadata = grpc.aio.Metadata(*(details.metadata or ()), _bearer(self._api_key))
-        return details._replace(metadata=metadata)
+        return grpc.aio.ClientCallDetails(
+            details.method, details.timeout, metadata, details.credentials, details.wait_for_ready
+        )
 
 
 class _AioUnaryBearer(_AioBearer, grpc.aio.UnaryUnaryClientInterceptor):
-    async def intercept_unary_unary(self, continuation, client_call_details, request):
+    async def intercept_unary_unary(
+        self,
+        continuation: Callable[
+            [grpc.aio.ClientCallDetails, _Request],
+            Awaitable[grpc.aio.UnaryUnaryCall[_Request, _Response]],
+        ],
+        client_call_details: grpc.aio.ClientCallDetails,
+        request: _Request,
+    ) -> grpc.aio.UnaryUnaryCall[_Request, _Response]:
         return await continuation(self._with_key(client_call_details), request)
 
 
 class _AioStreamBearer(_AioBearer, grpc.aio.UnaryStreamClientInterceptor):
-    async def intercept_unary_stream(self, continuation, client_call_details, request):
+    async def intercept_unary_stream(
+        self,
+        continuation: Callable[
+            [grpc.aio.ClientCallDetails, _Request],
+            Awaitable[grpc.aio.UnaryStreamCall[_Request, _Response]],
+        ],
+        client_call_details: grpc.aio.ClientCallDetails,
+        request: _Request,
+    ) -> grpc.aio.UnaryStreamCall[_Request, _Response]:
         return await continuation(self._with_key(client_call_details), request)

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 
 import grpc
+from google.protobuf import any_pb2
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
@@ -160,11 +161,12 @@ def _decode(error: grpc.RpcError) -> TierankError:
     )
 
 
-def _status_details(error: grpc.RpcError) -> list:
+def _status_details(error: grpc.RpcError) -> list[any_pb2.Any]:
     if not callable(getattr(error, "trailing_metadata", None)):
         return []
     try:
-        status = rpc_status.from_call(error)
+        # grpc.aio's AioRpcError is no grpc.Call, but has the three methods from_call reads.
+        status = rpc_status.from_call(error)  # type: ignore[arg-type]
     except ValueError:
         # Trailers disagree with the status line; trust the status line and drop the details.
         return []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from tierank.v1 import rank_pb2
 
 JOB_NAME_PREFIX = "jobs/"
@@ -22,7 +24,7 @@ def qualification_name(name_or_id: str) -> str:
     return QUALIFICATION_NAME_PREFIX + name_or_id
 
 
-def job_view(full: bool) -> int:
+def job_view(full: bool) -> rank_pb2.JobView:
     """The AIP-157 view to ask for: BASIC leaves out candidate texts and metadata."""
     return rank_pb2.JOB_VIEW_FULL if full else rank_pb2.JOB_VIEW_BASIC
 
@@ -32,17 +34,18 @@ def verdict_name(job: str, call_id: str) -> str:
     return f"{job_name(job)}/verdicts/{call_id}"
 
 
-def parse_state(state: str | int | None) -> int:
+def parse_state(state: str | int | None) -> rank_pb2.JobState:
     """A JobState from "running", "JOB_STATE_RUNNING" or the enum value; None means any."""
+    # protoc's stubs type an enum's constants as the enum, but its numbers (and Value()) as int.
     if state is None:
         return rank_pb2.JOB_STATE_UNSPECIFIED
     if isinstance(state, int):
-        return state
+        return cast(rank_pb2.JobState, state)
     full = state.upper()
     if not full.startswith("JOB_STATE_"):
         full = "JOB_STATE_" + full
     try:
-        return rank_pb2.JobState.Value(full)
+        return cast(rank_pb2.JobState, rank_pb2.JobState.Value(full))
     except ValueError:
         raise ValueError(f"unknown job state {state!r}; one of {', '.join(STATE_NAMES)}") from None
 

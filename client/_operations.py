@@ -44,7 +44,8 @@ def operation_result(operation: eval_pb2.Operation) -> Message:
     """The result of a SUCCEEDED operation (a Qualification or a FillQrelsResponse); a failed
     or cancelled one raises TierankError with its status."""
     if operation.state == rank_pb2.JOB_STATE_SUCCEEDED:
-        return getattr(operation, operation.WhichOneof("result"))
+        result: Message = getattr(operation, operation.WhichOneof("result") or "")
+        return result
     if operation.state == rank_pb2.JOB_STATE_CANCELLED:
         raise TierankError(grpc.StatusCode.CANCELLED, f"{operation.name} was cancelled")
     if operation.state == rank_pb2.JOB_STATE_FAILED:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from types import TracebackType
 from typing import TextIO
 
 from rich import box
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -120,8 +121,13 @@ class LiveProgress:
         self._live.__enter__()
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
-        self._live.__exit__(*exc_info)
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._live.__exit__(exc_type, exc, traceback)
 
     def on_event(self, event: rank_pb2.JobEvent) -> None:
         kind = event.WhichOneof("kind")
@@ -177,7 +183,7 @@ class LiveProgress:
             tiers.add_row(
                 str(tier.rank), "settled" if tier.settled else "open", Text(_format_tier(tier))
             )
-        parts = [self._bar, Text(stats), tiers]
+        parts: list[RenderableType] = [self._bar, Text(stats), tiers]
         if self._notice:
             parts.append(Text(self._notice))
         return Group(*parts)

@@ -17,7 +17,7 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Any, TextIO
 
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
@@ -108,7 +108,7 @@ def fit_console(console: Console, *, on_terminal: bool) -> Console:
     return console
 
 
-def job_summary(job: rank_pb2.Job) -> dict:
+def job_summary(job: rank_pb2.Job) -> dict[str, Any]:
     return {
         "job": job.name,
         "state": state_name(job.state),
@@ -133,19 +133,17 @@ def job_summary(job: rank_pb2.Job) -> dict:
     }
 
 
-def _plain(message: Message) -> dict:
+def _plain(message: Message) -> dict[str, Any]:
     """Fields to JSON values, numbers as numbers (proto3 JSON would quote every int64)."""
 
-    def value(field: FieldDescriptor, item: object) -> object:
-        return _plain(item) if field.type == FieldDescriptor.TYPE_MESSAGE else item
-
-    plain = {}
+    plain: dict[str, Any] = {}
     for field in message.DESCRIPTOR.fields:
         current = getattr(message, field.name)
+        nested = field.type == FieldDescriptor.TYPE_MESSAGE
         if field.is_repeated:
-            plain[field.name] = [value(field, item) for item in current]
+            plain[field.name] = [_plain(item) if nested else item for item in current]
         else:
-            plain[field.name] = value(field, current)
+            plain[field.name] = _plain(current) if nested else current
     return plain
 
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
+from typing import Any, TypeVar
 
 import grpc
 
@@ -42,6 +43,9 @@ from tierank.client._resume import (
     interrupted_stream_error,
 )
 from tierank.v1 import eval_pb2, eval_pb2_grpc, rank_pb2, rank_pb2_grpc
+
+_Request = TypeVar("_Request")
+_Response = TypeVar("_Response")
 
 
 class AsyncClient:
@@ -104,14 +108,15 @@ class AsyncClient:
             failure = await self._connect_failure()
             if failure is not None and is_handshake_failure(failure):
                 raise cannot_reach(self.target, failure)
-            if deadline.passed():
+            if timeout is not None and deadline.passed():
                 raise cannot_reach(self.target, not_answered(timeout, failure))
 
     async def _connect_failure(self) -> TierankError | None:
         try:
-            await self._channel.unary_unary(CONNECT_PROBE_METHOD)(
-                b"", timeout=CONNECT_CHECK_SECONDS
-            )
+            # No serializers: the probe sends and expects raw bytes.
+            probe: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes]
+            probe = self._channel.unary_unary(CONNECT_PROBE_METHOD)
+            await probe(b"", timeout=CONNECT_CHECK_SECONDS)
         except grpc.RpcError as rpc_error:
             return error_from_rpc(rpc_error)
         return None
@@ -182,7 +187,7 @@ class AsyncClient:
         so the caller sees every event exactly once. `timeout` bounds the whole stream.
         """
         cursor = EventCursor(job_name(name), after_sequence)
-        return self._follow(cursor, Deadline(timeout), first_call=None)
+        return self._follow(cursor, Deadline(timeout), rank_request=None)
 
     def rank(
         self, spec: rank_pb2.JobSpec, *, request_id: str = "", timeout: float | None = None
@@ -196,7 +201,7 @@ class AsyncClient:
         return self._follow(
             EventCursor(),
             Deadline(timeout),
-            first_call=lambda t: self._stub.Rank(request, timeout=t),
+            rank_request=request,
         )
 
     # -- operations: QualifyJudge and FillQrels, which run for minutes --------------------------
@@ -264,7 +269,12 @@ class AsyncClient:
                 call.cancel()
             await asyncio.sleep(attempts.next_delay(error, deadline))
 
-    async def _unary(self, method, request, timeout: float | None):
+    async def _unary(
+        self,
+        method: grpc.aio.UnaryUnaryMultiCallable[_Request, _Response],
+        request: _Request,
+        timeout: float | None,
+    ) -> _Response:
         try:
             return await method(request, timeout=timeout)
         except grpc.RpcError as rpc_error:
@@ -274,18 +284,20 @@ class AsyncClient:
         self,
         cursor: EventCursor,
         deadline: Deadline,
-        first_call: Callable[[float | None], grpc.aio.UnaryStreamCall] | None,
+        rank_request: rank_pb2.RankRequest | None,
     ) -> AsyncIterator[rank_pb2.JobEvent]:
         attempts = Attempts(self.target, self._reconnect, self._on_reconnect)
         while not cursor.finished:
             # Until the job's name is known (Rank before its first event) only Rank can resume.
+            call: grpc.aio.UnaryStreamCall[Any, rank_pb2.JobEvent]
             if cursor.job:
                 request = rank_pb2.WatchJobRequest(
                     name=cursor.job, after_sequence=cursor.last_sequence
                 )
                 call = self._stub.WatchJob(request, timeout=deadline.remaining())
             else:
-                call = first_call(deadline.remaining())
+                assert rank_request is not None, "a watch starts from the job's name"
+                call = self._stub.Rank(rank_request, timeout=deadline.remaining())
             try:
                 async for event in call:
                     if cursor.accept(event):

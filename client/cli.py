@@ -71,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _as_ctrl_c)
     try:
-        exit_code = args.handler(args)
+        exit_code: int = args.handler(args)
         # A reader that went away must be noticed here, not in the flush at exit.
         sys.stdout.flush()
         return exit_code

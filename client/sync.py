@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from typing import TypeVar
 
 import grpc
 
@@ -35,6 +36,9 @@ from tierank.client._resume import (
     interrupted_stream_error,
 )
 from tierank.v1 import eval_pb2, eval_pb2_grpc, rank_pb2, rank_pb2_grpc
+
+_Request = TypeVar("_Request")
+_Response = TypeVar("_Response")
 
 
 class Client:
@@ -97,14 +101,17 @@ class Client:
                 failure = self._connect_failure()
                 if failure is not None and is_handshake_failure(failure):
                     raise cannot_reach(self.target, failure)
-                if deadline.passed():
+                if timeout is not None and deadline.passed():
                     raise cannot_reach(self.target, not_answered(timeout, failure))
         finally:
             ready.cancel()
 
     def _connect_failure(self) -> TierankError | None:
         try:
-            self._channel.unary_unary(CONNECT_PROBE_METHOD)(b"", timeout=CONNECT_CHECK_SECONDS)
+            # No serializers: the probe sends and expects raw bytes.
+            probe: grpc.UnaryUnaryMultiCallable[bytes, bytes]
+            probe = self._channel.unary_unary(CONNECT_PROBE_METHOD)
+            probe(b"", timeout=CONNECT_CHECK_SECONDS)
         except grpc.RpcError as rpc_error:
             return error_from_rpc(rpc_error)
         return None
@@ -175,7 +182,7 @@ class Client:
         so the caller sees every event exactly once. `timeout` bounds the whole stream.
         """
         cursor = EventCursor(job_name(name), after_sequence)
-        return self._follow(cursor, Deadline(timeout), first_call=None)
+        return self._follow(cursor, Deadline(timeout), rank_request=None)
 
     def rank(
         self, spec: rank_pb2.JobSpec, *, request_id: str = "", timeout: float | None = None
@@ -189,7 +196,7 @@ class Client:
         return self._follow(
             EventCursor(),
             Deadline(timeout),
-            first_call=lambda t: self._stub.Rank(request, timeout=t),
+            rank_request=request,
         )
 
     # -- operations: QualifyJudge and FillQrels, which run for minutes --------------------------
@@ -254,7 +261,12 @@ class Client:
                 call.cancel()
             time.sleep(attempts.next_delay(error, deadline))
 
-    def _unary(self, method, request, timeout: float | None):
+    def _unary(
+        self,
+        method: grpc.UnaryUnaryMultiCallable[_Request, _Response],
+        request: _Request,
+        timeout: float | None,
+    ) -> _Response:
         try:
             return method(request, timeout=timeout)
         except grpc.RpcError as rpc_error:
@@ -264,7 +276,7 @@ class Client:
         self,
         cursor: EventCursor,
         deadline: Deadline,
-        first_call: Callable[[float | None], Iterator[rank_pb2.JobEvent]] | None,
+        rank_request: rank_pb2.RankRequest | None,
     ) -> Iterator[rank_pb2.JobEvent]:
         attempts = Attempts(self.target, self._reconnect, self._on_reconnect)
         while not cursor.finished:
@@ -275,7 +287,8 @@ class Client:
                 )
                 call = self._stub.WatchJob(request, timeout=deadline.remaining())
             else:
-                call = first_call(deadline.remaining())
+                assert rank_request is not None, "a watch starts from the job's name"
+                call = self._stub.Rank(rank_request, timeout=deadline.remaining())
             try:
                 for event in call:
                     if cursor.accept(event):

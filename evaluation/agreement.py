@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
 Weighting = Literal["linear", "quadratic"]
+# Labels are sorted into categories by default, so they are of one orderable kind.
+Label = TypeVar("Label", int, str)
 
 
 @dataclass(frozen=True)
@@ -22,9 +24,9 @@ class ConfusionMatrix:
 
 
 def confusion_matrix(
-    labels_a: Sequence[Hashable],
-    labels_b: Sequence[Hashable],
-    categories: Sequence[Hashable] | None = None,
+    labels_a: Sequence[Label],
+    labels_b: Sequence[Label],
+    categories: Sequence[Label] | None = None,
 ) -> ConfusionMatrix:
     """Cross-tabulate paired labels; categories default to the sorted union of both."""
     if len(labels_a) != len(labels_b):
@@ -45,10 +47,10 @@ def confusion_matrix(
 
 
 def cohen_kappa(
-    labels_a: Sequence[Hashable],
-    labels_b: Sequence[Hashable],
+    labels_a: Sequence[Label],
+    labels_b: Sequence[Label],
     weights: Weighting | None = None,
-    categories: Sequence[Hashable] | None = None,
+    categories: Sequence[Label] | None = None,
 ) -> float | None:
     """Cohen's κ = 1 − observed disagreement / chance disagreement.
 

@@ -31,6 +31,7 @@ text of a measure (``str(measure)``) leaves out parameters at their default.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 
@@ -56,8 +57,8 @@ class _Cutoff(Enum):
 class _Spec:
     family: Family
     cutoff: _Cutoff
-    params: dict[str, type]
-    defaults: dict[str, float | int]
+    params: Mapping[str, type]
+    defaults: Mapping[str, float | int]
 
 
 _REL = {"rel": int}
@@ -101,6 +102,19 @@ class Measure:
 
     def param(self, key: str) -> float | int:
         return dict(self.params)[key]
+
+    @property
+    def rel(self) -> int:
+        """The grade from which a document counts as relevant (parsed as an int)."""
+        value = self.param("rel")
+        assert isinstance(value, int), f"rel of {self} is {value!r}"
+        return value
+
+    @property
+    def required_cutoff(self) -> int:
+        """K, for a measure whose spec requires one (parsing refuses it without)."""
+        assert self.cutoff is not None, f"{self} has no cutoff"
+        return self.cutoff
 
     def __str__(self) -> str:
         defaults = _SPECS[self.name].defaults

@@ -91,17 +91,17 @@ def _score(
         case "nDCG":
             return trec_measures.ndcg(ranking, judgments, k)
         case "RR":
-            return trec_measures.reciprocal_rank(ranking, judgments, measure.param("rel"), k)
+            return trec_measures.reciprocal_rank(ranking, judgments, measure.rel, k)
         case "P":
-            return trec_measures.precision(ranking, judgments, k, measure.param("rel"))
+            return trec_measures.precision(ranking, judgments, measure.required_cutoff, measure.rel)
         case "R":
-            return trec_measures.recall(ranking, judgments, measure.param("rel"), k)
+            return trec_measures.recall(ranking, judgments, measure.rel, k)
         case "AP":
-            return trec_measures.average_precision(ranking, judgments, measure.param("rel"), k)
+            return trec_measures.average_precision(ranking, judgments, measure.rel, k)
         case "Rprec":
-            return trec_measures.r_precision(ranking, judgments, measure.param("rel"))
+            return trec_measures.r_precision(ranking, judgments, measure.rel)
         case "Success":
-            return trec_measures.success(ranking, judgments, k, measure.param("rel"))
+            return trec_measures.success(ranking, judgments, measure.required_cutoff, measure.rel)
         case "Judged":
             return trec_measures.judged(ranking, judgments, k)
     raise AssertionError(f"no implementation for {measure}")
@@ -121,10 +121,15 @@ _SET_FIELDS: dict[str, str] = {
 def _set_score(
     measure: Measure, ranking: Sequence[str], judgments: Mapping[str, int], scale: GradeScale
 ) -> float | None:
-    params = dict(measure.params)
-    weights = SetParams(**params) if params else SetParams()
+    # The weighted measures take all three weights (defaults filled in), the others none.
+    weights = SetParams()
+    if measure.params:
+        weights = SetParams(
+            alpha=measure.param("alpha"), cap4=measure.param("cap4"), cap3=measure.param("cap3")
+        )
     pool = {docid: scale.utility(grade) for docid, grade in judgments.items()}
     scores: SetScores = set_scores(
-        pool, ranking, measure.cutoff, ranking, weights, scale.unjudged_utility
+        pool, ranking, measure.required_cutoff, ranking, weights, scale.unjudged_utility
     )
-    return getattr(scores, _SET_FIELDS[measure.name])
+    score: float | None = getattr(scores, _SET_FIELDS[measure.name])
+    return score

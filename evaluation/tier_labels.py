@@ -116,4 +116,6 @@ def anchor_tier_grades(num_tiers: int, grade_of: Callable[[int], int]) -> Anchor
         mid = (lo + hi) // 2
         grades[mid] = judge(mid, bottom, top)
         pending.extend(span for span in ((lo, mid), (mid, hi)) if span[1] - span[0] > 1)
-    return AnchoredGrades(tuple(grades), len(anchors), anchors, non_monotone)
+    graded = tuple(grade for grade in grades if grade is not None)
+    assert len(graded) == num_tiers, "the bisection grades every tier"
+    return AnchoredGrades(graded, len(anchors), anchors, non_monotone)

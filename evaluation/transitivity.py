@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
+
+Item = TypeVar("Item", bound=Hashable)
 
 
 @dataclass(frozen=True)
@@ -31,15 +34,15 @@ def preferences_from_outcomes(
     return dict(tally)
 
 
-def non_transitivity(votes: Mapping[tuple[Hashable, Hashable], float]) -> NonTransitivity:
+def non_transitivity(votes: Mapping[tuple[Item, Item], float]) -> NonTransitivity:
     """Share of judged triples whose majority preferences form a cycle.
 
     ``votes[(a, b)]`` is how often (or how strongly) a beat b. A pair is judged when it has any
     vote either way; its majority direction decides the edge. A pair whose votes tie is judged
     but has no direction, so a triple containing it is counted but cannot be a cycle.
     """
-    neighbours: dict[Hashable, set[Hashable]] = defaultdict(set)
-    beats: set[tuple[Hashable, Hashable]] = set()
+    neighbours: dict[Item, set[Item]] = defaultdict(set)
+    beats: set[tuple[Item, Item]] = set()
     for (a, b), count in votes.items():
         if a == b:
             raise ValueError(f"an item cannot beat itself: {a!r}")

@@ -176,4 +176,6 @@ def _strict_reach(
             else:
                 closed[component] = reach | component_bits[component]
                 stack.pop()
-    return [reach & ~bits for reach, bits in zip(closed, component_bits, strict=True)]
+    reaches = [reach for reach in closed if reach is not None]
+    assert len(reaches) == count, "every component is closed above"
+    return [reach & ~bits for reach, bits in zip(reaches, component_bits, strict=True)]

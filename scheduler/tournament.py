@@ -507,7 +507,7 @@ class Tournament:
 
     def _first_judge(self, batch_id: int, wanted: int) -> int:
         """The first judge of a new batch; a screening batch takes the quorum judges in turn."""
-        preference = range(self._judge_count)
+        preference: Sequence[int] = range(self._judge_count)
         if wanted == 1:
             turns = min(self._config.quorum, self._judge_count)
             first = batch_id % turns

@@ -26,6 +26,11 @@ def generate(out_root: Path) -> None:
         str(p.relative_to(PROTO_ROOT)) for p in (PROTO_ROOT / PACKAGE_DIR).glob("*.proto")
     )
     well_known = Path(protoc.__file__).parent / "_proto"
+    # Typed stubs for the service stubs and servicers (grpcio-tools writes them untyped), from
+    # mypy-protobuf's plugin, installed beside this Python by the dev extras.
+    grpc_stubs_plugin = Path(sys.executable).parent / "protoc-gen-mypy_grpc"
+    if not grpc_stubs_plugin.is_file():
+        raise SystemExit(f"{grpc_stubs_plugin} not found: pip install -e '.[dev]' (mypy-protobuf)")
     args = [
         "grpc_tools.protoc",
         f"-I{PROTO_ROOT}",
@@ -33,6 +38,9 @@ def generate(out_root: Path) -> None:
         f"--python_out={out_root}",
         f"--pyi_out={out_root}",
         f"--grpc_python_out={out_root}",
+        f"--plugin=protoc-gen-mypy_grpc={grpc_stubs_plugin}",
+        "--mypy_grpc_opt=quiet",
+        f"--mypy_grpc_out={out_root}",
         *protos,
     ]
     if protoc.main(args) != 0:

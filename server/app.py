@@ -9,6 +9,7 @@ import ipaddress
 import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio
 import grpc
@@ -261,7 +262,8 @@ async def background_server(settings: ServerSettings) -> AsyncIterator[str]:
     bound: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     task = asyncio.create_task(serve(settings, stop, on_ready=bound.set_result))
     try:
-        await asyncio.wait({task, bound}, return_when=asyncio.FIRST_COMPLETED)
+        started: set[asyncio.Future[Any]] = {task, bound}
+        await asyncio.wait(started, return_when=asyncio.FIRST_COMPLETED)
         if not bound.done():
             task.result()  # start-up failed: raise its error
         yield bound.result()

@@ -1,6 +1,7 @@
-"""Fixtures shared by every test folder: a real server on loopback, job specs, and PostgreSQL
+"""Fixtures shared by every test folder: a real server on loopback, job specs, PostgreSQL
 (TIERANK_TEST_POSTGRES_URL, else a throwaway cluster; skipped where neither can be had, failed
-instead under TIERANK_REQUIRE_POSTGRES=1, as in CI)."""
+instead under TIERANK_REQUIRE_POSTGRES=1, as in CI) and the shared data (tests/shared_data.py:
+skipped where it is missing, failed in CI)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from postgres_cluster import (
     postgres_for_tests,
     schema_url_for,
 )
+from shared_data import require_shared_data
 
 from tierank.client import LocalServer
 from tierank.server.app import background_server
@@ -160,6 +162,12 @@ def oracle(noise: float = 0.0, **options: str) -> rank_pb2.JudgeSpec:
 @pytest.fixture
 def oracle_judge() -> Callable[..., rank_pb2.JudgeSpec]:
     return oracle
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """../shared/data (tests/shared_data.py): skipped where it is missing, failed in CI."""
+    return require_shared_data()
 
 
 @pytest.fixture(scope="session")

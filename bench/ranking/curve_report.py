@@ -56,7 +56,7 @@ def _point_label(point: BudgetPoint) -> str:
 
 def curve_rows(run: CurveRun, summary: Summary, scenario: str) -> list[CurveRow]:
     """The budgeted rows in increasing budget, then the baselines."""
-    labelled = [
+    labelled: list[tuple[str, str, BudgetPoint | None]] = [
         (_point_label(point), point.method, point)
         for point in run.points
         if point.scenario == scenario

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Literal
+from typing import Any, Literal
 
 from tierank.bench.ranking.blitzrank import rank_blitzrank_all_pairs
 from tierank.bench.ranking.blitzrank_published import rank_blitzrank_published
@@ -42,7 +42,7 @@ def _single_judge(ranker: Callable[[JudgeSession], list[str]]) -> Ranker:
     return lambda session, seed, weights: ranker(session)
 
 
-def tournament(samples_per_judge: int = 1, **overrides: object) -> Ranker:
+def tournament(samples_per_judge: int = 1, **overrides: Any) -> Ranker:
     """tierank's scheduler with TournamentConfig `overrides`; with `samples_per_judge` = n,
     each judge of the panel is listed n times (tournament_driver explains)."""
     from tierank.bench.ranking.tournament_driver import rank_tournament

@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 from datetime import UTC
+from typing import TypeVar
 
 import grpc
 from google.protobuf import json_format, timestamp_pb2
@@ -45,6 +46,7 @@ ADMIN_TOOL_COMMAND = (sys.executable, "-m", "tierank.server.admin_tool")
 FORMATS = ("text", "json")
 _TOOL_PREFIX = "tierank: "
 _SERVICE = admin_pb2.DESCRIPTOR.services_by_name["AdminService"]
+_Answer = TypeVar("_Answer", bound=Message)
 KEY_NAME_PREFIX = "keys/"
 TENANT_NAME_PREFIX = "tenants/"
 
@@ -68,14 +70,18 @@ def add_admin_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def admin_call(args: argparse.Namespace, method: str, request: Message) -> Message:
-    """One AdminService call on --server or, with --db, through the server's admin tool."""
-    response_class = getattr(admin_pb2, _SERVICE.methods_by_name[method].output_type.name)
+def admin_call(
+    args: argparse.Namespace, method: str, request: Message, answer: type[_Answer]
+) -> _Answer:
+    """One AdminService call on --server or, with --db, through the server's admin tool;
+    `answer` is the method's response type."""
+    output = _SERVICE.methods_by_name[method].output_type
+    assert output.full_name == answer.DESCRIPTOR.full_name, f"{method} answers {output.name}"
     if args.server and args.db:
         raise UsageError("--server and --db exclude each other")
     if args.db:
         refuse_security_flags(args, "--db works on the file, with no server")
-        return _through_admin_tool(args.db, method, request, response_class, args.timeout)
+        return _through_admin_tool(args.db, method, request, answer, args.timeout)
     server = args.server or os.environ.get(SERVER_ENV)
     if not server:
         raise UsageError(
@@ -85,16 +91,18 @@ def admin_call(args: argparse.Namespace, method: str, request: Message) -> Messa
     connection = wait_for_server(server, remote_security(args))
     with connection.channel() as channel:
         try:
-            return getattr(admin_pb2_grpc.AdminServiceStub(channel), method)(
+            response = getattr(admin_pb2_grpc.AdminServiceStub(channel), method)(
                 request, timeout=args.timeout
             )
         except grpc.RpcError as error:
             raise error_from_rpc(error, server) from None
+    assert isinstance(response, answer)
+    return response
 
 
 def _through_admin_tool(
-    db: str, method: str, request: Message, response_class: type[Message], timeout: float
-) -> Message:
+    db: str, method: str, request: Message, response_class: type[_Answer], timeout: float
+) -> _Answer:
     # The request goes on stdin, never in argv, where a provider key would show in `ps`.
     try:
         done = subprocess.run(
@@ -155,7 +163,9 @@ def timestamp_text(message: Message, field: str) -> str:
 
 
 def quota_fields() -> list[FieldDescriptor]:
-    return list(admin_pb2.Quota.DESCRIPTOR.fields)
+    # The fields of the file's descriptor: a message's DESCRIPTOR is typed as either the pure
+    # Python or the upb descriptor (the same objects at run time).
+    return list(admin_pb2.DESCRIPTOR.message_types_by_name["Quota"].fields)
 
 
 def limit_flag(field: FieldDescriptor) -> str:

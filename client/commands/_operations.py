@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from types import TracebackType
 from typing import TextIO
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -62,8 +63,13 @@ class _Bar:
         self._bar.__enter__()
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
-        self._bar.__exit__(*exc_info)
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._bar.__exit__(exc_type, exc, traceback)
 
     def show(self, operation: eval_pb2.Operation) -> None:
         progress = operation.progress

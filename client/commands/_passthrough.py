@@ -10,7 +10,10 @@ import sys
 
 
 def add_passthrough(
-    subparsers: argparse._SubParsersAction, name: str, module: str, help_text: str
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    module: str,
+    help_text: str,
 ) -> None:
     parser = subparsers.add_parser(
         name,

@@ -176,7 +176,15 @@ def remote_security(args: argparse.Namespace) -> ChannelSecurity:
         else:
             values[keyword], names[keyword] = given, flag
     try:
-        return channel_security(tls=args.tls or _env_flag(TLS_ENV), names=names, **values)
+        api_key = values["api_key"]
+        return channel_security(
+            api_key=None if api_key is None else str(api_key),
+            tls=args.tls or _env_flag(TLS_ENV),
+            tls_ca=values["tls_ca"],
+            tls_cert=values["tls_cert"],
+            tls_key=values["tls_key"],
+            names=names,
+        )
     except ConnectionSettingsError as error:
         raise UsageError(str(error)) from None
 

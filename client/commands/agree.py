@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from rich import box
 from rich.table import Table
@@ -27,7 +28,7 @@ from tierank.client.commands._shared import EXIT_OK, UsageError, table_console
 from tierank.v1 import eval_pb2
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "agree",
         help="compare two label sets (kappa) and the system orderings they give (tau, RBO)",
@@ -94,8 +95,8 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def as_json(response: eval_pb2.CompareLabelsResponse) -> dict:
-    result: dict = {
+def as_json(response: eval_pb2.CompareLabelsResponse) -> dict[str, Any]:
+    result: dict[str, Any] = {
         "shared_pairs": response.shared_pairs,
         "only_a": response.only_a,
         "only_b": response.only_b,

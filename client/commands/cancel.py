@@ -10,7 +10,7 @@ from tierank.client._operations import OPERATION_NAME_PREFIX, describe_operation
 from tierank.client.commands._shared import EXIT_OK, add_server_options, server_connection
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "cancel",
         help="cancel a job or an operation",

@@ -8,7 +8,7 @@ import argparse
 from tierank.client.commands._passthrough import add_passthrough
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_passthrough(
         subparsers,
         "db",

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from rich import box
 from rich.table import Table
@@ -25,7 +26,7 @@ from tierank.client.commands._shared import EXIT_OK, UsageError, table_console
 from tierank.v1 import eval_pb2
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "eval",
         help="score runs against qrels or a job's tiers",
@@ -91,10 +92,10 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def as_json(response: eval_pb2.EvaluateResponse) -> dict:
+def as_json(response: eval_pb2.EvaluateResponse) -> dict[str, Any]:
     runs = []
     for evaluation in response.runs:
-        entry: dict = {
+        entry: dict[str, Any] = {
             "run": evaluation.run,
             "measures": {
                 a.measure: {"mean": optional(a, "mean"), "count": a.count, "na": a.na}

@@ -7,6 +7,7 @@ import argparse
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from rich import box
 from rich.table import Table
@@ -50,7 +51,7 @@ EXIT_STATUS_HELP = (
 )
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "fill",
         help="grade the unjudged documents in runs' tops and add them to a qrels file",
@@ -198,10 +199,10 @@ def _grades_by_query(
     return by_query
 
 
-def as_json(response: eval_pb2.FillQrelsResponse, args: argparse.Namespace) -> dict:
+def as_json(response: eval_pb2.FillQrelsResponse, args: argparse.Namespace) -> dict[str, Any]:
     stats = response.stats
     by_query = _grades_by_query(list(response.added))
-    result: dict = {
+    result: dict[str, Any] = {
         "output": str(args.output),
         "depth": args.depth,
         "holes": len(response.added),

@@ -17,7 +17,7 @@ from tierank.client.commands._shared import (
 )
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "jobs", help="list jobs", description="List jobs, newest first as the server orders them."
     )

@@ -30,7 +30,7 @@ ROLES = {
 }
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "keys",
         help="create, list and revoke API keys (admin)",
@@ -98,7 +98,7 @@ def run_create(args: argparse.Namespace) -> int:
         display_name=args.name,
         certificate_subject=args.certificate_subject,
     )
-    response = admin_call(args, "CreateApiKey", request)
+    response = admin_call(args, "CreateApiKey", request, admin_pb2.CreateApiKeyResponse)
     key = response.key
     # On stderr, so that stdout is the token alone and `$(tierank keys create ...)` is the key.
     print(
@@ -115,7 +115,7 @@ def run_create(args: argparse.Namespace) -> int:
 
 def run_list(args: argparse.Namespace) -> int:
     request = admin_pb2.ListApiKeysRequest(tenant=args.tenant, include_revoked=args.all)
-    keys = admin_call(args, "ListApiKeys", request).keys
+    keys = admin_call(args, "ListApiKeys", request, admin_pb2.ListApiKeysResponse).keys
     if args.format == "json":
         print_json({"keys": [key_json(key) for key in keys]})
         return EXIT_OK
@@ -145,7 +145,12 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_revoke(args: argparse.Namespace) -> int:
-    key = admin_call(args, "RevokeApiKey", admin_pb2.RevokeApiKeyRequest(name=key_name(args.key)))
+    key = admin_call(
+        args,
+        "RevokeApiKey",
+        admin_pb2.RevokeApiKeyRequest(name=key_name(args.key)),
+        admin_pb2.ApiKey,
+    )
     if args.format == "json":
         print_json(key_json(key))
     else:

@@ -17,7 +17,7 @@ from tierank.client.commands._shared import EXIT_OK, UsageError
 from tierank.v1 import eval_pb2
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "qrels",
         help="export jobs' tiers as qrels",

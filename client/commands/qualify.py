@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from google.protobuf.json_format import MessageToDict
 
@@ -24,7 +25,7 @@ from tierank.client.commands._shared import (
 from tierank.v1 import eval_pb2
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "qualify",
         help="measure a judge against human labels: accuracy, position bias, consistency",
@@ -164,7 +165,7 @@ def delete_qualifications(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def as_json(result: eval_pb2.Qualification) -> dict:
+def as_json(result: eval_pb2.Qualification) -> dict[str, Any]:
     return MessageToDict(
         result, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
     )

@@ -6,7 +6,9 @@ import argparse
 import asyncio
 import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TextIO
 
 import grpc
 
@@ -45,7 +47,7 @@ _CANCEL_SECONDS = 10.0
 _DEFAULT_QID = "1"
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "rank",
         help="rank a candidate pool with judges",
@@ -316,7 +318,7 @@ def _read_inputs(args: argparse.Namespace) -> tuple[list[rank_pb2.Candidate], st
 
 
 @contextlib.contextmanager
-def _open_output(path: Path | None):
+def _open_output(path: Path | None) -> Iterator[TextIO]:
     if path is None:
         yield sys.stdout
         return

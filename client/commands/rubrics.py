@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 
 from google.protobuf.json_format import MessageToDict
 from rich import box
@@ -17,7 +18,7 @@ from tierank.v1 import eval_pb2
 PRESET_PREFIX = "preset:"
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "rubrics",
         help="list the rubric presets (--rubric preset:NAME)",
@@ -39,6 +40,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    presets: Sequence[eval_pb2.RubricPreset]
     presets = call(args, lambda stub: stub.ListRubrics)(eval_pb2.ListRubricsRequest()).presets
     if args.name is not None:
         presets = [_chosen(presets, args.name)]
@@ -51,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _chosen(presets: list[eval_pb2.RubricPreset], reference: str) -> eval_pb2.RubricPreset:
+def _chosen(presets: Sequence[eval_pb2.RubricPreset], reference: str) -> eval_pb2.RubricPreset:
     """The preset named as `--rubric` names it (preset:NAME[@VERSION]), or just NAME[@VERSION]."""
     name, _, version = reference.removeprefix(PRESET_PREFIX).partition("@")
     preset = next((p for p in presets if p.name == name), None)
@@ -66,7 +68,7 @@ def _chosen(presets: list[eval_pb2.RubricPreset], reference: str) -> eval_pb2.Ru
     return preset
 
 
-def _table(presets: list[eval_pb2.RubricPreset]) -> Table:
+def _table(presets: Sequence[eval_pb2.RubricPreset]) -> Table:
     table = Table(box=box.SIMPLE_HEAD)
     table.add_column("--rubric", no_wrap=True)
     table.add_column("version", justify="right")

@@ -12,7 +12,7 @@ from tierank.client.commands._passthrough import add_passthrough
 from tierank.client.local_server import SERVER_MODULE
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_passthrough(
         subparsers,
         "serve",

@@ -42,7 +42,7 @@ LIMIT_HELP = {
 }
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "tenants",
         help="set and show tenants' limits and provider keys (admin)",
@@ -129,12 +129,14 @@ def run_set(args: argparse.Namespace) -> int:
         setattr(request.quota, field.name, value)
     if args.allow_server_provider_keys is not None:
         request.allow_server_provider_keys = args.allow_server_provider_keys == "yes"
-    _print_tenant(args, admin_call(args, "SetTenant", request))
+    _print_tenant(args, admin_call(args, "SetTenant", request, admin_pb2.Tenant))
     return EXIT_OK
 
 
 def run_list(args: argparse.Namespace) -> int:
-    tenants = admin_call(args, "ListTenants", admin_pb2.ListTenantsRequest()).tenants
+    tenants = admin_call(
+        args, "ListTenants", admin_pb2.ListTenantsRequest(), admin_pb2.ListTenantsResponse
+    ).tenants
     if args.format == "json":
         print_json({"tenants": [tenant_json(tenant) for tenant in tenants]})
         return EXIT_OK
@@ -159,7 +161,9 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    tenant = admin_call(args, "GetTenant", admin_pb2.GetTenantRequest(tenant=args.tenant))
+    tenant = admin_call(
+        args, "GetTenant", admin_pb2.GetTenantRequest(tenant=args.tenant), admin_pb2.Tenant
+    )
     _print_tenant(args, tenant)
     return EXIT_OK
 
@@ -169,7 +173,7 @@ def run_provider_key(args: argparse.Namespace) -> int:
     request = admin_pb2.SetProviderKeyRequest(
         tenant=args.tenant, provider=args.provider, api_key=api_key
     )
-    tenant = admin_call(args, "SetProviderKey", request)
+    tenant = admin_call(args, "SetProviderKey", request, admin_pb2.Tenant)
     if args.format == "json":
         print_json(tenant_json(tenant))
     else:

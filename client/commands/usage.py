@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 
 from google.protobuf.descriptor import FieldDescriptor
 from rich import box
@@ -29,7 +30,7 @@ _DAILY_SPEND = {
 }
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "usage",
         help="a tenant's spend today and in total, per judge",
@@ -45,7 +46,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    usage = admin_call(args, "GetUsage", admin_pb2.GetUsageRequest(tenant=args.tenant))
+    usage = admin_call(
+        args, "GetUsage", admin_pb2.GetUsageRequest(tenant=args.tenant), admin_pb2.TenantUsage
+    )
     if args.format == "json":
         print_json(usage_json(usage))
         return EXIT_OK
@@ -95,7 +98,7 @@ def _spend_json(spend: admin_pb2.JudgeSpend) -> dict[str, object]:
     }
 
 
-def _spend_table(title: str, spends: list[admin_pb2.JudgeSpend]) -> Table:
+def _spend_table(title: str, spends: Sequence[admin_pb2.JudgeSpend]) -> Table:
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
     table.add_column("judge", no_wrap=True)
     for column in ("calls", "input tokens", "output tokens", "cost"):
@@ -117,7 +120,7 @@ def _spend_cells(label: str, spend: admin_pb2.JudgeSpend) -> tuple[str, ...]:
     )
 
 
-def _sum(spends: list[admin_pb2.JudgeSpend]) -> admin_pb2.JudgeSpend:
+def _sum(spends: Sequence[admin_pb2.JudgeSpend]) -> admin_pb2.JudgeSpend:
     return admin_pb2.JudgeSpend(
         calls=sum(s.calls for s in spends),
         input_tokens=sum(s.input_tokens for s in spends),

@@ -21,7 +21,7 @@ from tierank.client.commands._shared import (
 )
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "watch",
         help="follow a job's events (or an operation's progress) until it ends",

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from types import TracebackType
+from typing import Any
 
 import anyio
 import structlog
@@ -353,7 +354,7 @@ class JobManager:
         )
 
     def _start(
-        self, runner: JobRunner, task: Callable[..., Awaitable[None]], *args: object
+        self, runner: JobRunner, task: Callable[..., Coroutine[Any, Any, None]], *args: object
     ) -> None:
         """Run `task` in the manager's task group, with `runner` known from now on: a cancel
         that finds the job (even one still being stored) finds its runner too."""

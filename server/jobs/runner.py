@@ -24,7 +24,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
 import structlog
@@ -452,7 +452,7 @@ class JobRunner:
 
     # -- recording ----------------------------------------------------------------------
 
-    def _event(self, **kind: object) -> rank_pb2.JobEvent:
+    def _event(self, **kind: Any) -> rank_pb2.JobEvent:
         self._sequence += 1
         return rank_pb2.JobEvent(
             job=self.name, sequence=self._sequence, time=timestamp(time.time()), **kind

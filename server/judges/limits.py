@@ -50,8 +50,12 @@ class ProviderLimits:
         if key not in self._request_limiters:
             limit = self._settings.rate_limit(provider, model)
             parts = self._sized_for
-            self._request_limiters[key] = limit and _bucket(limit.requests, limit.period_s, parts)
-            self._token_limiters[key] = limit and _bucket(limit.tokens, limit.period_s, parts)
+            self._request_limiters[key] = (
+                None if limit is None else _bucket(limit.requests, limit.period_s, parts)
+            )
+            self._token_limiters[key] = (
+                None if limit is None else _bucket(limit.tokens, limit.period_s, parts)
+            )
         return self._request_limiters[key], self._token_limiters[key]
 
     def _semaphore(self, provider: str) -> asyncio.Semaphore:

@@ -77,12 +77,16 @@ def retry_after_seconds(
     if not headers:
         return None
     lowered = {key.lower(): value for key, value in headers.items()}
+    milliseconds = lowered.get("retry-after-ms")
+    if milliseconds is not None:
+        try:
+            return max(float(milliseconds) / 1000, 0.0)
+        except ValueError:
+            pass  # unreadable: retry-after may still say
+    value = lowered.get("retry-after")
+    if value is None:
+        return None
     try:
-        if "retry-after-ms" in lowered:
-            return max(float(lowered["retry-after-ms"]) / 1000, 0.0)
-        value = lowered.get("retry-after")
-        if value is None:
-            return None
         return max(float(value), 0.0)
     except ValueError:
         pass

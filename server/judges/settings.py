@@ -143,7 +143,7 @@ def apply_environment(settings: JudgeSettings, environ: Mapping[str, str]) -> Ju
     return replace(settings, providers=providers)
 
 
-def read_config_file(path: Path) -> dict[str, Any]:
+def read_config_file(path: Path) -> Mapping[str, Any]:
     """A `.toml` file, or JSON for any other suffix; errors as one line, without the path."""
     try:
         text = path.read_text(encoding="utf-8")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import anyio
 import anyio.from_thread
@@ -119,7 +120,7 @@ def _fixed_mapping(
                 )
             ]
         )
-    position = "mean" if bands_message.mean_position else "first"
+    position: Literal["first", "mean"] = "mean" if bands_message.mean_position else "first"
     below = bands_message.below
     return lambda tiers: labels_from_rank_bands(tiers, bands, below, position)
 

@@ -105,8 +105,9 @@ class EvalServicer(eval_pb2_grpc.EvalServiceServicer):
     async def QualifyJudge(
         self, request: eval_pb2.QualifyJudgeRequest, context: grpc.aio.ServicerContext
     ) -> eval_pb2.Qualification:
-        record = await self._start_qualify(request)
-        return await self._operations.result(record)
+        result = await self._operations.result(await self._start_qualify(request))
+        assert isinstance(result, eval_pb2.Qualification)
+        return result
 
     async def StartQualifyJudge(
         self, request: eval_pb2.QualifyJudgeRequest, context: grpc.aio.ServicerContext
@@ -121,8 +122,9 @@ class EvalServicer(eval_pb2_grpc.EvalServiceServicer):
     async def FillQrels(
         self, request: eval_pb2.FillQrelsRequest, context: grpc.aio.ServicerContext
     ) -> eval_pb2.FillQrelsResponse:
-        record = await self._start_fill(request)
-        return await self._operations.result(record)
+        result = await self._operations.result(await self._start_fill(request))
+        assert isinstance(result, eval_pb2.FillQrelsResponse)
+        return result
 
     async def StartFillQrels(
         self, request: eval_pb2.FillQrelsRequest, context: grpc.aio.ServicerContext

@@ -53,13 +53,16 @@ class EdgeInterceptor(grpc.aio.ServerInterceptor):
 
     async def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        continuation: Callable[
+            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]
+        ],
         details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
         handler = await continuation(details)
-        method: str = details.method  # type: ignore[attr-defined]
+        method = details.method
         if handler is None or not method.startswith(self._prefixes):
             return handler
+        assert handler.request_deserializer is not None, "generated handlers deserialize"
         call = _Call(
             method,
             self._max_message_bytes,
@@ -75,12 +78,13 @@ class EdgeInterceptor(grpc.aio.ServerInterceptor):
             )
         if handler.unary_stream is not None:
             return grpc.unary_stream_rpc_method_handler(
-                call.stream(handler.unary_stream),
+                # grpc.aio's handlers are async; the stubs type those of the threaded server.
+                call.stream(handler.unary_stream),  # type: ignore[arg-type]
                 response_serializer=handler.response_serializer,
             )
         if handler.stream_stream is not None:  # server reflection
             return grpc.stream_stream_rpc_method_handler(
-                call.bidi(handler.stream_stream),
+                call.bidi(handler.stream_stream),  # type: ignore[arg-type]  # async, as above
                 request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer,
             )
@@ -103,7 +107,7 @@ class _Call:
         self._authenticator = authenticator
         self._streams = streams
         self._metadata: tuple[tuple[str, str | bytes], ...] = tuple(
-            details.invocation_metadata or ()  # type: ignore[attr-defined]
+            details.invocation_metadata or ()
         )
         # A client's own id, when it sends one, ties its logs to ours; cut so it cannot bloat them.
         given = next(

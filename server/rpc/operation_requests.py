@@ -193,7 +193,7 @@ def operation_view(record: OperationRecord) -> eval_pb2.Operation:
         name=operation_name(record.operation_id),
         request_id=record.request_id,
         method=record.method,
-        state=record.state,
+        state=record.state,  # type: ignore[arg-type]  # protoc's stubs refuse an int for an enum
         progress=eval_pb2.OperationProgress.FromString(record.progress),
         create_time=timestamp(record.create_time),
         update_time=timestamp(record.update_time),

@@ -53,7 +53,7 @@ def peer_certificate_subject(context: grpc.aio.ServicerContext) -> str | None:
     pems = context.auth_context().get("x509_pem_cert")
     if not pems:
         return None
-    return x509.load_pem_x509_certificate(pems[0]).subject.rfc4514_string()
+    return x509.load_pem_x509_certificate(next(iter(pems))).subject.rfc4514_string()
 
 
 def _read(flag: str, path: Path) -> bytes:

@@ -172,9 +172,23 @@ _UNFINISHED_OPERATION = UNFINISHED_JOBS
 
 
 def _operation(row: Sequence[Any]) -> OperationRecord:
-    *head, progress, result, error_code, error_message, cancel_requested = row
+    (operation_id, tenant, request_id, digest, method, state, owner, created, updated) = row[:9]
+    progress, result, error_code, error_message, cancel_requested = row[9:]
     return OperationRecord(
-        *head, bytes(progress), bytes(result), error_code, _text(error_message), cancel_requested
+        operation_id,
+        tenant,
+        request_id,
+        digest,
+        method,
+        state,
+        owner,
+        created,
+        updated,
+        progress=bytes(progress),
+        result=bytes(result),
+        error_code=error_code,
+        error_message=_text(error_message),
+        cancel_requested=cancel_requested,
     )
 
 
@@ -381,7 +395,8 @@ def _tenant(row: Sequence[Any]) -> TenantRecord:
 
 
 def _key(row: Sequence[Any]) -> KeyRecord:
-    return KeyRecord(*row[:4], bytes(row[4]), *row[5:])
+    key_id, tenant, role, display_name, secret_hash, *rest = row
+    return KeyRecord(key_id, tenant, role, display_name, bytes(secret_hash), *rest)
 
 
 async def _configure(
@@ -590,7 +605,8 @@ class PostgresStorage(Storage):
     async def list_jobs(
         self, tenant: str, state: int | None, page_size: int, before_job_id: str | None
     ) -> list[JobRecord]:
-        clauses, params = ["tenant = %s"], [tenant]
+        clauses: list[str] = ["tenant = %s"]
+        params: list[object] = [tenant]
         if state is not None:
             clauses.append("state = %s")
             params.append(state)
@@ -1244,5 +1260,7 @@ async def _ensure_tenant(conn: psycopg.AsyncConnection, tenant: str, now: float)
 
 
 def _qualification(row: tuple) -> QualificationRecord:
-    *head, payload = row
-    return QualificationRecord(*head, bytes(payload))
+    qualification_id, tenant, judge_identity, created, usable, weight, payload = row
+    return QualificationRecord(
+        qualification_id, tenant, judge_identity, created, usable, weight, bytes(payload)
+    )

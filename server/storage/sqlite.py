@@ -370,15 +370,31 @@ _OPERATION_COLUMNS = (
 
 
 def _operation(row: Sequence[Any]) -> OperationRecord:
-    *head, progress, result, error_code, error_message, cancel_requested = row
+    (operation_id, tenant, request_id, digest, method, state, owner, created, updated) = row[:9]
+    progress, result, error_code, error_message, cancel_requested = row[9:]
     return OperationRecord(
-        *head, bytes(progress), bytes(result), error_code, error_message, bool(cancel_requested)
+        operation_id,
+        tenant,
+        request_id,
+        digest,
+        method,
+        state,
+        owner,
+        created,
+        updated,
+        progress=bytes(progress),
+        result=bytes(result),
+        error_code=error_code,
+        error_message=error_message,
+        cancel_requested=bool(cancel_requested),
     )
 
 
 def _qualification(row: Sequence[Any]) -> QualificationRecord:
-    *head, usable, weight, payload = row
-    return QualificationRecord(*head, bool(usable), weight, bytes(payload))
+    qualification_id, tenant, judge_identity, created, usable, weight, payload = row
+    return QualificationRecord(
+        qualification_id, tenant, judge_identity, created, bool(usable), weight, bytes(payload)
+    )
 
 
 class SqliteStorage(Storage):
@@ -459,7 +475,8 @@ class SqliteStorage(Storage):
     async def list_jobs(
         self, tenant: str, state: int | None, page_size: int, before_job_id: str | None
     ) -> list[JobRecord]:
-        clauses, params = ["tenant = ?"], [tenant]
+        clauses: list[str] = ["tenant = ?"]
+        params: list[object] = [tenant]
         if state is not None:
             clauses.append("state = ?")
             params.append(state)

@@ -8,6 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from shared_data import SHARED_DATA
 
 from tierank.bench.ranking.__main__ import main
 from tierank.bench.ranking.blitzrank_published import (
@@ -16,7 +17,7 @@ from tierank.bench.ranking.blitzrank_published import (
     rank_blitzrank_published,
 )
 from tierank.bench.ranking.calibration import cyclic_triples
-from tierank.bench.ranking.data import DEFAULT_DATA_DIR, load_queries
+from tierank.bench.ranking.data import load_queries
 from tierank.bench.ranking.experiment import Task, ideal_ndcg, qualified_weights, run_task
 from tierank.bench.ranking.judges import (
     CHANCE,
@@ -34,9 +35,9 @@ from tierank.bench.ranking.judges import (
 from tierank.bench.ranking.methods import METHODS
 from tierank.bench.ranking.ndcg import ndcg_at
 
-TREC_EVAL_REF = DEFAULT_DATA_DIR.parent / "trec_eval-ref" / "dl19.bm25top100.ndcg.q.txt"
+TREC_EVAL_REF = SHARED_DATA / "trec_eval-ref" / "dl19.bm25top100.ndcg.q.txt"
 
-pytestmark = pytest.mark.skipif(not DEFAULT_DATA_DIR.exists(), reason="shared TREC data missing")
+pytestmark = pytest.mark.usefixtures("shared_data")
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import pytest
 
 from tierank.bench.ranking.__main__ import main
 from tierank.bench.ranking.curve import BASELINES, REFERENCE, SLIDING_WINDOW
-from tierank.bench.ranking.data import DEFAULT_DATA_DIR, load_queries
+from tierank.bench.ranking.data import load_queries
 from tierank.bench.ranking.methods import METHODS, budget_method_name
 from tierank.bench.ranking.prompt import estimate_input_tokens
 from tierank.scheduler.types import TournamentConfig
@@ -18,7 +18,7 @@ from tierank.scheduler.types import TournamentConfig
 QUERIES = 2
 MULTIPLES = (0.8, 1.0)
 
-pytestmark = pytest.mark.skipif(not DEFAULT_DATA_DIR.exists(), reason="shared TREC data missing")
+pytestmark = pytest.mark.usefixtures("shared_data")
 
 
 def _curve(out: Path, first_seed: int) -> dict:

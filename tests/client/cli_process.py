@@ -12,16 +12,6 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 POOL = str(REPO_ROOT / "examples" / "pool.jsonl")
 QUERY = "how do honeybees tell each other where food is"
 TIERANK = [sys.executable, "-m", "tierank.client"]
-# The shared TREC DL data, beside the checkout (or beside its folder of worktrees); tests read
-# it there and never copy it in.
-SHARED_DL = next(
-    (
-        folder / "shared" / "data" / "trec-dl"
-        for folder in REPO_ROOT.parents
-        if (folder / "shared" / "data" / "trec-dl").is_dir()
-    ),
-    REPO_ROOT.parent / "shared" / "data" / "trec-dl",
-)
 
 
 def cli_environment(env: dict[str, str] | None = None) -> dict[str, str]:

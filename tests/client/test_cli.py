@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 from cli_process import POOL, QUERY, REPO_ROOT, job_name_in, tierank
+from shared_data import TREC_DL
 
 from tierank.client import Client, JobSpec, LocalServer, job_spec, judge
-
-DL19 = REPO_ROOT.parent / "shared" / "data" / "trec-dl"
 
 
 def test_rank_with_embedded_server_prints_json(tmp_path: Path) -> None:
@@ -120,11 +119,12 @@ def test_watch_shows_calls_abandoned_by_a_cancel(tierank_server: str) -> None:
     assert "(cancelled)" in last and "2 judge calls, 2 abandoned," in last
 
 
+@pytest.mark.usefixtures("shared_data")
 def test_rank_from_a_trec_run_and_topics(tierank_server: str) -> None:
     result = tierank(
-        "rank", "--run", str(DL19 / "runs" / "run.rankllm.BM25.dl19.top100.trec"),
-        "--passages", str(DL19 / "passages" / "dl19-rankllm-union-passages.jsonl"),
-        "--topics", str(DL19 / "topics.dl19-passage.txt"), "--qid", "1037798",
+        "rank", "--run", str(TREC_DL / "runs" / "run.rankllm.BM25.dl19.top100.trec"),
+        "--passages", str(TREC_DL / "passages" / "dl19-rankllm-union-passages.jsonl"),
+        "--topics", str(TREC_DL / "topics.dl19-passage.txt"), "--qid", "1037798",
         "--top-k", "5", "--k", "20", "--format", "json", "--server", tierank_server,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr

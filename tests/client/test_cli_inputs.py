@@ -12,14 +12,15 @@ from pathlib import Path
 
 import anyio
 import pytest
-from cli_process import POOL, QUERY, SHARED_DL, job_name_in, tierank
+from cli_process import POOL, QUERY, job_name_in, tierank
+from shared_data import TREC_DL
 
 from tierank.client import Client
 from tierank.server.app import background_server
 from tierank.server.settings import ServerSettings
 
-DL = SHARED_DL
-pytestmark = pytest.mark.skipif(not DL.is_dir(), reason="shared TREC DL data not found")
+DL = TREC_DL
+pytestmark = pytest.mark.usefixtures("shared_data")
 DL_QRELS = DL / "qrels.dl19-passage.txt"
 DL_TOPICS = DL / "topics.dl19-passage.txt"
 DL_PASSAGES = DL / "passages" / "dl19-rankllm-union-passages.jsonl"

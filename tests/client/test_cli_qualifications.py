@@ -6,20 +6,21 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from cli_process import POOL, QUERY, SHARED_DL, tierank
+from cli_process import POOL, QUERY, tierank
+from shared_data import TREC_DL
 
 EXIT_NOT_QUALIFIED = 5
 EXIT_USAGE = 2
 
 
-@pytest.mark.skipif(not SHARED_DL.is_dir(), reason="shared TREC DL data not found")
+@pytest.mark.usefixtures("shared_data")
 def test_deleting_a_refusing_qualification_admits_the_judge_again(tmp_path: Path) -> None:
     db = ("--db", str(tmp_path / "tierank.db"))
     qualified = tierank(
-        "qualify", "--judge", "lexical", "--qrels", str(SHARED_DL / "qrels.dl19-passage.txt"),
-        "--topics", str(SHARED_DL / "topics.dl19-passage.txt"),
-        "--passages", str(SHARED_DL / "passages" / "dl19-rankllm-union-passages.jsonl"),
-        "--run", str(SHARED_DL / "runs" / "run.rankllm.BM25.dl19.top100.trec"),
+        "qualify", "--judge", "lexical", "--qrels", str(TREC_DL / "qrels.dl19-passage.txt"),
+        "--topics", str(TREC_DL / "topics.dl19-passage.txt"),
+        "--passages", str(TREC_DL / "passages" / "dl19-rankllm-union-passages.jsonl"),
+        "--run", str(TREC_DL / "runs" / "run.rankllm.BM25.dl19.top100.trec"),
         "--queries", "10", "--json", *db,
     )  # fmt: skip
     assert qualified.returncode == EXIT_NOT_QUALIFIED, qualified.stderr

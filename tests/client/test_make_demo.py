@@ -8,17 +8,18 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cli_process import REPO_ROOT, SHARED_DL, cli_environment, tierank
+from cli_process import REPO_ROOT, cli_environment, tierank
+from shared_data import TREC_DL
 
-DL = SHARED_DL
+DL = TREC_DL
 EXIT_NOT_QUALIFIED = 5
 
 
-@pytest.mark.skipif(not DL.is_dir(), reason="shared TREC DL data not found")
 @pytest.mark.skipif(shutil.which("make") is None, reason="make not installed")
 @pytest.mark.skipif(
     not (REPO_ROOT / ".venv" / "bin" / "tierank").exists(), reason="no .venv in the checkout"
 )
+@pytest.mark.usefixtures("shared_data")
 def test_make_demo_ignores_a_refused_qualification_in_the_default_database(
     tmp_path: Path,
 ) -> None:

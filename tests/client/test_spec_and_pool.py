@@ -5,12 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from shared_data import TREC_DL
 
 from tierank.client import candidate_from_dict, job_spec, judge
 from tierank.client._pool import PoolError, read_jsonl_pool, read_run_pool, read_topic
 from tierank.v1 import rank_pb2
-
-DL19 = Path(__file__).resolve().parents[3] / "shared" / "data" / "trec-dl"
 
 
 def test_judge_strings() -> None:
@@ -106,13 +105,14 @@ def test_topics_in_tsv_and_jsonl(tmp_path: Path) -> None:
         read_topic(tsv, "9")
 
 
+@pytest.mark.usefixtures("shared_data")
 def test_real_dl19_run_with_pyserini_passages() -> None:
     pool = read_run_pool(
-        DL19 / "runs" / "run.rankllm.BM25.dl19.top100.trec",
-        DL19 / "passages" / "dl19-rankllm-union-passages.jsonl",
+        TREC_DL / "runs" / "run.rankllm.BM25.dl19.top100.trec",
+        TREC_DL / "passages" / "dl19-rankllm-union-passages.jsonl",
         "1037798",
     )
     assert len(pool) == 100
     assert len({c.id for c in pool}) == 100
     assert all(c.text for c in pool)
-    assert read_topic(DL19 / "topics.dl19-passage.txt", "1037798") == "who is robert gray"
+    assert read_topic(TREC_DL / "topics.dl19-passage.txt", "1037798") == "who is robert gray"

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from shared_data import TREC_DL
+
 from tierank.v1 import eval_pb2
 
-REPO = Path(__file__).resolve().parents[2]
-DL = REPO.parent / "shared" / "data" / "trec-dl"
-DL_QRELS = DL / "qrels.dl19-passage.txt"
-DL_RUNS = sorted((DL / "runs").glob("*.trec"))
-BM25_RUN = DL / "runs" / "run.rankllm.BM25.dl19.top100.trec"
+DL_QRELS = TREC_DL / "qrels.dl19-passage.txt"
+DL_RUNS = sorted((TREC_DL / "runs").glob("*.trec"))
+BM25_RUN = TREC_DL / "runs" / "run.rankllm.BM25.dl19.top100.trec"
 
 
 def text_file(path: Path) -> eval_pb2.TextFile:

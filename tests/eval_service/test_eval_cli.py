@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from eval_service_support import BM25_RUN, DL_QRELS, DL_RUNS
 from job_helpers import tierank
 
 from tierank.evaluation import evaluate, labels_from_grade_levels, parse_qrels, read_qrels, read_run
 
 
+@pytest.mark.usefixtures("shared_data")
 async def test_eval_json_matches_the_pure_functions(server_address) -> None:
     result = await tierank(
         "eval", str(BM25_RUN), str(DL_RUNS[1]), "--qrels", str(DL_QRELS),
@@ -27,6 +29,7 @@ async def test_eval_json_matches_the_pure_functions(server_address) -> None:
     assert round(report["runs"][0]["measures"]["nDCG@10"]["mean"], 4) == 0.5058
 
 
+@pytest.mark.usefixtures("shared_data")
 async def test_eval_table_and_bad_input(server_address, tmp_path) -> None:
     table = await tierank(
         "eval", str(BM25_RUN), "--qrels", str(DL_QRELS), "--server", server_address

@@ -30,6 +30,7 @@ def qrels_source(path) -> eval_pb2.LabelSource:
     return eval_pb2.LabelSource(qrels=text_file(path))
 
 
+@pytest.mark.usefixtures("shared_data")
 async def test_dl19_bm25_scores_equal_the_pure_functions_and_trec_eval(eval_stub) -> None:
     measures = ["nDCG@10", "AP(rel=2)", "RR(rel=2)", "R(rel=2)@100"]
     response = await eval_stub.Evaluate(
@@ -103,6 +104,7 @@ async def test_export_qrels_with_rank_bands(eval_stub, run_job, make_spec, oracl
     assert sorted(exported["7"].values()).count(3) == 3
 
 
+@pytest.mark.usefixtures("shared_data")
 async def test_label_agreement_and_system_orderings(eval_stub) -> None:
     human = read_qrels(DL_QRELS)
     # A second label set: the human grades with every grade-1 label turned into 0 and
@@ -169,6 +171,7 @@ async def test_tier_labels_from_two_jobs_label_two_queries(
     assert first.state == rank_pb2.JOB_STATE_SUCCEEDED
 
 
+@pytest.mark.usefixtures("shared_data")
 async def test_a_byte_order_mark_is_not_part_of_the_first_query_id(eval_stub) -> None:
     # Any client may send a file as its editor saved it (issue 22, item 18).
     def request(mark: str) -> eval_pb2.EvaluateRequest:

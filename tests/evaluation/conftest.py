@@ -1,4 +1,4 @@
-"""Shared helpers for the evaluation tests: data location, reading trec_eval output."""
+"""Shared helpers for the evaluation tests: reading trec_eval output."""
 
 from __future__ import annotations
 
@@ -6,8 +6,6 @@ import re
 from pathlib import Path
 
 import pytest
-
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 
 # trec_eval measure name -> our measure name; "{r}" receives "(rel=N)" when -l N is not 1.
 _TREC_EVAL_NAMES = [
@@ -42,13 +40,6 @@ def read_trec_eval_output(path: Path, rel: int = 1) -> dict[str, dict[str, str]]
         if ours is not None:
             expected.setdefault(ours, {})[qid] = value
     return expected
-
-
-@pytest.fixture(scope="session")
-def data_dir() -> Path:
-    if not DATA.is_dir():
-        pytest.skip(f"shared data not found at {DATA}")
-    return DATA
 
 
 @pytest.fixture(scope="session")

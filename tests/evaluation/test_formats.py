@@ -104,8 +104,8 @@ def test_bad_candidates_name_file_and_line(tmp_path, line, problem):
     assert str(caught.value).startswith(f"{path}:2: ")
 
 
-def test_shared_passages_file_reads(data_dir):
-    candidates = read_candidates(data_dir / "trec-dl/passages/dl19-rankllm-union-passages.jsonl")
+def test_shared_passages_file_reads(shared_data):
+    candidates = read_candidates(shared_data / "trec-dl/passages/dl19-rankllm-union-passages.jsonl")
     assert len(candidates) == 14581
     assert all(c.text for c in candidates[:100])
 

@@ -27,13 +27,13 @@ MEASURES = [
 
 
 @pytest.fixture(scope="module")
-def dl19_qrels(data_dir):
-    return read_qrels(data_dir / "trec-dl" / "qrels.dl19-passage.txt")
+def dl19_qrels(shared_data):
+    return read_qrels(shared_data / "trec-dl" / "qrels.dl19-passage.txt")
 
 
 @pytest.mark.parametrize("retriever", RUNS)
-def test_matches_ir_measures(data_dir, dl19_qrels, retriever):
-    run = read_run(data_dir / "trec-dl" / "runs" / f"run.rankllm.{retriever}.dl19.top100.trec")
+def test_matches_ir_measures(shared_data, dl19_qrels, retriever):
+    run = read_run(shared_data / "trec-dl" / "runs" / f"run.rankllm.{retriever}.dl19.top100.trec")
     ours = evaluate(MEASURES, dl19_qrels, run)
     theirs = {}
     for metric in ir_measures.iter_calc(

@@ -102,12 +102,12 @@ def test_evaluate_with_set_measures_on_the_worked_example():
     assert result.per_query[parse_measure("RA-nWG(alpha=0)@4")]["q"] == pytest.approx(0.8 / 2.1)
 
 
-def test_dl19_set_measures_stay_below_their_ceiling(data_dir):
+def test_dl19_set_measures_stay_below_their_ceiling(shared_data):
     names = ["RA-nWG@10", "PROC@10", "%PROC@10", "N-Recall4+@10", "Harm@10"]
     result = evaluate(
         names,
-        read_qrels(data_dir / "trec-dl/qrels.dl19-passage.txt"),
-        read_run(data_dir / "trec-dl/runs/run.rankllm.BM25.dl19.top100.trec"),
+        read_qrels(shared_data / "trec-dl/qrels.dl19-passage.txt"),
+        read_run(shared_data / "trec-dl/runs/run.rankllm.BM25.dl19.top100.trec"),
     )
     ra, proc, pct = (result.per_query[parse_measure(n)] for n in names[:3])
     for qid, value in ra.items():

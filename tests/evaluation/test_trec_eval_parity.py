@@ -47,8 +47,8 @@ def _mismatches(expected, evaluation):
 
 
 @pytest.mark.parametrize(("qrels", "run", "output", "options", "rel"), FIXTURE_CASES)
-def test_trec_eval_fixtures(data_dir, trec_eval_output, qrels, run, output, options, rel):
-    folder = data_dir / "trec_eval-test"
+def test_trec_eval_fixtures(shared_data, trec_eval_output, qrels, run, output, options, rel):
+    folder = shared_data / "trec_eval-test"
     expected = trec_eval_output(folder / output, rel)
     assert len(expected) >= 10
     evaluation = evaluate(
@@ -62,25 +62,25 @@ def test_trec_eval_fixtures(data_dir, trec_eval_output, qrels, run, output, opti
 
 
 @pytest.mark.parametrize(("output", "rel"), REFERENCE_CASES)
-def test_dl19_trec_eval_reference(data_dir, trec_eval_output, output, rel):
-    expected = trec_eval_output(data_dir / "trec_eval-ref" / output, rel)
+def test_dl19_trec_eval_reference(shared_data, trec_eval_output, output, rel):
+    expected = trec_eval_output(shared_data / "trec_eval-ref" / output, rel)
     assert expected
     evaluation = evaluate(
         list(expected),
-        read_qrels(data_dir / "trec-dl" / "qrels.dl19-passage.txt"),
-        read_run(data_dir / "trec-dl" / "runs" / "run.rankllm.BM25.dl19.top100.trec"),
+        read_qrels(shared_data / "trec-dl" / "qrels.dl19-passage.txt"),
+        read_run(shared_data / "trec-dl" / "runs" / "run.rankllm.BM25.dl19.top100.trec"),
         all_queries=True,
         na_as_zero=True,
     )
     assert _mismatches(expected, evaluation) == []
 
 
-def test_dl19_headline_values(data_dir):
+def test_dl19_headline_values(shared_data):
     """The reference figures quoted in the data README."""
     evaluation = evaluate(
         ["nDCG@10", "AP(rel=2)", "RR(rel=2)", "R(rel=2)@100"],
-        read_qrels(data_dir / "trec-dl" / "qrels.dl19-passage.txt"),
-        read_run(data_dir / "trec-dl" / "runs" / "run.rankllm.BM25.dl19.top100.trec"),
+        read_qrels(shared_data / "trec-dl" / "qrels.dl19-passage.txt"),
+        read_run(shared_data / "trec-dl" / "runs" / "run.rankllm.BM25.dl19.top100.trec"),
     )
     means = {str(m): round(a.mean, 4) for m, a in evaluation.aggregate.items()}
     assert means == {
@@ -91,7 +91,7 @@ def test_dl19_headline_values(data_dir):
     }
 
 
-def test_fixtures_would_catch_the_wrong_tie_rule(data_dir, trec_eval_output, monkeypatch):
+def test_fixtures_would_catch_the_wrong_tie_rule(shared_data, trec_eval_output, monkeypatch):
     """Ties broken by ascending docid miss trec_eval's -c output: the fixtures check the rule."""
     import tierank.evaluation.scoring as scoring
 
@@ -100,7 +100,7 @@ def test_fixtures_would_catch_the_wrong_tie_rule(data_dir, trec_eval_output, mon
         "rank_documents",
         lambda scores: sorted(scores, key=lambda d: (-scores[d], d)),
     )
-    folder = data_dir / "trec_eval-test"
+    folder = shared_data / "trec_eval-test"
     expected = trec_eval_output(folder / "out.test.aqc")
     evaluation = evaluate(
         list(expected),

@@ -10,14 +10,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+from shared_data import TREC_DL
+
 BASE_URL = os.environ.get("TIERANK_LOCAL_LLM_URL", "")
 MODEL = os.environ.get("TIERANK_LOCAL_LLM_MODEL", "")
 REPO_ROOT = Path(__file__).resolve().parents[2]
-DL19 = REPO_ROOT.parent / "shared" / "data" / "trec-dl"
-QRELS = DL19 / "qrels.dl19-passage.txt"
-TOPICS = DL19 / "topics.dl19-passage.txt"
-PASSAGES = DL19 / "passages" / "dl19-rankllm-union-passages.jsonl"
-BM25 = DL19 / "runs" / "run.rankllm.BM25.dl19.top100.trec"
+QRELS = TREC_DL / "qrels.dl19-passage.txt"
+TOPICS = TREC_DL / "topics.dl19-passage.txt"
+PASSAGES = TREC_DL / "passages" / "dl19-rankllm-union-passages.jsonl"
+BM25 = TREC_DL / "runs" / "run.rankllm.BM25.dl19.top100.trec"
 # Small enough for a CPU: 5 queries x 2 batches x 2 shuffles = 20 calls of 5 passages.
 QUERIES, BATCHES, SHUFFLES, K = 5, 2, 2, 5
 EXIT_OK, EXIT_NO_VERDICT, EXIT_PROVISIONAL, EXIT_NOT_QUALIFIED = 0, 3, 4, 5

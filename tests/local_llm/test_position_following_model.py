@@ -18,7 +18,6 @@ import pytest
 from real_model import (
     BASE_URL,
     BM25,
-    DL19,
     EXIT_NOT_QUALIFIED,
     EXIT_PROVISIONAL,
     MODEL,
@@ -37,7 +36,7 @@ pytestmark = [
         not (BASE_URL and MODEL) or os.environ.get("TIERANK_LOCAL_LLM") != "qwen",
         reason="needs the Qwen model server: scripts/local_llm.py --model qwen test",
     ),
-    pytest.mark.skipif(not DL19.is_dir(), reason=f"shared data not found at {DL19}"),
+    pytest.mark.usefixtures("shared_data"),
 ]
 
 

@@ -20,7 +20,6 @@ from real_model import (
     BATCHES,
     BM25,
     CONTENT_FAILURES,
-    DL19,
     EXIT_NO_VERDICT,
     EXIT_NOT_QUALIFIED,
     EXIT_OK,
@@ -46,7 +45,7 @@ pytestmark = [
     pytest.mark.skipif(
         os.environ.get("TIERANK_LOCAL_LLM", "gemma") != "gemma", reason="written for Gemma 270M"
     ),
-    pytest.mark.skipif(not DL19.is_dir(), reason=f"shared data not found at {DL19}"),
+    pytest.mark.usefixtures("shared_data"),
 ]
 
 

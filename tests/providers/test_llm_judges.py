@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 
 import pytest
 from fakes import (
+    FAST_RETRY,
     FLAVORS,
     JSON_FLAVORS,
     MODELS,
@@ -192,13 +194,15 @@ async def test_retry_after_ms_takes_precedence(
         HttpError(429, headers={"retry-after-ms": "250", "retry-after": "30"}),
         Answer(ranking(flavor, [1, 2])),
     )
+    judge = make_judge(flavor)
     started = time.monotonic()
-    reply = await make_judge(flavor).judge(batch())
+    reply = await judge.judge(batch())
 
     assert reply.failure is None
     first, second = fake_llm.requests(flavor)
     assert second.at - first.at >= 0.23
-    assert time.monotonic() - started < 5
+    # Far below the 30 s that retry-after asks for.
+    assert time.monotonic() - started < 10
 
 
 async def test_gemini_retry_info_in_the_error_body_is_honoured(
@@ -264,31 +268,48 @@ async def test_a_hang_past_the_timeout_fails_as_timeout_in_bounded_time(
 
 @flavors
 async def test_the_deadline_bounds_the_call_and_its_retries(
-    flavor: str, fake_llm: FakeLLMServer, make_judge: MakeJudge
+    flavor: str, fake_llm: FakeLLMServer
 ) -> None:
-    fake_llm.script(flavor, Hang(30), Hang(30), Hang(30))
+    # The provider's timeout, and the hang, are far beyond the deadline: only the deadline can
+    # end the call in well under either, on any machine, however busy.
+    timeout_s = 30.0
+    fake_llm.script(flavor, Hang(60), Hang(60), Hang(60))
+    factory = JudgeFactory(settings_for(fake_llm, timeout_s=timeout_s))
+    # Built before the clock starts: the first build imports the provider's SDK (a second
+    # or more, cold), which is no part of what the deadline is tested to bound.
+    judge = factory.build(JudgeConfig(provider=flavor, model=MODELS[flavor]), POOL)
     started = time.monotonic()
-    reply = await make_judge(flavor).judge(batch(deadline=started + 1.0))
+    reply = await judge.judge(batch(deadline=started + 1.0))
     elapsed = time.monotonic() - started
+    await factory.aclose()
 
     assert reply.failure is not None
     assert reply.failure.kind is FailureKind.TIMEOUT
     assert len(fake_llm.requests(flavor)) == 1
-    assert elapsed < 3
+    assert 0.9 <= elapsed < timeout_s / 3
 
 
 @flavors
 async def test_retry_after_beyond_the_deadline_is_not_waited_for(
-    flavor: str, fake_llm: FakeLLMServer, make_judge: MakeJudge
+    flavor: str, fake_llm: FakeLLMServer
 ) -> None:
-    fake_llm.script(flavor, HttpError(429, headers={"Retry-After": "3"}), Answer("[1] > [2]"))
+    # A wait of 60 s (one the policy accepts) against a deadline 20 s away: the judge gives up
+    # at once, neither waiting for the retry nor sitting until the deadline; half the deadline
+    # tells these apart on any machine, however busy.
+    deadline_s = 20.0
+    fake_llm.script(flavor, HttpError(429, headers={"Retry-After": "60"}), Answer("[1] > [2]"))
+    retry = replace(FAST_RETRY, max_retry_after_s=120)
+    factory = JudgeFactory(settings_for(fake_llm, retry=retry))
+    # Built before the clock starts (the first build imports the provider's SDK).
+    judge = factory.build(JudgeConfig(provider=flavor, model=MODELS[flavor]), POOL)
     started = time.monotonic()
-    reply = await make_judge(flavor).judge(batch(deadline=started + 1.0))
+    reply = await judge.judge(batch(deadline=started + deadline_s))
+    await factory.aclose()
 
     assert reply.failure is not None
     assert reply.failure.kind is FailureKind.RATE_LIMITED
     assert len(fake_llm.requests(flavor)) == 1
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < deadline_s / 2
 
 
 @flavors

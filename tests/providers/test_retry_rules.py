@@ -27,6 +27,11 @@ def test_retry_after_forms() -> None:
     assert retry_after_seconds(None) is None
 
 
+def test_an_unreadable_retry_after_ms_leaves_retry_after_to_say() -> None:
+    assert retry_after_seconds({"retry-after-ms": "soon", "retry-after": "9"}) == 9.0
+    assert retry_after_seconds({"retry-after-ms": "soon"}) is None
+
+
 def test_retry_after_as_http_date() -> None:
     now = 1_700_000_000.0
     header = email.utils.formatdate(now + 30, usegmt=True)
