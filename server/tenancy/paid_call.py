@@ -151,7 +151,7 @@ class PaidCalls:
                 return Grade(GradeReply(json.loads(stored)["grade"]), cached=True)
 
         async def keep_grade(reply: GradeReply, settlement: Settlement) -> None:
-            cached = ()
+            cached: tuple[CacheEntry, ...] = ()
             if key is not None and reply.grade is not None:
                 cached = (CacheEntry(key, json.dumps({"grade": reply.grade}).encode()),)
             await self._settle_and_cache(settlement, cached)
