@@ -3,6 +3,7 @@
     python -m tierank.bench.service_bench                 # 100 jobs of N=100, top-10, k=10
     python -m tierank.bench.service_bench --full-order 1000   # one job, N=1000, full ordering
     python -m tierank.bench.service_bench --compare-auth      # --auth none vs keys, one run
+    python -m tierank.bench.service_bench --compare-tracing   # traces off vs on, one run
 
 (Several replicas on PostgreSQL beside SQLite, and failover: bench/replicas_bench.py.)
 
@@ -17,6 +18,8 @@ uses the `oracle` judge with zero latency and has one watcher. Figures printed:
 With --compare-auth the same workload runs against a server with --auth none and one with
 --auth keys (a member key on every call), alternating ROUNDS times, and the ratios keys/none of
 verdicts per second, tiers latency p99 and unary GetJob latency p50/p99 are printed.
+--compare-tracing does the same with tracing off and on (--otlp-endpoint at a collector on
+loopback that takes every span: tests/observability/collector.py, from a checkout), on/off.
 """
 
 from __future__ import annotations
@@ -175,19 +178,30 @@ class AuthRound:
     verdicts_per_s: float
     tiers_p99_ms: float
     get_job_ms: list[float]
+    # Server CPU per verdict: what a mode costs, less sensitive than wall time to a busy host.
+    cpu_ms_per_verdict: float
 
 
 async def auth_round(
-    address: str, md: Metadata, jobs: int, n: int, top_k: int, text_words: int, probes: int
+    address: str,
+    pid: int,
+    md: Metadata,
+    jobs: int,
+    n: int,
+    top_k: int,
+    text_words: int,
+    probes: int,
 ) -> AuthRound:
     """The job workload, then `probes` sequential GetJob calls (auth is paid per call)."""
     specs = [make_spec(n, top_k, seed, text_words) for seed in range(jobs)]
     tally = Tally()
     async with grpc.aio.insecure_channel(address) as channel:
         stub = rank_pb2_grpc.RankServiceStub(channel)
+        cpu_before = cpu_seconds(pid)
         started = time.perf_counter()
         await asyncio.gather(*(run_job(stub, spec, tally, md) for spec in specs))
         wall = time.perf_counter() - started
+        cpu_ms_per_verdict = (cpu_seconds(pid) - cpu_before) * 1000 / tally.verdicts
         listed = await stub.ListJobs(rank_pb2.ListJobsRequest(page_size=1), metadata=md)
         request = rank_pb2.GetJobRequest(name=listed.jobs[0].name)
         get_job_ms = []
@@ -195,7 +209,12 @@ async def auth_round(
             sent = time.perf_counter()
             await stub.GetJob(request, metadata=md)
             get_job_ms.append((time.perf_counter() - sent) * 1000)
-    return AuthRound(tally.verdicts / wall, percentile(tally.latencies_ms, 0.99), get_job_ms)
+    return AuthRound(
+        tally.verdicts / wall,
+        percentile(tally.latencies_ms, 0.99),
+        get_job_ms,
+        cpu_ms_per_verdict,
+    )
 
 
 def member_key(db: Path, tenant: str = "bench") -> str:
@@ -228,23 +247,52 @@ def compare_auth(args: argparse.Namespace, extra: tuple[str, ...]) -> None:
                 if mode == "keys":
                     md = (("authorization", f"Bearer {member_key(db)}"),)
                 with LocalServer(db=db, extra_args=(*extra, "--auth", mode)) as server:
-                    results[mode].append(
-                        asyncio.run(
-                            auth_round(
-                                server.address,
-                                md,
-                                args.jobs,
-                                args.n,
-                                args.top_k,
-                                args.text_words,
-                                args.probes,
-                            )
-                        )
-                    )
+                    results[mode].append(_round(args, server, md))
     print(
         f"--auth none vs keys: {args.rounds} alternating rounds of {args.jobs} jobs x "
         f"N={args.n}, then {args.probes} sequential GetJob calls"
     )
+    _compare(results, "none", "keys")
+
+
+def _round(args: argparse.Namespace, server: LocalServer, md: Metadata = ()) -> AuthRound:
+    assert server.pid is not None
+    return asyncio.run(
+        auth_round(
+            server.address,
+            server.pid,
+            md,
+            args.jobs,
+            args.n,
+            args.top_k,
+            args.text_words,
+            args.probes,
+        )
+    )
+
+
+def compare_tracing(args: argparse.Namespace, extra: tuple[str, ...]) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "observability"))
+    from collector import TraceCollector  # type: ignore[import-not-found]  # tests/, on the path
+
+    results: dict[str, list[AuthRound]] = {"off": [], "on": []}
+    with tempfile.TemporaryDirectory() as tmp, TraceCollector() as collector:
+        for round_index in range(args.rounds):
+            for mode in ("off", "on"):
+                db = Path(tmp) / f"{mode}-{round_index}.db"
+                tracing = ("--otlp-endpoint", collector.endpoint) if mode == "on" else ()
+                with LocalServer(db=db, extra_args=(*extra, *tracing)) as server:
+                    results[mode].append(_round(args, server))
+        exported = len(collector.spans)
+    print(
+        f"tracing off vs on: {args.rounds} alternating rounds of {args.jobs} jobs x "
+        f"N={args.n}, then {args.probes} sequential GetJob calls; {exported} spans exported"
+    )
+    _compare(results, "off", "on")
+
+
+def _compare(results: dict[str, list[AuthRound]], base: str, other: str) -> None:
+    """The medians of each mode's rounds, and `other`'s as a ratio of `base`'s."""
     summary = {}
     for mode, rounds in results.items():
         calls = [ms for r in rounds for ms in r.get_job_ms]
@@ -253,16 +301,17 @@ def compare_auth(args: argparse.Namespace, extra: tuple[str, ...]) -> None:
             statistics.median(r.tiers_p99_ms for r in rounds),
             percentile(calls, 0.50),
             percentile(calls, 0.99),
+            statistics.median(r.cpu_ms_per_verdict for r in rounds),
         )
-        v, t99, g50, g99 = summary[mode]
+        v, t99, g50, g99, cpu = summary[mode]
         print(
             f"{mode:5s} verdicts/s {v:8.0f}   tiers p99 {t99:7.1f} ms   "
-            f"GetJob p50 {g50:6.2f} ms  p99 {g99:6.2f} ms"
+            f"GetJob p50 {g50:6.2f} ms  p99 {g99:6.2f} ms   server CPU/verdict {cpu:6.3f} ms"
         )
-    (v0, t0, g0, h0), (v1, t1, g1, h1) = summary["none"], summary["keys"]
+    (v0, t0, g0, h0, c0), (v1, t1, g1, h1, c1) = summary[base], summary[other]
     print(
-        f"keys/none verdicts/s {v1 / v0:.3f}   tiers p99 {t1 / t0:.3f}   "
-        f"GetJob p50 {g1 / g0:.3f}  p99 {h1 / h0:.3f}"
+        f"{other}/{base} verdicts/s {v1 / v0:.3f}   tiers p99 {t1 / t0:.3f}   "
+        f"GetJob p50 {g1 / g0:.3f}  p99 {h1 / h0:.3f}   server CPU/verdict {c1 / c0:.3f}"
     )
 
 
@@ -286,16 +335,24 @@ def main(argv: list[str] | None = None) -> int:
         help="instead: the workload with --auth none and with --auth keys, as ratios",
     )
     parser.add_argument(
-        "--rounds", type=int, default=3, help="--compare-auth: alternating rounds (default 3)"
+        "--compare-tracing",
+        action="store_true",
+        help="instead: the workload with tracing off and on, as ratios",
     )
     parser.add_argument(
-        "--probes", type=int, default=2000, help="--compare-auth: GetJob calls per round"
+        "--rounds", type=int, default=3, help="--compare-*: alternating rounds (default 3)"
+    )
+    parser.add_argument(
+        "--probes", type=int, default=2000, help="--compare-*: GetJob calls per round"
     )
     args = parser.parse_args(argv)
     jobs, n, top_k = (1, args.full_order, 0) if args.full_order else (args.jobs, args.n, args.top_k)
     extra = ("--sqlite-synchronous", args.synchronous, "--log-level", "warning")
     if args.compare_auth:
         compare_auth(args, extra)
+        return 0
+    if args.compare_tracing:
+        compare_tracing(args, extra)
         return 0
     with (
         tempfile.TemporaryDirectory() as tmp,

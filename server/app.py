@@ -25,6 +25,8 @@ from tierank.server.jobs.operations import OperationManager
 from tierank.server.jobs.replica import Replica, new_replica_id
 from tierank.server.judges.registry import JudgeFactory
 from tierank.server.judges.settings import JudgeSettings
+from tierank.server.observability.rpc import TracingInterceptor
+from tierank.server.observability.tracing import tracing
 from tierank.server.rpc.admin_service import ADMIN_SERVICE, AdminServicer
 from tierank.server.rpc.auth import AUTH_NONE, Authenticator
 from tierank.server.rpc.eval_service import EVAL_SERVICE, EvalServicer
@@ -87,7 +89,8 @@ def _grpc_server(
     authenticated = (*SERVICES, *REFLECTION_SERVICES)
     return grpc.aio.server(
         interceptors=[
-            EdgeInterceptor(settings.max_message_bytes, authenticated, authenticator, streams)
+            TracingInterceptor(SERVICES),  # outermost: the span covers authentication too
+            EdgeInterceptor(settings.max_message_bytes, authenticated, authenticator, streams),
         ],
         options=[
             # Above the API's limit, so that the interceptor can answer requests between the two
@@ -189,6 +192,7 @@ async def serve(
         accounts = ProviderAccounts(storage, sealer)
         spending = SpendLedger(storage, replica.replica_id)
         async with (
+            tracing(settings.otlp_endpoint, settings.trace_content, replica.replica_id),
             JobManager(storage, factory, hub, accounts, spending, replica) as manager,
             OperationManager(storage, replica) as operations,
         ):

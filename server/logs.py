@@ -9,11 +9,26 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import MutableMapping
+from typing import Any
 
 import structlog
+from opentelemetry import trace
 
 # The libraries' own info lines (httpx logs every request) are not the server's story.
 _LIBRARY_LEVEL = logging.WARNING
+
+
+def add_trace_ids(
+    _logger: object, _method: str, event: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """The trace and span ids of the span current where a line is logged (with tracing on), so
+    that a job's log lines and its trace find each other."""
+    span_context = trace.get_current_span().get_span_context()
+    if span_context.is_valid:
+        event.setdefault("trace_id", trace.format_trace_id(span_context.trace_id))
+        event.setdefault("span_id", trace.format_span_id(span_context.span_id))
+    return event
 
 
 def configure(level: str = "info", fmt: str = "json") -> None:
@@ -27,6 +42,7 @@ def configure(level: str = "info", fmt: str = "json") -> None:
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
+            add_trace_ids,
             structlog.processors.add_log_level,
             timestamper,
             structlog.processors.format_exc_info,
@@ -41,6 +57,7 @@ def configure(level: str = "info", fmt: str = "json") -> None:
         structlog.stdlib.ProcessorFormatter(
             foreign_pre_chain=[
                 structlog.contextvars.merge_contextvars,
+                add_trace_ids,
                 structlog.stdlib.add_log_level,
                 structlog.stdlib.add_logger_name,
                 timestamper,

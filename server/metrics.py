@@ -1,40 +1,134 @@
-"""Prometheus metrics; exposed over HTTP when --metrics-listen is set.
+"""Prometheus metrics; exposed over HTTP when --metrics-listen is set. docs/operations.md says
+what each series means and how the dashboard in deploy/grafana uses it.
 
 Every per-job series carries the `tenant` label, so a platform team sees each team's calls,
 tokens, cost, jobs and rejections. Tenant names are ids an admin chose, never secrets.
+
+Label values are bounded: tenants are made by admins, providers and outcomes are fixed lists,
+and models, which a job spec names freely, pass through `model_label` (the first
+MAX_MODELS_PER_PROVIDER of each provider keep their name, later ones count as "other"). No
+series is labelled with a job, call or request id: those are in traces, which a latency
+bucket's exemplar links to.
 """
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram, start_http_server
+import weakref
+from collections.abc import Iterator
+from typing import Protocol
+
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from tierank.addresses import parse_address
+
+MAX_MODELS_PER_PROVIDER = 32
+OTHER_MODEL = "other"
 
 JOBS_CREATED = Counter("tierank_jobs_created_total", "Jobs created", ["tenant"])
 JOBS_FINISHED = Counter("tierank_jobs_finished_total", "Jobs finished", ["tenant", "reason"])
 ACTIVE_JOBS = Gauge("tierank_active_jobs", "Jobs running on this server", ["tenant"])
+UNFINISHED_JOBS = Gauge(
+    "tierank_unfinished_jobs",
+    "Jobs pending or running on any replica of this database, as this server last counted",
+)
+LEASE_TAKEOVERS = Counter(
+    "tierank_lease_takeovers_total",
+    "Unfinished jobs this server took up that another run left: a replica that died or "
+    "drained, or this server's own run before a restart",
+)
+LEASES_LOST = Counter(
+    "tierank_leases_lost_total", "Jobs this server stopped running because another took them"
+)
 VERDICTS = Counter("tierank_verdicts_total", "Verdicts recorded", ["tenant", "provider", "outcome"])
 INPUT_TOKENS = Counter(
-    "tierank_judge_input_tokens_total", "Input tokens judges used", ["tenant", "provider"]
+    "tierank_judge_input_tokens_total",
+    "Input tokens judges used",
+    ["tenant", "provider", "model"],
 )
 OUTPUT_TOKENS = Counter(
-    "tierank_judge_output_tokens_total", "Output tokens judges used", ["tenant", "provider"]
+    "tierank_judge_output_tokens_total",
+    "Output tokens judges used",
+    ["tenant", "provider", "model"],
 )
-COST_USD = Counter("tierank_judge_cost_usd_total", "Judge cost in USD", ["tenant", "provider"])
+COST_USD = Counter(
+    "tierank_judge_cost_usd_total", "Judge cost in USD", ["tenant", "provider", "model"]
+)
 REJECTIONS = Counter(
     "tierank_quota_rejections_total", "Requests and calls refused by a quota", ["tenant", "limit"]
 )
 JUDGE_LATENCY = Histogram(
     "tierank_judge_call_seconds",
-    "Judge call latency",
-    ["provider"],
+    "Judge call latency: time its requests were in flight, without waits for a slot",
+    ["provider", "model"],
     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120),
 )
+JUDGE_WAIT = Histogram(
+    "tierank_judge_wait_seconds",
+    "Time an LLM judge call waited for a rate limit or a concurrency slot",
+    ["provider", "model"],
+    buckets=(0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
+)
+JUDGE_RETRIES = Counter(
+    "tierank_judge_retries_total",
+    "LLM judge requests sent again after a retryable failure",
+    ["provider", "model"],
+)
+
+_models: dict[str, set[str]] = {}
+
+
+def model_label(provider: str, model: str) -> str:
+    """`model` as a label value: its name while the provider has fewer than
+    MAX_MODELS_PER_PROVIDER named ones, else "other" (a job spec names models freely)."""
+    seen = _models.setdefault(provider, set())
+    if model in seen:
+        return model
+    if len(seen) >= MAX_MODELS_PER_PROVIDER:
+        return OTHER_MODEL
+    seen.add(model)
+    return model
+
+
+class _Breaker(Protocol):
+    @property
+    def is_open(self) -> bool: ...
+
+
+class _Breakers(Collector):
+    """tierank_judge_breakers_open, read from the live breakers when scraped (a breaker opens
+    and closes on its own clock: a gauge set on each change would be stale after a cool-down)."""
+
+    def __init__(self) -> None:
+        self._breakers: weakref.WeakKeyDictionary[_Breaker, tuple[str, str]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def track(self, provider: str, model: str, breaker: _Breaker) -> None:
+        self._breakers[breaker] = (provider, model_label(provider, model))
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "tierank_judge_breakers_open",
+            "Circuit breakers open now (one per provider account and model)",
+            labels=["provider", "model"],
+        )
+        counts: dict[tuple[str, str], int] = {}
+        for breaker, labels in list(self._breakers.items()):
+            counts[labels] = counts.get(labels, 0) + breaker.is_open
+        for labels, count in sorted(counts.items()):
+            family.add_metric(list(labels), count)
+        yield family
+
+
+BREAKERS = _Breakers()
+REGISTRY.register(BREAKERS)
 
 
 def expose(listen: str) -> str:
     """Serve the metrics over HTTP on `listen` (host:port, port 0 picks a free one); returns
-    the bound host:port."""
+    the bound host:port. A scraper that asks for OpenMetrics gets the exemplars too."""
     address = parse_address(listen, listening=True)
     host = address.host or "127.0.0.1"
     server, _ = start_http_server(address.port, addr=host)

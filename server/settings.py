@@ -12,6 +12,8 @@
 | --max-message-mb | TIERANK_MAX_MESSAGE_MB | 64 | largest request or response message (1..1000) |
 | --shutdown-grace | TIERANK_SHUTDOWN_GRACE | 10 | seconds to let calls in flight land on shutdown |
 | --metrics-listen | TIERANK_METRICS_LISTEN | (off) | host:port for Prometheus metrics |
+| --otlp-endpoint | TIERANK_OTLP_ENDPOINT | (off) | OTLP/gRPC collector for traces |
+| --trace-content | TIERANK_TRACE_CONTENT | off | prompts and answers in judge-call spans |
 | --ready-file | TIERANK_READY_FILE | (none) | once serving, the bound host:port (metrics' next) |
 | --log-level | TIERANK_LOG_LEVEL | info | debug, info, warning or error |
 | --log-format | TIERANK_LOG_FORMAT | json | json or console |
@@ -56,6 +58,9 @@ class ServerSettings:
     max_message_mb: int = 64
     shutdown_grace_s: float = 10.0
     metrics_listen: str = ""
+    # Empty: traces go where OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT says, or nowhere.
+    otlp_endpoint: str = ""
+    trace_content: bool = False
     ready_file: Path | None = None
     log_level: str = "info"
     log_format: str = "json"
@@ -193,6 +198,22 @@ def parser() -> argparse.ArgumentParser:
         " written to --ready-file); empty disables",
     )
     p.add_argument(
+        "--otlp-endpoint",
+        default=env("TIERANK_OTLP_ENDPOINT", ""),
+        help="send OpenTelemetry traces over OTLP/gRPC to this collector, e.g. "
+        "http://127.0.0.1:4317 (https:// for TLS); empty: only if OTEL_EXPORTER_OTLP_ENDPOINT "
+        "is set; the other OTEL_* variables apply (env TIERANK_OTLP_ENDPOINT)",
+    )
+    p.add_argument(
+        "--trace-content",
+        choices=["on", "off"],
+        default=env("TIERANK_TRACE_CONTENT")
+        or _on_off(env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "")),
+        help="on: judge-call spans carry the prompts (query, rubric, passages) and answers; "
+        "off (default) keeps every text out of traces (env TIERANK_TRACE_CONTENT, else "
+        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true)",
+    )
+    p.add_argument(
         "--ready-file",
         type=_optional_path,
         default=env("TIERANK_READY_FILE"),
@@ -288,6 +309,10 @@ def _flag(text: str) -> bool:
     return text.strip().lower() in {"1", "true", "yes", "on"}
 
 
+def _on_off(text: str) -> str:
+    return "on" if _flag(text) else "off"
+
+
 def _message_mb(text: str) -> int:
     value = int(text)
     # gRPC's limits are 32-bit signed: the transport ceiling (2x + 1 MiB) must stay below 2 GiB.
@@ -309,6 +334,8 @@ def from_args(argv: list[str] | None = None) -> ServerSettings:
         max_message_mb=args.max_message_mb,
         shutdown_grace_s=args.shutdown_grace,
         metrics_listen=args.metrics_listen,
+        otlp_endpoint=args.otlp_endpoint,
+        trace_content=args.trace_content == "on",
         ready_file=args.ready_file,
         log_level=args.log_level,
         log_format=args.log_format,

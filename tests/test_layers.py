@@ -12,12 +12,14 @@ ROOT = Path(__file__).resolve().parent.parent
 LEAF = {"errors", "names", "job_states", "metrics", "logs"}
 # What each part of server/ may import from server/, besides itself and the leaf modules.
 BELOW = {
-    "storage": set(),
-    "judges": set(),
-    "tenancy": {"storage", "judges"},
-    "jobs": {"storage", "judges", "tenancy"},
-    "labeling": {"storage", "judges", "tenancy", "jobs"},
-    "rpc": {"storage", "judges", "tenancy", "jobs", "labeling"},
+    # Traces and judge-level series: every layer tells it what happens; it knows none of them.
+    "observability": set(),
+    "storage": {"observability"},
+    "judges": {"observability"},
+    "tenancy": {"observability", "storage", "judges"},
+    "jobs": {"observability", "storage", "judges", "tenancy"},
+    "labeling": {"observability", "storage", "judges", "tenancy", "jobs"},
+    "rpc": {"observability", "storage", "judges", "tenancy", "jobs", "labeling"},
 }
 
 

@@ -34,13 +34,15 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 _COLUMNS = ("name", "state", "reason", "candidates", "events", "created", "query")
+# Shown before the query when a listed job has one: the server that made it was tracing.
+_TRACE_COLUMN = "trace"
 # What rich adds to each column of a SIMPLE_HEAD table: a space each side and a separator.
 _CELL_OVERHEAD = 3
 _MIN_QUERY_WIDTH = 10
 
 
 def run(args: argparse.Namespace) -> int:
-    rows = []
+    rows: list[tuple[str, ...]] = []
     with server_connection(args) as connection, connection.client() as client:
         jobs = client.list_jobs(state=args.state, page_size=args.page_size, timeout=args.timeout)
         for count, job in enumerate(jobs, start=1):
@@ -54,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
                     job.create_time.ToDatetime().strftime("%Y-%m-%d %H:%M:%S")
                     if job.create_time.seconds
                     else "",
+                    job.trace_id,
                     " ".join(job.query.split()),
                 )
             )
@@ -62,16 +65,21 @@ def run(args: argparse.Namespace) -> int:
     if not rows:
         print(f"no {args.state} jobs" if args.state else "no jobs")
         return EXIT_OK
+    columns: tuple[str, ...] = _COLUMNS
+    if any(row[-2] for row in rows):
+        columns = (*_COLUMNS[:-1], _TRACE_COLUMN, _COLUMNS[-1])
+    else:
+        rows = [(*row[:-2], row[-1]) for row in rows]
     console = table_console()
     # One line per job, for grep and awk: on a terminal only the query gives way, cut rather
     # than wrapped; in a pipe nothing is cut.
-    widths = [max(len(column), *(len(row[i]) for row in rows)) for i, column in enumerate(_COLUMNS)]
-    spare = console.width - sum(widths[:-1]) - _CELL_OVERHEAD * len(_COLUMNS) - 1
+    widths = [max(len(column), *(len(row[i]) for row in rows)) for i, column in enumerate(columns)]
+    spare = console.width - sum(widths[:-1]) - _CELL_OVERHEAD * len(columns) - 1
     table = Table(box=box.SIMPLE_HEAD)
-    for column in _COLUMNS[:-1]:
+    for column in columns[:-1]:
         table.add_column(column, no_wrap=True)
     query_width = max(_MIN_QUERY_WIDTH, spare) if console.is_terminal else None
-    table.add_column(_COLUMNS[-1], no_wrap=True, overflow="ellipsis", max_width=query_width)
+    table.add_column(columns[-1], no_wrap=True, overflow="ellipsis", max_width=query_width)
     for row in rows:
         table.add_row(*row)
     console.print(table)

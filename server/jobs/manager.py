@@ -43,6 +43,7 @@ from tierank.server.jobs.views import job_summary
 from tierank.server.judges.base import Judge, JudgeConfigError, PoolContext
 from tierank.server.judges.registry import JudgeFactory
 from tierank.server.names import job_name, new_sortable_id
+from tierank.server.observability.tracing import current_trace_context
 from tierank.server.storage.base import (
     CANCEL,
     EVENTS,
@@ -220,11 +221,13 @@ class JobManager:
                 continue  # it ended (or was claimed again) meanwhile
             if lease.job_id not in held:
                 self._log.warning("lease lost to another replica", job_id=lease.job_id)
+                metrics.LEASES_LOST.inc()
                 runner.abandon()
             elif held[lease.job_id]:
                 runner.request_cancel()
         # A draining replica still lands its calls: it counts itself until it has left.
         self._factory.share_limits(membership.live_replicas + self._draining)
+        metrics.UNFINISHED_JOBS.set(membership.unfinished_jobs)
         if self._draining or not membership.live_replicas or not replica.takes_free_jobs:
             return
         share = math.ceil(membership.unfinished_jobs / membership.live_replicas)
@@ -233,6 +236,7 @@ class JobManager:
             return
         for claim in await self._storage.claim_jobs(replica.replica_id, replica.lease_s, wanted):
             self._log.info("claimed job", job_id=claim.job.job_id, epoch=claim.lease.epoch)
+            metrics.LEASE_TAKEOVERS.inc()  # new jobs are claimed where they are created
             await self._resume(claim)
 
     async def _follow_changes(self) -> None:
@@ -279,6 +283,7 @@ class JobManager:
             create_time=now,
             update_time=now,
             last_sequence=1,
+            trace_context=current_trace_context(),
         )
         accepted = rank_pb2.JobEvent(
             job=job_name(record.job_id),
@@ -351,6 +356,7 @@ class JobManager:
             spending=self._spending,
             last_sequence=record.last_sequence,
             create_time=record.create_time,
+            trace_context=record.trace_context,
         )
 
     def _start(

@@ -55,6 +55,7 @@ from tierank.server.judges.base import (
     PoolContext,
 )
 from tierank.server.names import job_name
+from tierank.server.observability.jobs import JobTelemetry
 from tierank.server.storage.base import (
     EventRow,
     JobUpdate,
@@ -153,6 +154,7 @@ class JobRunner:
         spending: SpendLedger,
         last_sequence: int,
         create_time: float,
+        trace_context: str = "",
     ) -> None:
         self.job_id = job_id
         self.name = job_name(job_id)
@@ -171,6 +173,7 @@ class JobRunner:
         self._deadline = create_time + spec.deadline_seconds if spec.deadline_seconds else None
         self._log = structlog.get_logger().bind(job_id=job_id, tenant=tenant)
         self._paid = PaidCalls(storage, spending, tenant, durably=self._durably, log=self._log)
+        self._telemetry = JobTelemetry(job_id, tenant, trace_context)
         self._wake: MemoryObjectSendStream[_Answer | _Wake] | None = None
         self._cancel_requested = False
         self._draining = False
@@ -220,7 +223,7 @@ class JobRunner:
         self._lease = lease
         metrics.ACTIVE_JOBS.labels(self._tenant).inc()
         try:
-            with self._abandoned:
+            with self._abandoned, self._telemetry.running(lease.epoch):
                 await self._run()
         except Exception as error:
             if _holds(error, LeaseLost):
@@ -257,14 +260,16 @@ class JobRunner:
         async with receive:
             async with anyio.create_task_group() as calls:
                 if not self._cancel_requested:
-                    for call in unanswered:
-                        calls.start_soon(self._ask, call, send)
+                    with self._telemetry.wave([c.call_id for c in unanswered], resumed=True):
+                        for call in unanswered:
+                            calls.start_soon(self._ask, call, send)
                 while not self._cancel_requested:
                     step = _Step()
                     reason = self._advance(tournament, stats, order, arrived, step)
                     await self._commit_step(tournament, stats, step)
-                    for call in step.to_start:
-                        calls.start_soon(self._ask, call, send)
+                    with self._telemetry.wave([c.call_id for c in step.to_start]):
+                        for call in step.to_start:
+                            calls.start_soon(self._ask, call, send)
                     if reason is not None:
                         break
                     if not tournament.in_flight:
@@ -538,14 +543,9 @@ class JobRunner:
         self, call: JudgeCall, reply: JudgeReply, cached: bool
     ) -> rank_pb2.VerdictReceived:
         usage = JudgeUsage() if cached else reply.usage
-        provider = self._judges[call.judge].config.provider
+        config = self._judges[call.judge].config
         outcome = "cached" if cached else str(reply.failure.kind if reply.failure else "ok")
-        metrics.VERDICTS.labels(self._tenant, provider, outcome).inc()
-        if not cached:
-            metrics.JUDGE_LATENCY.labels(provider).observe(usage.latency_s)
-            metrics.INPUT_TOKENS.labels(self._tenant, provider).inc(usage.input_tokens)
-            metrics.OUTPUT_TOKENS.labels(self._tenant, provider).inc(usage.output_tokens)
-            metrics.COST_USD.labels(self._tenant, provider).inc(usage.cost_usd)
+        self._telemetry.verdict(call.call_id, config.provider, config.model, outcome, usage)
         return rank_pb2.VerdictReceived(
             call_id=call.call_id,
             batch=call.batch,

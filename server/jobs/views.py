@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tierank.server.jobs.convert import timestamp
 from tierank.server.names import job_name
+from tierank.server.observability.tracing import trace_id_of
 from tierank.server.storage.base import EventRow, JobRecord
 from tierank.v1 import rank_pb2
 
@@ -23,6 +24,7 @@ def job_summary(record: JobRecord) -> rank_pb2.Job:
         last_sequence=record.last_sequence,
         query=record.query,
         candidate_count=record.candidate_count,
+        trace_id=trace_id_of(record.trace_context),
     )
     if record.error_code:
         job.error.code = record.error_code

@@ -87,6 +87,9 @@ class AnthropicJudge(LLMJudge):
             text=text,
             truncated=response.stop_reason == "max_tokens",
             tokens=_tokens(response.usage),
+            response_id=response.id or "",
+            response_model=response.model or "",
+            finish_reason=response.stop_reason or "",
         )
 
 

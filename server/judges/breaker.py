@@ -29,6 +29,13 @@ class CircuitBreaker:
     def is_open(self) -> bool:
         return self._open_until is not None and self._clock() < self._open_until
 
+    @property
+    def state(self) -> str:
+        """ "closed", "open", or "half_open" (cooled down; the next outcome decides)."""
+        if self._open_until is None:
+            return "closed"
+        return "open" if self.is_open else "half_open"
+
     def seconds_until_closed(self) -> float:
         if self._open_until is None:
             return 0.0

@@ -110,6 +110,9 @@ class GeminiJudge(LLMJudge):
             text=text,
             truncated=finish == types.FinishReason.MAX_TOKENS,
             tokens=_tokens(response.usage_metadata),
+            response_id=response.response_id or "",
+            response_model=response.model_version or "",
+            finish_reason=str(getattr(finish, "value", finish)) if finish else "",
         )
 
 

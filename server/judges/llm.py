@@ -16,10 +16,12 @@ from __future__ import annotations
 import abc
 import json
 import random
+import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Generic, TypeVar
 
+from tierank.server import metrics
 from tierank.server.judges.accounts import REDACTED
 from tierank.server.judges.base import (
     BatchRequest,
@@ -50,6 +52,7 @@ from tierank.server.judges.prompt import (
 )
 from tierank.server.judges.retry import CallError, InFlightTime, call_with_retries
 from tierank.server.judges.settings import JudgeSettings
+from tierank.server.observability.genai import ChatSpan, chat_span
 
 # Answer tokens allowed per passage when the job spec sets no max_output_tokens:
 # "[12] > " is about 4 tokens and ", 12" about 2; the rest is headroom.
@@ -104,6 +107,10 @@ class Completion:
     # The provider stopped at the output-token limit.
     truncated: bool
     tokens: TokenCounts
+    # What the provider says of its answer, as it says it (for the call's span).
+    response_id: str = ""
+    response_model: str = ""
+    finish_reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -180,6 +187,7 @@ class ProviderShared:
         cannot serve) must not cut off the provider's other models for every other job."""
         if model not in self._breakers:
             self._breakers[model] = CircuitBreaker(self.provider_settings.breaker)
+            metrics.BREAKERS.track(self.provider, model, self._breakers[model])
         return self._breakers[model]
 
 
@@ -307,6 +315,7 @@ class LLMJudge(Judge):
             schema=RANKING_SCHEMA if self.answer_format is AnswerFormat.JSON else None,
             seed=request.seed,
             deadline=request.deadline,
+            call_id=request.call_id,
         )
         ranking = exchange.answer
         ordering = tuple(request.passages[n - 1].id for n in ranking.numbers) if ranking else ()
@@ -324,10 +333,40 @@ class LLMJudge(Judge):
         schema: AnswerSchema | None,
         seed: int,
         deadline: float | None,
+        call_id: str = "",
     ) -> Exchange[Answer]:
         """Ask `prompt`, read the answer with `read(text, truncated)`, and send one corrective
         follow-up (`corrective(reason)`) if it cannot be read. Listwise and pointwise judging
-        share it, so both get the same limits, retries, breaker, truncation rule and usage."""
+        share it, so both get the same limits, retries, breaker, truncation rule, usage and
+        span (server/observability/genai.py; `call_id` names the job's call in it)."""
+        with chat_span(
+            self.provider,
+            self.config.model,
+            call_id=call_id,
+            max_tokens=max_output_tokens,
+            temperature=self.config.temperature,
+            seed=seed,
+            output_type=str(self.answer_format),
+            server_address=urllib.parse.urlsplit(
+                self.shared.provider_settings.base_url or ""
+            ).hostname
+            or "",
+        ) as span:
+            return await self._exchange(
+                prompt, read, corrective, max_output_tokens, schema, seed, deadline, span
+            )
+
+    async def _exchange(
+        self,
+        prompt: str,
+        read: Callable[[str, bool], Answer | Unreadable],
+        corrective: Callable[[str], str],
+        max_output_tokens: int,
+        schema: AnswerSchema | None,
+        seed: int,
+        deadline: float | None,
+        span: ChatSpan,
+    ) -> Exchange[Answer]:
         in_flight = InFlightTime()
         messages = [Message("user", prompt)]
         spent = TokenCounts()
@@ -341,15 +380,30 @@ class LLMJudge(Judge):
                 cost_usd=cost_usd(spent, self.price),
                 latency_s=in_flight.seconds,
             )
+            self._observe(in_flight)
+            span.ended(
+                input_tokens=spent.input,
+                output_tokens=spent.output,
+                answers=answers,
+                failure_kind=str(failure.kind) if failure else None,
+                requests=in_flight.requests,
+                retries=in_flight.retries,
+                waited_s=in_flight.waited_s,
+                breaker_state=self.shared.breaker(self.config.model).state,
+            )
             return Exchange(answer, failure, usage, prompt, RAW_TEXT_SEPARATOR.join(answers))
 
         for is_follow_up in (False, True):
+            span.sent([(m.role, m.text) for m in messages])
             try:
                 completion = await self._call(
                     messages, max_output_tokens, schema, seed, deadline, in_flight
                 )
             except CallError as error:
                 return done(failure=JudgeFailure(error.kind, error.message))
+            span.answered(
+                completion.response_id, completion.response_model, completion.finish_reason
+            )
             spent += completion.tokens
             text, cut_marker = cap_answer(completion.text)
             answers.append(text + (cut_marker or ""))
@@ -379,6 +433,13 @@ class LLMJudge(Judge):
         raise AssertionError("unreachable: the loop returns on its second pass")
 
     # -- helpers ------------------------------------------------------------------------------
+
+    def _observe(self, in_flight: InFlightTime) -> None:
+        """A finished call's waits for slots and its requests sent again, as series."""
+        model = metrics.model_label(self.provider, self.config.model)
+        metrics.JUDGE_WAIT.labels(self.provider, model).observe(in_flight.waited_s)
+        if in_flight.retries:
+            metrics.JUDGE_RETRIES.labels(self.provider, model).inc(in_flight.retries)
 
     def _render(self, request: BatchRequest) -> str:
         return render_prompt(

@@ -118,6 +118,9 @@ class OpenAIJudge(LLMJudge):
             text=choice.message.content or "",
             truncated=choice.finish_reason == "length",
             tokens=_tokens(response.usage),
+            response_id=response.id or "",
+            response_model=response.model or "",
+            finish_reason=choice.finish_reason or "",
         )
 
     def _answered_by(self, model: str | None) -> None:

@@ -64,9 +64,14 @@ class CallError(Exception):
 @dataclass
 class InFlightTime:
     """Seconds the call's HTTP requests were in flight: the latency a judge is charged with,
-    excluding waits for a rate-limit or concurrency slot and backoff between attempts."""
+    excluding waits for a rate-limit or concurrency slot and backoff between attempts; and, for
+    the call's span and metrics, the requests it sent, how many of them were sent again after a
+    retryable failure, and how long it waited for slots."""
 
     seconds: float = 0.0
+    requests: int = 0
+    retries: int = 0
+    waited_s: float = 0.0
 
 
 def retry_after_seconds(
@@ -142,6 +147,7 @@ async def call_with_retries(
             delay = _retry_delay(error, attempt, policy, deadline, rng)
             if delay is None:
                 raise
+            in_flight.retries += 1
             await asyncio.sleep(delay)
         else:
             breaker.record_success()
@@ -162,6 +168,7 @@ async def _attempt(
             FailureKind.TIMEOUT, "the request's deadline has passed", provider_fault=False
         )
     async with AsyncExitStack() as stack:
+        waiting = time.monotonic()
         try:
             async with asyncio.timeout(None if math.isinf(remaining) else remaining):
                 await stack.enter_async_context(slot())
@@ -171,6 +178,9 @@ async def _attempt(
                 "deadline passed while waiting for a rate-limit slot",
                 provider_fault=False,
             ) from None
+        finally:
+            in_flight.waited_s += time.monotonic() - waiting
+        in_flight.requests += 1
         per_attempt = min(timeout_s, _remaining(deadline))
         sent = time.monotonic()
         try:

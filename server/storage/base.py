@@ -29,6 +29,9 @@ class JobRecord:
     completion_reason: int = 0
     error_code: int = 0
     error_message: str = ""
+    # The W3C traceparent of the call that created the job, when tracing was on: every later
+    # run of the job, on any replica, continues that trace.
+    trace_context: str = ""
 
 
 @dataclass(frozen=True)

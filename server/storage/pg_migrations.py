@@ -207,11 +207,17 @@ CREATE INDEX operations_tenant ON operations (tenant, operation_id);
 CREATE INDEX operations_unfinished ON operations (owner) WHERE {UNFINISHED_JOBS};
 """
 
+# A job's trace context (a W3C traceparent, ASCII): its runs on any replica continue its trace.
+_JOB_TRACES = f"""
+ALTER TABLE jobs ADD COLUMN trace_context {_TEXT} NOT NULL DEFAULT '';
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "jobs, events, journal, verdicts; tenants, keys, usage, reservations", _INITIAL),
     Migration(2, "job leases, replicas, reservation owners, watchers", _REPLICAS),
     Migration(3, "judge qualifications", _QUALIFICATIONS),
     Migration(4, "operations: long-running QualifyJudge and FillQrels", _OPERATIONS),
+    Migration(5, "jobs' trace context", _JOB_TRACES),
 )
 
 _LEDGER = """

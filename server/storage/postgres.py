@@ -155,7 +155,7 @@ def _dropped(conn: psycopg.AsyncConnection) -> bool:
 
 _JOB_COLUMNS = (
     "job_id, tenant, request_id, state, spec, query, candidate_count, create_time, "
-    "update_time, last_sequence, completion_reason, error_code, error_message"
+    "update_time, last_sequence, completion_reason, error_code, error_message, trace_context"
 )
 _TENANT_COLUMNS = (
     f"tenant, {', '.join(LIMIT_NAMES)}, allow_server_provider_keys, create_time, update_time"
@@ -372,7 +372,7 @@ def _change(payload: str) -> Change | None:
 
 def _job_from_row(row: Sequence[Any]) -> JobRecord:
     (job_id, tenant, request_id, state, spec, query, count, created, updated, *rest) = row
-    last_sequence, completion_reason, error_code, error_message = rest
+    last_sequence, completion_reason, error_code, error_message, trace_context = rest
     return JobRecord(
         job_id=job_id,
         tenant=tenant,
@@ -387,6 +387,7 @@ def _job_from_row(row: Sequence[Any]) -> JobRecord:
         completion_reason=completion_reason,
         error_code=error_code,
         error_message=_text(error_message),
+        trace_context=trace_context,
     )
 
 
@@ -568,7 +569,7 @@ class PostgresStorage(Storage):
             if quota:
                 await _check_job_quotas(conn, job, limits)
             inserted = await conn.execute(
-                f"INSERT INTO jobs ({_JOB_COLUMNS}) VALUES ({', '.join(['%s'] * 13)}) "
+                f"INSERT INTO jobs ({_JOB_COLUMNS}) VALUES ({', '.join(['%s'] * 14)}) "
                 "ON CONFLICT (tenant, request_id) WHERE request_id <> '' DO NOTHING "
                 "RETURNING job_id",
                 (
@@ -585,6 +586,7 @@ class PostgresStorage(Storage):
                     job.completion_reason,
                     job.error_code,
                     job.error_message.encode(),
+                    job.trace_context,
                 ),
             )
             await conn.execute(_INSERT_EVENTS, {"job": job.job_id, **_event_arrays([first_event])})

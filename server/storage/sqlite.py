@@ -90,7 +90,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     last_sequence INTEGER NOT NULL DEFAULT 0,
     completion_reason INTEGER NOT NULL DEFAULT 0,
     error_code INTEGER NOT NULL DEFAULT 0,
-    error_message TEXT NOT NULL DEFAULT ''
+    error_message TEXT NOT NULL DEFAULT '',
+    trace_context TEXT NOT NULL DEFAULT ''
 );
 CREATE UNIQUE INDEX IF NOT EXISTS jobs_request ON jobs (tenant, request_id)
     WHERE request_id != '';
@@ -354,7 +355,7 @@ _OWNED = "EXISTS (SELECT 1 FROM jobs WHERE jobs.job_id = ? AND jobs.tenant = ?)"
 
 _JOB_COLUMNS = (
     "job_id, tenant, request_id, state, spec, query, candidate_count, create_time, "
-    "update_time, last_sequence, completion_reason, error_code, error_message"
+    "update_time, last_sequence, completion_reason, error_code, error_message, trace_context"
 )
 
 
@@ -437,7 +438,7 @@ class SqliteStorage(Storage):
                     return _job_from_row(row)
             _check_job_quotas(conn, job, limits)
             conn.execute(
-                f"INSERT INTO jobs ({_JOB_COLUMNS}) VALUES ({', '.join('?' * 13)})",
+                f"INSERT INTO jobs ({_JOB_COLUMNS}) VALUES ({', '.join('?' * 14)})",
                 (
                     job.job_id,
                     job.tenant,
@@ -452,6 +453,7 @@ class SqliteStorage(Storage):
                     job.completion_reason,
                     job.error_code,
                     job.error_message,
+                    job.trace_context,
                 ),
             )
             _insert_events(conn, job.job_id, [first_event])
@@ -1133,6 +1135,7 @@ def _open(path: Path, synchronous: str) -> tuple[sqlite3.Connection, sqlite3.Con
     try:
         opened.append(_connect(str(path), synchronous))
         opened[0].executescript(_SCHEMA)
+        _add_columns(opened[0])
         _check_integrity(opened[0], path)
         opened.append(_connect(str(path), synchronous))
         return opened[0], opened[1]
@@ -1145,6 +1148,18 @@ def _open(path: Path, synchronous: str) -> tuple[sqlite3.Connection, sqlite3.Con
                 f"{path} is not a tierank database or is damaged: {error}"
             ) from None
         raise type(plain)(f"{path}: {plain}") from None
+
+
+# Columns added to a table after its first release: CREATE TABLE IF NOT EXISTS leaves a table
+# of an older database as it was, so they are added to it at open.
+_ADDED_COLUMNS = (("jobs", "trace_context", "TEXT NOT NULL DEFAULT ''"),)
+
+
+def _add_columns(conn: sqlite3.Connection) -> None:
+    for table, column, declaration in _ADDED_COLUMNS:
+        present = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+        if column not in present:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
 
 
 def _check_integrity(conn: sqlite3.Connection, path: Path) -> None:

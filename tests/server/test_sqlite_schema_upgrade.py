@@ -106,6 +106,7 @@ async def test_a_database_from_before_tenancy_opens_and_gains_the_new_tables(tmp
     try:
         old = await storage.get_job("acme", "old")
         assert old is not None and (old.spec, old.last_sequence) == (b"\x01", 1)
+        assert old.trace_context == ""  # made before traces: the column added at open
         assert [e.payload for e in await storage.read_events("acme", "old", 0, 10, 1 << 20)] == [
             b"\x02"
         ]

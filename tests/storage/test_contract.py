@@ -127,6 +127,19 @@ async def test_a_created_job_reads_back_with_its_first_event(storage: Storage):
     assert await storage.read_events("acme", "j1", 0, 10, PAGE) == [_event(7)]
 
 
+async def test_a_jobs_trace_context_reads_back_wherever_the_job_is_read(storage: Storage):
+    traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    job = JobRecord(**{**_job("acme", "j1").__dict__, "trace_context": traceparent})
+    await storage.create_job(job, _event())
+    assert (await storage.get_job("acme", "j1")).trace_context == traceparent
+    assert [j.trace_context for j in await storage.list_jobs("acme", None, 10, None)] == [
+        traceparent
+    ]
+    # What a replica resuming the job after a failover reads.
+    (claim,) = await storage.claim_jobs("replica-b", 10.0, 5)
+    assert claim.job.trace_context == traceparent
+
+
 async def test_a_request_id_is_a_duplicate_only_within_its_tenant(storage: Storage):
     first = await storage.create_job(_job("acme", "j1", request_id="same"), _event())
     with pytest.raises(DuplicateRequest) as duplicate:

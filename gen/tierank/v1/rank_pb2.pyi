@@ -259,7 +259,7 @@ class JobError(_message.Message):
     def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("name", "request_id", "state", "spec", "create_time", "update_time", "tiers", "stats", "completion_reason", "error", "last_sequence", "query", "candidate_count")
+    __slots__ = ("name", "request_id", "state", "spec", "create_time", "update_time", "tiers", "stats", "completion_reason", "error", "last_sequence", "query", "candidate_count", "trace_id")
     NAME_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -273,6 +273,7 @@ class Job(_message.Message):
     LAST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     CANDIDATE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     name: str
     request_id: str
     state: JobState
@@ -286,7 +287,8 @@ class Job(_message.Message):
     last_sequence: int
     query: str
     candidate_count: int
-    def __init__(self, name: _Optional[str] = ..., request_id: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., tiers: _Optional[_Iterable[_Union[Tier, _Mapping]]] = ..., stats: _Optional[_Union[JobStats, _Mapping]] = ..., completion_reason: _Optional[_Union[CompletionReason, str]] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., last_sequence: _Optional[int] = ..., query: _Optional[str] = ..., candidate_count: _Optional[int] = ...) -> None: ...
+    trace_id: str
+    def __init__(self, name: _Optional[str] = ..., request_id: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., tiers: _Optional[_Iterable[_Union[Tier, _Mapping]]] = ..., stats: _Optional[_Union[JobStats, _Mapping]] = ..., completion_reason: _Optional[_Union[CompletionReason, str]] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., last_sequence: _Optional[int] = ..., query: _Optional[str] = ..., candidate_count: _Optional[int] = ..., trace_id: _Optional[str] = ...) -> None: ...
 
 class JobAccepted(_message.Message):
     __slots__ = ("job",)
