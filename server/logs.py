@@ -16,7 +16,8 @@ import structlog
 _LIBRARY_LEVEL = logging.WARNING
 
 
-def configure(level: str = "info", fmt: str = "json") -> None:
+def configure(level: str, fmt: str) -> None:
+    """Log at `level` and above (debug, info, warning, error), as `fmt` (json or console)."""
     renderer = (
         structlog.processors.JSONRenderer()
         if fmt == "json"
