@@ -236,7 +236,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--queries", type=int, default=43, help="first N DL19 queries by id (default all 43)"
     )
     args = parser.parse_args(argv)
-    logs.configure(level="warning")
+    logs.configure("warning", "json")
     started = time.perf_counter()
     rows = asyncio.run(main_async(args))
     print(report(rows))

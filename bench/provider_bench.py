@@ -168,7 +168,7 @@ def ensemble_saving(results: Sequence[Result]) -> str:
 
 
 async def main_async(args: argparse.Namespace) -> None:
-    logs.configure(level="warning")
+    logs.configure("warning", "json")
     for name in PROVIDER_ENV:  # only the fakes: no real key or endpoint is ever used
         os.environ.pop(name, None)
     results = []

@@ -10,6 +10,7 @@ can write the database file is its administrator: the call runs as the operator.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import anyio
@@ -21,7 +22,7 @@ from tierank.server.logs import configure
 from tierank.server.rpc.admin_service import AdminServicer
 from tierank.server.rpc.auth import Caller, set_caller
 from tierank.server.rpc.statuses import status_of
-from tierank.server.settings import OneLineParser, database_location, default_db_path
+from tierank.server.settings import OneLineParser, ServerSettings, add_settings, given_settings
 from tierank.server.storage.by_url import open_storage
 from tierank.server.storage.sqlite import DatabaseLocked
 from tierank.server.tenancy.keys import DEFAULT_TENANT, ROLE_OPERATOR
@@ -39,20 +40,17 @@ def _parser() -> argparse.ArgumentParser:
         description="Make one AdminService call on a database directly (request JSON on stdin).",
     )
     p.add_argument("method", choices=METHODS)
-    p.add_argument(
-        "--db",
-        type=database_location,
-        default=str(default_db_path()),
-        help="SQLite database file (or sqlite:///path), or a postgresql:// URL",
-    )
+    add_settings(p, ["db"])
     return p
 
 
-async def _call(method: str, db: str, request_json: str) -> str:
+async def _call(method: str, settings: ServerSettings, request_json: str) -> str:
     descriptor = _SERVICE.methods_by_name[method]
     request_type = admin_pb2.DESCRIPTOR.message_types_by_name[descriptor.input_type.name]
     request = json_format.Parse(request_json or "{}", getattr(admin_pb2, request_type.name)())
-    storage = await open_storage(db)
+    storage = await open_storage(
+        settings.db, sqlite_synchronous=settings.sqlite_synchronous, pool=settings.pool
+    )
     try:
         set_caller(_OPERATOR)
         response = await getattr(AdminServicer(storage, Sealer.from_environment()), method)(
@@ -64,10 +62,14 @@ async def _call(method: str, db: str, request_json: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    configure()  # the audit line goes to stderr; stdout carries only the response
+    p = _parser()
+    args = p.parse_args(argv)
+    # No server runs: the database (the server's --db) is opened, and the audit line logged (to
+    # stderr; stdout carries only the response), as a server with the default settings would.
+    settings = ServerSettings(**given_settings(p, args, os.environ, ["db"]))
+    configure(settings.log_level, settings.log_format)
     try:
-        print(anyio.run(_call, args.method, args.db, sys.stdin.read()))
+        print(anyio.run(_call, args.method, settings, sys.stdin.read()))
     except (json_format.ParseError, DatabaseLocked, StorageError, SealingError) as error:
         print(f"tierank: {error}", file=sys.stderr)
         return 1

@@ -15,7 +15,7 @@ import sys
 import anyio
 
 from tierank.server.errors import StorageError
-from tierank.server.settings import OneLineParser, database_location, default_db_path
+from tierank.server.settings import OneLineParser, ServerSettings, add_settings, given_settings
 from tierank.server.storage.by_url import is_postgres, shown
 
 
@@ -25,12 +25,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Schema migrations of a tierank PostgreSQL database.",
     )
     p.add_argument("action", choices=["status", "migrate"], help="list or apply migrations")
-    p.add_argument(
-        "--db",
-        type=database_location,
-        default=os.environ.get("TIERANK_DB") or str(default_db_path()),
-        help="postgresql://user@host:port/db (env TIERANK_DB)",
-    )
+    add_settings(p, ["db"])
     return p
 
 
@@ -46,15 +41,18 @@ async def _run(action: str, location: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    if not is_postgres(args.db):
+    p = _parser()
+    args = p.parse_args(argv)
+    # The server's --db: the flag, else $TIERANK_DB, else the default database.
+    db = str(ServerSettings(**given_settings(p, args, os.environ, ["db"])).db)
+    if not is_postgres(db):
         print(
-            f"{shown(args.db)} is a SQLite database: its schema is created when it is opened, "
+            f"{shown(db)} is a SQLite database: its schema is created when it is opened, "
             "there is nothing to migrate"
         )
         return 0
     try:
-        anyio.run(_run, args.action, args.db)
+        anyio.run(_run, args.action, db)
     except StorageError as error:
         print(f"tierank db: {error}", file=sys.stderr)
         return 1

@@ -31,7 +31,8 @@ def add_trace_ids(
     return event
 
 
-def configure(level: str = "info", fmt: str = "json") -> None:
+def configure(level: str, fmt: str) -> None:
+    """Log at `level` and above (debug, info, warning, error), as `fmt` (json or console)."""
     renderer = (
         structlog.processors.JSONRenderer()
         if fmt == "json"

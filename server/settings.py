@@ -1,43 +1,33 @@
-"""Server configuration: every flag has an environment variable, and both are documented here.
+"""Server configuration, each setting declared once: a field of `ServerSettings` carries its
+flag, environment variable, default, check and help. From those declarations come the command
+line of `tierank serve` (`python -m tierank.server`), the environment's values, the dataclass's
+defaults and the table of settings in README.md (`scripts/settings_table.py` writes it).
 
-| flag | environment | default | meaning |
-|---|---|---|---|
-| --listen | TIERANK_LISTEN | 127.0.0.1:50051 | address to serve gRPC on (port 0 picks a free one) |
-| --db | TIERANK_DB | $XDG_DATA_HOME/tierank/tierank.db | SQLite path or postgresql:// URL |
-| --db-pool-size | TIERANK_DB_POOL_SIZE | 10 | PostgreSQL connections per server |
-| --db-statement-timeout | TIERANK_DB_STATEMENT_TIMEOUT | 30 | PostgreSQL: seconds per statement |
-| --lease-seconds | TIERANK_LEASE_SECONDS | 8 | PostgreSQL: a dead replica's jobs move after it |
-| --sqlite-synchronous | TIERANK_SQLITE_SYNCHRONOUS | FULL | FULL or NORMAL |
-| --judges-config | TIERANK_JUDGES_CONFIG | (none) | provider limits, prices, base URLs |
-| --max-message-mb | TIERANK_MAX_MESSAGE_MB | 64 | largest request or response message (1..1000) |
-| --shutdown-grace | TIERANK_SHUTDOWN_GRACE | 10 | seconds to let calls in flight land on shutdown |
-| --metrics-listen | TIERANK_METRICS_LISTEN | (off) | host:port for Prometheus metrics |
-| --otlp-endpoint | TIERANK_OTLP_ENDPOINT | (off) | OTLP/gRPC collector for traces |
-| --trace-content | TIERANK_TRACE_CONTENT | off | prompts and answers in judge-call spans |
-| --ready-file | TIERANK_READY_FILE | (none) | once serving, the bound host:port (metrics' next) |
-| --log-level | TIERANK_LOG_LEVEL | info | debug, info, warning or error |
-| --log-format | TIERANK_LOG_FORMAT | json | json or console |
-| --auth | TIERANK_AUTH | none | none (loopback only) or keys: every call needs an API key |
-| --allow-unauthenticated | TIERANK_ALLOW_UNAUTHENTICATED | off | serve --auth none off loopback |
-| --reflection | TIERANK_REFLECTION | on without auth, off with | server reflection on or off |
-| --tls-cert | TIERANK_TLS_CERT | (none) | PEM certificate chain; with --tls-key serves TLS |
-| --tls-key | TIERANK_TLS_KEY | (none) | PEM private key of --tls-cert |
-| --tls-client-ca | TIERANK_TLS_CLIENT_CA | (none) | PEM CA; clients need a certificate it signed |
-| (none) | TIERANK_SECRET_KEY | (none) | Fernet key that encrypts tenants' provider keys at rest |
+A flag wins over its variable, an empty variable counts as unset, and a variable passes exactly
+the checks its flag does: a bad one stops the start with one line naming it (exit status 2).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from tierank.addresses import parse_address
-from tierank.server.jobs.replica import DEFAULT_LEASE_S
+from tierank.server.judges.settings import CONFIG_PATH_ENV
 from tierank.server.rpc.auth import AUTH_KEYS, AUTH_NONE
 from tierank.server.storage.by_url import PoolSettings, check_location
+from tierank.server.tenancy.sealing import SECRET_KEY_ENV
+
+# The key under which a ServerSettings field's metadata holds its Declaration.
+_DECLARED = "tierank.server.setting"
+# What a switch's variable accepts (its flag takes no value).
+_SWITCH_ON = frozenset({"1", "true", "yes", "on"})
+_SWITCH_OFF = frozenset({"0", "false", "no", "off"})
 
 
 def default_db_path() -> Path:
@@ -45,33 +35,410 @@ def default_db_path() -> Path:
     return Path(data_home) / "tierank" / "tierank.db"
 
 
+# -- checks: a setting's text (a flag's or a variable's) to its value, or ValueError naming the
+# rule; the same function serves both, so that neither can let through what the other refuses.
+
+
+def _listen_address(text: str) -> str:
+    """host:port with a port of 0-65535."""
+    parse_address(text, listening=True)
+    return text
+
+
+def _optional_listen_address(text: str) -> str:
+    """--metrics-listen: empty turns metrics off."""
+    return _listen_address(text) if text else text
+
+
+def _optional_collector(text: str) -> str:
+    """--otlp-endpoint: empty, or an OTLP/gRPC collector's http(s)://host:port."""
+    if not text:
+        return text
+    scheme, separator, rest = text.partition("://")
+    if not separator or scheme not in ("http", "https"):
+        raise ValueError(f"must be http://HOST:PORT or https://HOST:PORT, not {text!r}")
+    parse_address(rest.rstrip("/"), listening=False)
+    return text
+
+
+def _optional_path(text: str) -> Path | None:
+    """An empty value is no path, not "."."""
+    return Path(text) if text.strip() else None
+
+
+@dataclass(frozen=True)
+class Number:
+    """A whole number (`whole`) or any finite number, at least `low` and at most `high`."""
+
+    low: float
+    high: float | None = None
+    whole: bool = False
+
+    @property
+    def bounds(self) -> str:
+        """The range, for --help and the docs; empty when only the lower bound holds."""
+        return f"{self.low:g}–{self.high:g}" if self.high is not None else ""
+
+    def __call__(self, text: str) -> float:
+        kind = "a whole number" if self.whole else "a number"
+        within = f"from {self.low:g} to {self.high:g}" if self.high is not None else ""
+        rule = f"must be {kind} {within or f'of {self.low:g} or more'}"
+        try:
+            value = int(text) if self.whole else float(text)
+        except ValueError:
+            raise ValueError(f"{rule}, not {text!r}") from None
+        too_high = self.high is not None and value > self.high
+        if not math.isfinite(value) or value < self.low or too_high:
+            raise ValueError(f"{rule}, not {text!r}")
+        return value
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One of `options`, as written (case matters, as it does for every flag)."""
+
+    options: tuple[str, ...]
+
+    def __call__(self, text: str) -> str:
+        if text not in self.options:
+            raise ValueError(f"invalid choice: {text!r} (choose from {', '.join(self.options)})")
+        return text
+
+
+_ON_OFF = Choice(("on", "off"))
+
+
+def _on_off(text: str) -> bool:
+    return _ON_OFF(text) == "on"
+
+
+def _switch(text: str) -> bool:
+    """A switch's variable (its flag takes no value)."""
+    word = text.strip().lower()
+    if word not in _SWITCH_ON | _SWITCH_OFF:
+        raise ValueError(f"must be 1 or 0 (or true/false, yes/no, on/off), not {text!r}")
+    return word in _SWITCH_ON
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """One setting, as the command line, the environment and the docs know it. `help` and
+    `details` are Markdown; --help shows `help` without its backticks, the docs both."""
+
+    flag: str
+    env: str
+    check: Callable[[str], Any]
+    help: str
+    metavar: str
+    # Markdown; empty until `declarations()` shows the field's default as it is typed.
+    shown_default: str
+    details: str = ""
+
+    @property
+    def switch(self) -> bool:
+        """A flag without a value (store_true), whose variable takes 1 or 0."""
+        return self.check is _switch
+
+    @property
+    def summary(self) -> str:
+        """What --help says: the help and, for a number, its range."""
+        bounds = self.check.bounds if isinstance(self.check, Number) else ""
+        return f"{self.help} ({bounds})" if bounds else self.help
+
+    @property
+    def meaning(self) -> str:
+        """What the docs say: the summary and the details."""
+        return f"{self.summary}; {self.details}" if self.details else self.summary
+
+
+def declared(
+    flag: str,
+    env: str,
+    *,
+    check: Callable[[str], Any],
+    help: str,
+    shown_default: str | None = None,
+    details: str = "",
+    metavar: str | None = None,
+) -> dict[str, Declaration]:
+    """A ServerSettings field's metadata: the declaration of its setting. Its default is shown
+    as it is typed unless `shown_default` (Markdown) says it otherwise."""
+    metavar = metavar or _metavar(flag, check)
+    shown = shown_default or ""
+    return {_DECLARED: Declaration(flag, env, check, help, metavar, shown, details)}
+
+
+def _typed(value: object) -> str:
+    """A default as one would write it on the command line."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def _metavar(flag: str, check: Callable[[str], Any]) -> str:
+    """The options of a choice, as argparse shows them; else the flag's name."""
+    if check is _on_off:
+        check = _ON_OFF
+    if isinstance(check, Choice):
+        return "{" + ",".join(check.options) + "}"
+    return flag.removeprefix("--").upper().replace("-", "_")
+
+
 @dataclass(frozen=True)
 class ServerSettings:
-    listen: str = "127.0.0.1:50051"
-    # A SQLite path (or sqlite:///path) or a postgresql:// URL.
-    db: str | Path = Path("tierank.db")
-    db_pool_size: int = 10
-    db_statement_timeout_s: float = 30.0
-    lease_s: float = DEFAULT_LEASE_S
-    sqlite_synchronous: str = "FULL"
-    judges_config: Path | None = None
-    max_message_mb: int = 64
-    shutdown_grace_s: float = 10.0
-    metrics_listen: str = ""
-    # Empty: traces go where OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT says, or nowhere.
-    otlp_endpoint: str = ""
-    trace_content: bool = False
-    ready_file: Path | None = None
-    log_level: str = "info"
-    log_format: str = "json"
-    auth: str = AUTH_NONE
-    allow_unauthenticated: bool = False
+    listen: str = field(
+        default="127.0.0.1:50051",
+        metadata=declared(
+            "--listen",
+            "TIERANK_LISTEN",
+            check=_listen_address,
+            metavar="HOST:PORT",
+            help="gRPC address `HOST:PORT` (`[::1]:PORT` for IPv6; port 0–65535, 0 picks a free "
+            "one)",
+            details="one that is not `HOST:PORT` is refused with one line (exit 2); a host that "
+            "does not resolve or an address in use stops the start with one line naming it "
+            "(exit 1), never a second server sharing the port",
+        ),
+    )
+    # A SQLite path (or sqlite:///path) or a postgresql:// URL, refused before anything is opened
+    # or created when it cannot name a database (the message never repeats the value, which may
+    # hold a password). Read as text: a Path would fold the "//" of a postgresql:// URL.
+    db: str | Path = field(
+        default_factory=lambda: str(default_db_path()),
+        metadata=declared(
+            "--db",
+            "TIERANK_DB",
+            shown_default="`$XDG_DATA_HOME/tierank/tierank.db`",
+            check=check_location,
+            metavar="FILE_OR_URL",
+            help="SQLite file (a path or `sqlite:///path`), or a PostgreSQL URL "
+            "`postgresql://user[:password]@host:port/db`",
+            details="one server per SQLite file, whatever name (symlink, hard link) reaches it: a "
+            "second one refuses to start. One that names no database (empty, another scheme, an "
+            "unreadable URL) is refused with one line (exit 2), one that cannot be opened (a "
+            "directory, not a database, no permission) stops the start with one line (exit 1)",
+        ),
+    )
+    db_pool_size: int = field(
+        default=10,
+        metadata=declared(
+            "--db-pool-size",
+            "TIERANK_DB_POOL_SIZE",
+            check=Number(1, whole=True),
+            metavar="N",
+            help="PostgreSQL: connections the server keeps",
+        ),
+    )
+    db_statement_timeout_s: float = field(
+        default=30.0,
+        metadata=declared(
+            "--db-statement-timeout",
+            "TIERANK_DB_STATEMENT_TIMEOUT",
+            check=Number(0),
+            metavar="SECONDS",
+            help="PostgreSQL: seconds one statement may run (0: no limit)",
+        ),
+    )
+    # A replica that dies (kill -9) has its jobs taken over once its leases expire: at most this
+    # long, plus one tick. Renewed every quarter of it, at most once a second: below 2 s one slow
+    # round trip to the database could cost a replica its jobs.
+    lease_s: float = field(
+        default=8.0,
+        metadata=declared(
+            "--lease-seconds",
+            "TIERANK_LEASE_SECONDS",
+            check=Number(2, 3600),
+            metavar="SECONDS",
+            help="PostgreSQL: how long a replica's hold on a job outlives its last renewal, so how "
+            "soon a dead replica's jobs move on",
+        ),
+    )
+    sqlite_synchronous: str = field(
+        default="FULL",
+        metadata=declared(
+            "--sqlite-synchronous",
+            "TIERANK_SQLITE_SYNCHRONOUS",
+            check=Choice(("FULL", "NORMAL")),
+            help="`FULL`: a commit survives power loss; `NORMAL`: survives process crashes only",
+        ),
+    )
+    judges_config: Path | None = field(
+        default=None,
+        metadata=declared(
+            "--judges-config",
+            CONFIG_PATH_ENV,
+            check=_optional_path,
+            metavar="FILE",
+            help="provider settings file (limits, prices, base URLs)",
+            details="a missing or invalid file (bad JSON/TOML, an unknown key, a wrong type) stops "
+            "the start with one line naming the file and the problem (exit 1)",
+        ),
+    )
+    # gRPC's limits are 32-bit signed: the transport ceiling (2x + 1 MiB) must stay below 2 GiB.
+    max_message_mb: int = field(
+        default=64,
+        metadata=declared(
+            "--max-message-mb",
+            "TIERANK_MAX_MESSAGE_MB",
+            check=Number(1, 1000, whole=True),
+            metavar="MIB",
+            help="largest request or response, in MiB",
+        ),
+    )
+    shutdown_grace_s: float = field(
+        default=10.0,
+        metadata=declared(
+            "--shutdown-grace",
+            "TIERANK_SHUTDOWN_GRACE",
+            check=Number(0),
+            metavar="SECONDS",
+            help="seconds to let judge calls in flight land on shutdown",
+        ),
+    )
+    metrics_listen: str = field(
+        default="",
+        metadata=declared(
+            "--metrics-listen",
+            "TIERANK_METRICS_LISTEN",
+            shown_default="off",
+            check=_optional_listen_address,
+            metavar="HOST:PORT",
+            help="`host:port` for Prometheus metrics over HTTP (port 0 picks a free one: the "
+            "`serving` log line's `metrics_address` and the ready file say which)",
+        ),
+    )
+    otlp_endpoint: str = field(
+        default="",
+        metadata=declared(
+            "--otlp-endpoint",
+            "TIERANK_OTLP_ENDPOINT",
+            shown_default="off",
+            check=_optional_collector,
+            metavar="URL",
+            help="OTLP/gRPC collector for OpenTelemetry traces, e.g. `http://127.0.0.1:4317` "
+            "(`https://` for TLS); `OTEL_EXPORTER_OTLP_ENDPOINT` turns them on too, and the other "
+            "`OTEL_*` variables apply ([docs/operations.md](docs/operations.md): what is traced, "
+            "the metrics, the Grafana dashboard)",
+        ),
+    )
+    trace_content: bool = field(
+        default=False,
+        metadata=declared(
+            "--trace-content",
+            "TIERANK_TRACE_CONTENT",
+            check=_on_off,
+            help="`on`: judge-call spans carry prompts (query, rubric, passages) and answers "
+            "(so does `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`, the GenAI "
+            "instrumentations' variable); `off`: no text is in any span",
+        ),
+    )
+    ready_file: Path | None = field(
+        default=None,
+        metadata=declared(
+            "--ready-file",
+            "TIERANK_READY_FILE",
+            check=_optional_path,
+            metavar="FILE",
+            help="write the bound `host:port` here once serving, on its own line (so `$(cat FILE)` "
+            "is the address); with `--metrics-listen`, the metrics `host:port` on a second line",
+        ),
+    )
+    log_level: str = field(
+        default="info",
+        metadata=declared(
+            "--log-level",
+            "TIERANK_LOG_LEVEL",
+            check=Choice(("debug", "info", "warning", "error")),
+            help="the least that is logged: `debug`, `info`, `warning` or `error`",
+        ),
+    )
+    log_format: str = field(
+        default="json",
+        metadata=declared(
+            "--log-format",
+            "TIERANK_LOG_FORMAT",
+            check=Choice(("json", "console")),
+            help="`json`: structlog JSON lines on stderr (job, tenant and request ids bound; "
+            "libraries' warnings, e.g. psycopg's, as JSON lines too); `console`: the same as plain "
+            "lines",
+        ),
+    )
+    auth: str = field(
+        default=AUTH_NONE,
+        metadata=declared(
+            "--auth",
+            "TIERANK_AUTH",
+            check=Choice((AUTH_NONE, AUTH_KEYS)),
+            help="`keys`: every call needs an API key (`authorization: Bearer`; reflection too, "
+            "health checking never); `none`: every caller is the operator, in tenant `default`, "
+            "allowed only on a loopback address",
+        ),
+    )
+    allow_unauthenticated: bool = field(
+        default=False,
+        metadata=declared(
+            "--allow-unauthenticated",
+            "TIERANK_ALLOW_UNAUTHENTICATED",
+            check=_switch,
+            help="serve `--auth none` on an address others can reach (anyone who reaches it reads "
+            "every job and spends the provider keys); its variable takes `1` or `0`",
+        ),
+    )
     # None: on without authentication, off with it (what reflection shows helps an attacker).
-    reflection: bool | None = None
-    tls_cert: Path | None = None
-    tls_key: Path | None = None
-    tls_client_ca: Path | None = None
-    resume_jobs: bool = True
+    reflection: bool | None = field(
+        default=None,
+        metadata=declared(
+            "--reflection",
+            "TIERANK_REFLECTION",
+            shown_default="on without auth, off with",
+            check=_on_off,
+            help="gRPC server reflection, `on` or `off`; with `--auth keys` it needs a key when on",
+        ),
+    )
+    tls_cert: Path | None = field(
+        default=None,
+        metadata=declared(
+            "--tls-cert",
+            "TIERANK_TLS_CERT",
+            check=_optional_path,
+            metavar="FILE",
+            help="PEM certificate chain to serve TLS with; needs `--tls-key`",
+        ),
+    )
+    tls_key: Path | None = field(
+        default=None,
+        metadata=declared(
+            "--tls-key",
+            "TIERANK_TLS_KEY",
+            check=_optional_path,
+            metavar="FILE",
+            help="PEM private key of `--tls-cert`",
+        ),
+    )
+    tls_client_ca: Path | None = field(
+        default=None,
+        metadata=declared(
+            "--tls-client-ca",
+            "TIERANK_TLS_CLIENT_CA",
+            check=_optional_path,
+            metavar="FILE",
+            help="PEM CA bundle: clients must present a certificate it signed (mutual TLS)",
+        ),
+    )
+    resume_jobs: bool = field(
+        default=True,
+        metadata=declared(
+            "--resume-jobs",
+            "TIERANK_RESUME_JOBS",
+            check=_on_off,
+            help="`on`: run every unfinished job found in the database (after a restart, or a "
+            "replica's death); `off`: only the jobs created on this server, leaving the others as "
+            "they are (the CLI's embedded server but for `watch`, so that no command resumes "
+            "paid work unseen)",
+        ),
+    )
 
     @property
     def pool(self) -> PoolSettings:
@@ -93,6 +460,39 @@ class ServerSettings:
         return 2 * self.max_message_bytes + 1024 * 1024
 
 
+@dataclass(frozen=True)
+class EnvironmentOnly:
+    """A variable the server reads that has no flag: a secret, kept out of the process list."""
+
+    env: str
+    help: str
+    shown_default: str = "none"
+
+
+ENVIRONMENT_ONLY = (
+    EnvironmentOnly(
+        SECRET_KEY_ENV,
+        "a Fernet key (`python -c 'from cryptography.fernet import Fernet; "
+        "print(Fernet.generate_key().decode())'`) that encrypts tenants' own provider keys in "
+        "the database; needed only for them",
+    ),
+)
+
+
+def declarations() -> Iterator[tuple[str, Declaration]]:
+    """Each setting's ServerSettings field name and declaration, in the order of the fields."""
+    for each in fields(ServerSettings):
+        setting: Declaration = each.metadata[_DECLARED]
+        if not setting.shown_default:
+            shown = "none" if each.default is None else f"`{_typed(each.default)}`"
+            setting = replace(setting, shown_default=shown)
+        yield each.name, setting
+
+
+def declaration(name: str) -> Declaration:
+    return dict(declarations())[name]
+
+
 class OneLineParser(argparse.ArgumentParser):
     """Usage errors as one line, "tierank: " and the flag and the problem (exit status 2), like
     every other reason a tierank program stops, not the whole usage: the flags are many, and
@@ -103,247 +503,89 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"tierank: {message}\n")
 
 
-def database_location(text: str) -> str:
-    """argparse type for --db: refused here, before anything is opened or created, when it
-    cannot name a database (the message never repeats the value, which may hold a password)."""
-    try:
-        return check_location(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
+def _plain(markdown: str) -> str:
+    """Markdown for --help: no backticks, and argparse's % escaped."""
+    return markdown.replace("`", "").replace("%", "%%")
 
 
-def listen_address(text: str) -> str:
-    """argparse type for --listen and --metrics-listen: host:port with a port of 0-65535."""
-    try:
-        parse_address(text, listening=True)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-    return text
+def add_settings(parser: argparse.ArgumentParser, names: list[str] | None = None) -> None:
+    """The flags of the settings `names` (all by default). Their values are in the parsed
+    namespace only where given: `given_settings` adds the environment's."""
+    for name, setting in declarations():
+        if names is not None and name not in names:
+            continue
+        help_text = f"{_plain(setting.summary)} (default {_plain(setting.shown_default)}; "
+        help_text += f"env {setting.env})"
+        takes: dict[str, Any] = (
+            {"action": "store_true"}
+            if setting.switch
+            else {"type": _argparse_type(setting.check), "metavar": setting.metavar}
+        )
+        parser.add_argument(
+            setting.flag, dest=name, default=argparse.SUPPRESS, help=help_text, **takes
+        )
 
 
-def _optional_listen_address(text: str) -> str:
-    """--metrics-listen: empty turns metrics off."""
-    return listen_address(text) if text else text
+def _argparse_type(check: Callable[[str], Any]) -> Callable[[str], Any]:
+    def checked(text: str) -> Any:
+        try:
+            return check(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    return checked
+
+
+def given_settings(
+    parser: argparse.ArgumentParser,
+    args: argparse.Namespace,
+    environ: Mapping[str, str],
+    names: list[str] | None = None,
+) -> dict[str, Any]:
+    """The settings `names` (all by default) that a flag or else a variable gives, checked the
+    same way; a variable that fails its check ends the program as a bad flag does."""
+    values: dict[str, Any] = {}
+    for name, setting in declarations():
+        if names is not None and name not in names:
+            continue
+        if hasattr(args, name):
+            values[name] = getattr(args, name)
+        elif text := environ.get(setting.env):
+            try:
+                values[name] = setting.check(text)
+            except ValueError as error:
+                parser.error(f"environment variable {setting.env}: {error}")
+    return values
 
 
 def parser() -> argparse.ArgumentParser:
-    env = os.environ.get
     p = OneLineParser(
         prog="tierank serve",
         description="Run the tierank gRPC server (RankService, health, reflection).",
+        epilog="Each flag can be set by its environment variable instead; a flag wins over its "
+        "variable, an empty variable counts as unset.",
     )
-    p.add_argument(
-        "--listen",
-        type=listen_address,
-        default=env("TIERANK_LISTEN", "127.0.0.1:50051"),
-        help="host:port to serve on; port 0 picks a free port (env TIERANK_LISTEN)",
-    )
-    p.add_argument(
-        "--db",
-        type=database_location,
-        default=env("TIERANK_DB") or str(default_db_path()),
-        help="SQLite database file (a path or sqlite:///path; one server per file), or a "
-        "PostgreSQL URL postgresql://user@host:port/db (env TIERANK_DB)",
-    )
-    p.add_argument(
-        "--db-pool-size",
-        type=_positive_int,
-        default=env("TIERANK_DB_POOL_SIZE", "10"),
-        help="PostgreSQL: connections this server keeps (env TIERANK_DB_POOL_SIZE)",
-    )
-    p.add_argument(
-        "--db-statement-timeout",
-        type=float,
-        default=env("TIERANK_DB_STATEMENT_TIMEOUT", "30"),
-        help="PostgreSQL: seconds one statement may run (env TIERANK_DB_STATEMENT_TIMEOUT)",
-    )
-    p.add_argument(
-        "--lease-seconds",
-        type=_lease_seconds,
-        default=env("TIERANK_LEASE_SECONDS", str(DEFAULT_LEASE_S)),
-        help="PostgreSQL: how long a replica's hold on a job outlives its last renewal; a "
-        "replica that dies has its jobs taken over after at most this long (2..3600, default "
-        f"{DEFAULT_LEASE_S:g}; env TIERANK_LEASE_SECONDS)",
-    )
-    p.add_argument(
-        "--sqlite-synchronous",
-        choices=["FULL", "NORMAL"],
-        default=env("TIERANK_SQLITE_SYNCHRONOUS", "FULL"),
-        help="FULL: a commit survives power loss; NORMAL: only process crashes",
-    )
-    p.add_argument(
-        "--judges-config",
-        type=_optional_path,
-        default=env("TIERANK_JUDGES_CONFIG"),
-        help="provider settings file (rate limits, prices, base URLs)",
-    )
-    p.add_argument(
-        "--max-message-mb",
-        type=_message_mb,
-        default=env("TIERANK_MAX_MESSAGE_MB", "64"),
-        help="largest accepted request / sent response, in MiB, 1..1000 "
-        "(env TIERANK_MAX_MESSAGE_MB)",
-    )
-    p.add_argument(
-        "--shutdown-grace",
-        type=float,
-        default=env("TIERANK_SHUTDOWN_GRACE", "10"),
-        help="seconds to let judge calls in flight land before stopping",
-    )
-    p.add_argument(
-        "--metrics-listen",
-        type=_optional_listen_address,
-        default=env("TIERANK_METRICS_LISTEN", ""),
-        help="host:port for Prometheus metrics over HTTP (port 0 picks a free one, logged and"
-        " written to --ready-file); empty disables",
-    )
-    p.add_argument(
-        "--otlp-endpoint",
-        default=env("TIERANK_OTLP_ENDPOINT", ""),
-        help="send OpenTelemetry traces over OTLP/gRPC to this collector, e.g. "
-        "http://127.0.0.1:4317 (https:// for TLS); empty: only if OTEL_EXPORTER_OTLP_ENDPOINT "
-        "is set; the other OTEL_* variables apply (env TIERANK_OTLP_ENDPOINT)",
-    )
-    p.add_argument(
-        "--trace-content",
-        choices=["on", "off"],
-        default=env("TIERANK_TRACE_CONTENT")
-        or _on_off(env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "")),
-        help="on: judge-call spans carry the prompts (query, rubric, passages) and answers; "
-        "off (default) keeps every text out of traces (env TIERANK_TRACE_CONTENT, else "
-        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true)",
-    )
-    p.add_argument(
-        "--ready-file",
-        type=_optional_path,
-        default=env("TIERANK_READY_FILE"),
-        help="write the bound host:port to this file once serving, and the metrics host:port"
-        " on a second line with --metrics-listen",
-    )
-    p.add_argument(
-        "--log-level",
-        choices=["debug", "info", "warning", "error"],
-        default=env("TIERANK_LOG_LEVEL", "info"),
-        help="log level",
-    )
-    p.add_argument(
-        "--log-format",
-        choices=["json", "console"],
-        default=env("TIERANK_LOG_FORMAT", "json"),
-        help="log line format",
-    )
-    p.add_argument(
-        "--auth",
-        choices=[AUTH_NONE, AUTH_KEYS],
-        default=env("TIERANK_AUTH", AUTH_NONE),
-        help="keys: every call needs an API key (authorization: Bearer); none: every caller is "
-        "the operator, in tenant 'default', allowed only on loopback (env TIERANK_AUTH)",
-    )
-    p.add_argument(
-        "--allow-unauthenticated",
-        action="store_true",
-        default=_flag(env("TIERANK_ALLOW_UNAUTHENTICATED", "")),
-        help="allow --auth none on an address other than loopback: anyone who reaches the port "
-        "can read every job and spend the provider keys (env TIERANK_ALLOW_UNAUTHENTICATED=1)",
-    )
-    p.add_argument(
-        "--resume-jobs",
-        choices=["on", "off"],
-        default=env("TIERANK_RESUME_JOBS", "on"),
-        help="on: run every unfinished job found in the database (after a restart, or a "
-        "replica's death); off: only the jobs created on this server, leaving the others as "
-        "they are (the CLI's embedded server, so that no command resumes paid work unseen) "
-        "(env TIERANK_RESUME_JOBS)",
-    )
-    p.add_argument(
-        "--reflection",
-        choices=["on", "off"],
-        default=env("TIERANK_REFLECTION"),
-        help="gRPC server reflection; default on with --auth none, off with --auth keys, "
-        "where it needs a key when on (env TIERANK_REFLECTION)",
-    )
-    p.add_argument(
-        "--tls-cert",
-        type=_optional_path,
-        default=env("TIERANK_TLS_CERT"),
-        help="PEM certificate chain to serve TLS with; needs --tls-key (env TIERANK_TLS_CERT)",
-    )
-    p.add_argument(
-        "--tls-key",
-        type=_optional_path,
-        default=env("TIERANK_TLS_KEY"),
-        help="PEM private key for --tls-cert (env TIERANK_TLS_KEY)",
-    )
-    p.add_argument(
-        "--tls-client-ca",
-        type=_optional_path,
-        default=env("TIERANK_TLS_CLIENT_CA"),
-        help="PEM CA bundle: require clients to present a certificate it signed (mutual TLS) "
-        "(env TIERANK_TLS_CLIENT_CA)",
-    )
+    add_settings(p)
     return p
 
 
-def _optional_path(text: str) -> Path | None:
-    """An empty value (an environment variable set to nothing) is no path, not "."."""
-    return Path(text) if text.strip() else None
+def from_args(
+    argv: list[str] | None = None, environ: Mapping[str, str] | None = None
+) -> ServerSettings:
+    """The settings of a command line (the process's own by default), each one not on it taken
+    from `environ` (the process's environment by default), else its default."""
+    p = parser()
+    args = p.parse_args(argv)
+    return ServerSettings(**given_settings(p, args, os.environ if environ is None else environ))
 
 
-def _lease_seconds(text: str) -> float:
-    value = float(text)
-    # Renewed every quarter of it, at most once a second: below 2 s one slow round trip to the
-    # database could cost a replica its jobs.
-    if not 2 <= value <= 3600:
-        raise argparse.ArgumentTypeError("must be between 2 and 3600 seconds")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be 1 or more")
-    return value
-
-
-def _flag(text: str) -> bool:
-    return text.strip().lower() in {"1", "true", "yes", "on"}
-
-
-def _on_off(text: str) -> str:
-    return "on" if _flag(text) else "off"
-
-
-def _message_mb(text: str) -> int:
-    value = int(text)
-    # gRPC's limits are 32-bit signed: the transport ceiling (2x + 1 MiB) must stay below 2 GiB.
-    if not 1 <= value <= 1000:
-        raise argparse.ArgumentTypeError("must be between 1 and 1000")
-    return value
-
-
-def from_args(argv: list[str] | None = None) -> ServerSettings:
-    args = parser().parse_args(argv)
-    return ServerSettings(
-        listen=args.listen,
-        db=args.db,
-        db_pool_size=args.db_pool_size,
-        db_statement_timeout_s=args.db_statement_timeout,
-        lease_s=args.lease_seconds,
-        sqlite_synchronous=args.sqlite_synchronous,
-        judges_config=args.judges_config,
-        max_message_mb=args.max_message_mb,
-        shutdown_grace_s=args.shutdown_grace,
-        metrics_listen=args.metrics_listen,
-        otlp_endpoint=args.otlp_endpoint,
-        trace_content=args.trace_content == "on",
-        ready_file=args.ready_file,
-        log_level=args.log_level,
-        log_format=args.log_format,
-        auth=args.auth,
-        allow_unauthenticated=args.allow_unauthenticated,
-        reflection=None if args.reflection is None else args.reflection == "on",
-        tls_cert=args.tls_cert,
-        tls_key=args.tls_key,
-        tls_client_ca=args.tls_client_ca,
-        resume_jobs=args.resume_jobs == "on",
-    )
+def markdown_table() -> str:
+    """The table of settings in README.md."""
+    rows = ["| flag | environment | default | meaning |", "|---|---|---|---|"]
+    for _, setting in declarations():
+        rows.append(
+            f"| `{setting.flag}` | `{setting.env}` | {setting.shown_default} | {setting.meaning} |"
+        )
+    for variable in ENVIRONMENT_ONLY:
+        rows.append(f"| | `{variable.env}` | {variable.shown_default} | {variable.help} |")
+    return "\n".join(rows) + "\n"

@@ -7,9 +7,6 @@ import secrets
 import socket
 from dataclasses import dataclass
 
-# A replica that dies (kill -9) has its jobs taken over once its leases expire: at most this
-# long, plus one tick.
-DEFAULT_LEASE_S = 8.0
 # Leases are renewed, and free jobs looked for, this often at most; a lease outlives about four
 # missed renewals, so a slow database round trip never loses one.
 MAX_TICK_S = 1.0
@@ -23,7 +20,9 @@ def new_replica_id() -> str:
 @dataclass(frozen=True)
 class Replica:
     replica_id: str
-    lease_s: float = DEFAULT_LEASE_S
+    # A replica that dies (kill -9) has its jobs taken over once its leases expire: at most this
+    # long (the server's --lease-seconds), plus one tick.
+    lease_s: float
     # Whether it takes up unfinished jobs nobody runs (after a restart, or a replica's death);
     # without, it runs only the jobs created or cancelled on it (the CLI's embedded server).
     takes_free_jobs: bool = True

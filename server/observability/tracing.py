@@ -44,6 +44,9 @@ _NOT_TRACING = _Installed(trace.NoOpTracer(), capture_content=False)
 _installed = _NOT_TRACING
 
 
+_CAPTURE_CONTENT_VARIABLE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+
+
 def tracing_configured(endpoint: str) -> bool:
     """Whether a server with --otlp-endpoint `endpoint` exports traces."""
     if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
@@ -65,6 +68,10 @@ async def tracing(endpoint: str, capture_content: bool, replica_id: str) -> Asyn
     provider = TracerProvider(resource=_resource(replica_id))
     exporter = OTLPSpanExporter(endpoint=endpoint) if endpoint else OTLPSpanExporter()
     provider.add_span_processor(BatchSpanProcessor(exporter))
+    # The GenAI instrumentations' own switch for content capture is honoured too.
+    capture_content = capture_content or (
+        os.environ.get(_CAPTURE_CONTENT_VARIABLE, "").strip().lower() == "true"
+    )
     _installed = _Installed(provider.get_tracer(SERVICE), capture_content)
     try:
         yield

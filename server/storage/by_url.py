@@ -15,10 +15,11 @@ POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 @dataclass(frozen=True)
 class PoolSettings:
-    """PostgreSQL only: connections per replica and the longest a statement may run."""
+    """PostgreSQL only: connections per replica and the longest a statement may run (the
+    server's settings say how many and how long)."""
 
-    size: int = 10
-    statement_timeout_s: float = 30.0
+    size: int
+    statement_timeout_s: float
 
 
 def is_postgres(location: str) -> bool:
@@ -84,9 +85,11 @@ def shown(location: str | os.PathLike[str]) -> str:
 async def open_storage(
     location: str | os.PathLike[str],
     *,
-    sqlite_synchronous: str = "FULL",
-    pool: PoolSettings = PoolSettings(),
+    sqlite_synchronous: str,
+    pool: PoolSettings,
 ) -> Storage:
+    """The storage `location` names: SQLite opened with PRAGMA synchronous=`sqlite_synchronous`
+    (FULL or NORMAL), or PostgreSQL with `pool`."""
     text = os.fspath(location)
     if is_postgres(text):
         # Imported only here: SQLite users never load the PostgreSQL driver.

@@ -463,8 +463,8 @@ class PostgresStorage(Storage):
         cls,
         url: str,
         *,
-        pool_size: int = 10,
-        statement_timeout_s: float = 30.0,
+        pool_size: int,
+        statement_timeout_s: float,
         schema: str | None = None,
     ) -> PostgresStorage:
         """Apply pending migrations, then open a pool of `pool_size` connections whose

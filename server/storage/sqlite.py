@@ -399,8 +399,9 @@ def _qualification(row: Sequence[Any]) -> QualificationRecord:
 
 
 class SqliteStorage(Storage):
-    def __init__(self, path: str | os.PathLike[str], synchronous: str = "FULL") -> None:
-        """Open (or create) the database; raises DatabaseLocked when another server holds it,
+    def __init__(self, path: str | os.PathLike[str], synchronous: str) -> None:
+        """Open (or create) the database with PRAGMA synchronous=`synchronous` (FULL or NORMAL,
+        checked by the server's settings); raises DatabaseLocked when another server holds it,
         StorageDamaged when the file is not a tierank database or cannot be read."""
         self.path = Path(path)
         try:

@@ -18,7 +18,7 @@ from tierank.server.app import background_server
 from tierank.server.judges.prompt import AnswerFormat
 from tierank.server.settings import ServerSettings
 from tierank.server.storage.base import QualificationRecord
-from tierank.server.storage.by_url import open_storage
+from tierank.server.storage.sqlite import SqliteStorage
 from tierank.v1 import rank_pb2, rank_pb2_grpc
 
 FLAVOR = "openai-compatible"
@@ -125,7 +125,7 @@ async def test_a_qualification_stored_under_the_old_identity_still_counts(
         "served_model": json.dumps(served, sort_keys=True),
     }
     identity = json.dumps(old_identity, sort_keys=True, separators=(",", ":"))
-    storage = await open_storage(tmp_path / "tierank.db")
+    storage = SqliteStorage(tmp_path / "tierank.db", synchronous="NORMAL")
     try:
         await storage.put_qualification(
             QualificationRecord("01old", "default", identity, 1.0, False, 0.0, b"")

@@ -14,7 +14,7 @@ from tierank.server.errors import Unauthenticated
 from tierank.server.rpc.auth import Caller
 from tierank.server.rpc.revocation import StreamCredentials
 from tierank.server.storage.base import KeyRecord, Storage
-from tierank.server.storage.by_url import open_storage
+from tierank.server.storage.sqlite import SqliteStorage
 
 STREAMS_PER_KEY = 50
 
@@ -37,7 +37,7 @@ async def events() -> AsyncIterator[str]:
 
 
 async def test_a_recheck_reads_each_open_key_once_and_ends_only_the_revoked_ones(tmp_path: Path):
-    storage = await open_storage(str(tmp_path / "t.db"))
+    storage = SqliteStorage(tmp_path / "t.db", synchronous="NORMAL")
     try:
         for key_id in ("aaaaaaaaaaaa", "bbbbbbbbbbbb"):
             await storage.create_key(KeyRecord(key_id, "team-a", "member", "", b"", time.time()))

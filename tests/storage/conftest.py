@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -14,12 +15,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from postgres_cluster import drop_schema, fresh_schema
 
+from tierank.server.settings import ServerSettings
 from tierank.server.storage.base import Storage
 from tierank.server.storage.postgres import PostgresStorage
 from tierank.server.storage.sqlite import SqliteStorage
 
 # Several connections, so that concurrent calls really run side by side in the database.
 POOL_SIZE = 5
+# A replica whose statements may run as long as a server's do by default.
+connect = partial(
+    PostgresStorage.connect, statement_timeout_s=ServerSettings().db_statement_timeout_s
+)
 
 
 @dataclass
@@ -34,9 +40,7 @@ class Backend:
     async def open(self) -> Storage:
         if self.sqlite_path is not None:
             return SqliteStorage(self.sqlite_path, synchronous="NORMAL")
-        return await PostgresStorage.connect(
-            self.postgres_url, pool_size=POOL_SIZE, schema=self.schema
-        )
+        return await connect(self.postgres_url, pool_size=POOL_SIZE, schema=self.schema)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

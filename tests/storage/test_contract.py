@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import socket
 from dataclasses import replace
+from functools import partial
 from typing import Protocol
 
 import psycopg
@@ -22,6 +23,7 @@ from tierank.server.errors import (
     StorageFull,
     StorageUnavailable,
 )
+from tierank.server.settings import ServerSettings
 from tierank.server.storage.base import (
     DEFAULT_LIMITS,
     CacheEntry,
@@ -57,6 +59,10 @@ SUCCEEDED = rank_pb2.JOB_STATE_SUCCEEDED
 FAILED = rank_pb2.JOB_STATE_FAILED
 CANCELLED = rank_pb2.JOB_STATE_CANCELLED
 PAGE = 1 << 20
+# A replica whose statements may run as long as a server's do by default.
+connect = partial(
+    PostgresStorage.connect, statement_timeout_s=ServerSettings().db_statement_timeout_s
+)
 
 
 class Backend(Protocol):
@@ -768,7 +774,7 @@ async def test_servers_starting_together_apply_each_migration_once(
         (m.version, m.description, False) for m in MIGRATIONS
     ]
     opened = await asyncio.gather(
-        *(PostgresStorage.connect(postgres_url, pool_size=2, schema=pg_schema) for _ in range(4))
+        *(connect(postgres_url, pool_size=2, schema=pg_schema) for _ in range(4))
     )
     try:
         rows = await _count(
@@ -797,16 +803,14 @@ async def test_migrate_applies_what_is_pending_and_status_writes_nothing(
     assert rows == []
     assert await migrate(postgres_url, pg_schema) == [m.version for m in MIGRATIONS]
     assert await migrate(postgres_url, pg_schema) == []
-    storage = await PostgresStorage.connect(postgres_url, pool_size=1, schema=pg_schema)
+    storage = await connect(postgres_url, pool_size=1, schema=pg_schema)
     await storage.close()
     rows = await _count(postgres_url, pg_schema, "SELECT count(*) FROM schema_migrations")
     assert rows == [(len(MIGRATIONS),)]
 
 
 async def test_two_replicas_share_one_tenants_quotas(postgres_url: str, pg_schema: str):
-    replicas = [
-        await PostgresStorage.connect(postgres_url, pool_size=3, schema=pg_schema) for _ in range(2)
-    ]
+    replicas = [await connect(postgres_url, pool_size=3, schema=pg_schema) for _ in range(2)]
     try:
         await replicas[0].put_tenant("acme", Limits(daily_judge_calls=7), [], None, now=1.0)
         limits = Limits(max_concurrent_jobs=4)
@@ -838,7 +842,7 @@ async def test_two_replicas_share_one_tenants_quotas(postgres_url: str, pg_schem
 async def test_an_unreachable_database_is_reported_in_plain_words():
     url = f"postgresql://postgres@127.0.0.1:{_free_port()}/test"
     for attempt in (
-        PostgresStorage.connect(url, pool_size=1),
+        connect(url, pool_size=1),
         migrate(url),
         migration_status(url),
     ):
@@ -877,7 +881,7 @@ async def test_connections_the_server_closed_are_replaced_before_use(
     """What a restart of PostgreSQL does to a pool: every idle connection is terminated."""
     name = f"tierank-{pg_schema}"
     url = f"{postgres_url}{'&' if '?' in postgres_url else '?'}application_name={name}"
-    storage = await PostgresStorage.connect(url, pool_size=3, schema=pg_schema)
+    storage = await connect(url, pool_size=3, schema=pg_schema)
     try:
         await storage.create_job(_job("acme", "j1"), _event())
         async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as admin:

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from functools import partial
 
 import anyio
 import pytest
 
 from tierank.server.errors import LeaseLost, QuotaExceeded
+from tierank.server.settings import ServerSettings
 from tierank.server.storage.base import (
     CANCEL,
     EVENTS,
@@ -29,6 +31,10 @@ from tierank.v1 import rank_pb2
 PENDING = rank_pb2.JOB_STATE_PENDING
 SUCCEEDED = rank_pb2.JOB_STATE_SUCCEEDED
 LEASE_S = 30.0
+# A replica whose statements may run as long as a server's do by default.
+connect = partial(
+    PostgresStorage.connect, statement_timeout_s=ServerSettings().db_statement_timeout_s
+)
 
 
 def _job(job_id: str, tenant: str = "acme", state: int = PENDING) -> JobRecord:
@@ -117,9 +123,7 @@ async def test_the_heartbeat_counts_unfinished_jobs_and_a_draining_replica_takes
 
 @pytest.fixture
 async def replicas(postgres_url: str, pg_schema: str) -> AsyncIterator[list[PostgresStorage]]:
-    opened = [
-        await PostgresStorage.connect(postgres_url, pool_size=3, schema=pg_schema) for _ in range(3)
-    ]
+    opened = [await connect(postgres_url, pool_size=3, schema=pg_schema) for _ in range(3)]
     yield opened
     for storage in opened:
         await storage.close()
