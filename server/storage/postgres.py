@@ -87,6 +87,7 @@ from tierank.server.storage.rules import (
     MIN_RETRY_AFTER_S,
     RATE_WINDOW_S,
     check_daily_limits,
+    operation_from_row,
     plus,
     spend_from_row,
     tenant_from_row,
@@ -131,6 +132,10 @@ def _plain(error: psycopg.Error) -> StorageError:
     return StorageError(f"the database failed: {detail}")
 
 
+def _operation(row: Sequence[Any]) -> OperationRecord:
+    return operation_from_row(row, _text(row[12]))
+
+
 def _text(stored: bytes) -> str:
     """Free text kept as UTF-8 bytes (see pg_migrations: TEXT cannot hold NUL)."""
     try:
@@ -169,27 +174,6 @@ _OPERATION_COLUMNS = (
 )
 # Operations take their states from jobs' (JobState), so "unfinished" is the same predicate.
 _UNFINISHED_OPERATION = UNFINISHED_JOBS
-
-
-def _operation(row: Sequence[Any]) -> OperationRecord:
-    (operation_id, tenant, request_id, digest, method, state, owner, created, updated) = row[:9]
-    progress, result, error_code, error_message, cancel_requested = row[9:]
-    return OperationRecord(
-        operation_id,
-        tenant,
-        request_id,
-        digest,
-        method,
-        state,
-        owner,
-        created,
-        updated,
-        progress=bytes(progress),
-        result=bytes(result),
-        error_code=error_code,
-        error_message=_text(error_message),
-        cancel_requested=cancel_requested,
-    )
 
 
 _KEY_COLUMNS = (

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tierank.server.errors import QuotaExceeded
-from tierank.server.storage.base import LIMIT_NAMES, Limits, Spend, TenantRecord
+from tierank.server.storage.base import LIMIT_NAMES, Limits, OperationRecord, Spend, TenantRecord
 
 RATE_WINDOW_S = 60.0
 # A retry hint of zero would invite a client to spin on a window that has not moved yet.
@@ -26,6 +26,28 @@ def tenant_from_row(row: Sequence[Any], provider_keys: Sequence[str]) -> TenantR
         create_time=create_time,
         update_time=update_time,
         provider_keys=tuple(provider_keys),
+    )
+
+
+def operation_from_row(row: Sequence[Any], error_message: str) -> OperationRecord:
+    """An operation as both backends select it; `error_message` decoded by the backend."""
+    (operation_id, tenant, request_id, digest, method, state, owner, created, updated) = row[:9]
+    progress, result, error_code, _, cancel_requested = row[9:]
+    return OperationRecord(
+        operation_id,
+        tenant,
+        request_id,
+        digest,
+        method,
+        state,
+        owner,
+        created,
+        updated,
+        progress=bytes(progress),
+        result=bytes(result),
+        error_code=error_code,
+        error_message=error_message,
+        cancel_requested=bool(cancel_requested),
     )
 
 

@@ -63,6 +63,7 @@ from tierank.server.storage.rules import (
     MIN_RETRY_AFTER_S,
     RATE_WINDOW_S,
     check_daily_limits,
+    operation_from_row,
     plus,
     spend_from_row,
     tenant_from_row,
@@ -336,6 +337,10 @@ def _settle(conn: sqlite3.Connection, settlement: Settlement) -> None:
     _add_usage(conn, [(*row, *dataclasses.astuple(settlement.actual))])
 
 
+def _operation(row: Sequence[Any]) -> OperationRecord:
+    return operation_from_row(row, row[12])
+
+
 def _resolve(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
     if future.cancelled():
         return
@@ -368,27 +373,6 @@ _OPERATION_COLUMNS = (
     "operation_id, tenant, request_id, request_digest, method, state, owner, create_time, "
     "update_time, progress, result, error_code, error_message, cancel_requested"
 )
-
-
-def _operation(row: Sequence[Any]) -> OperationRecord:
-    (operation_id, tenant, request_id, digest, method, state, owner, created, updated) = row[:9]
-    progress, result, error_code, error_message, cancel_requested = row[9:]
-    return OperationRecord(
-        operation_id,
-        tenant,
-        request_id,
-        digest,
-        method,
-        state,
-        owner,
-        created,
-        updated,
-        progress=bytes(progress),
-        result=bytes(result),
-        error_code=error_code,
-        error_message=error_message,
-        cancel_requested=bool(cancel_requested),
-    )
 
 
 def _qualification(row: Sequence[Any]) -> QualificationRecord:

@@ -37,7 +37,7 @@ from tierank.server.errors import (
 from tierank.server.rpc.auth import AUTH_NONE, Authenticator
 from tierank.server.rpc.interceptor import EdgeInterceptor
 from tierank.server.rpc.revocation import StreamCredentials
-from tierank.server.storage.by_url import open_storage
+from tierank.server.storage.sqlite import SqliteStorage
 
 _SERVICE = "tierank.test.Errors"
 _METHOD = f"/{_SERVICE}/Raise"
@@ -252,7 +252,7 @@ def test_every_kind_of_the_tree_has_a_row():
 async def address(tmp_path) -> AsyncIterator[str]:
     """A gRPC server whose one method raises the case its request names, behind the edge
     interceptor the real server uses (dev mode: no keys, the tenant "default")."""
-    storage = await open_storage(str(tmp_path / "t.db"))
+    storage = SqliteStorage(tmp_path / "t.db", synchronous="NORMAL")
 
     async def raise_case(request: wrappers_pb2.StringValue, context: object) -> None:
         raise CASES[request.value].raised
