@@ -39,6 +39,7 @@ from tierank.server.jobs.convert import judge_config, pool_context
 from tierank.server.jobs.hub import EventHub
 from tierank.server.jobs.replica import Replica
 from tierank.server.jobs.runner import JobRunner
+from tierank.server.jobs.steps import StepThread
 from tierank.server.jobs.views import job_summary
 from tierank.server.judges.base import Judge, JudgeConfigError, PoolContext
 from tierank.server.judges.registry import JudgeFactory
@@ -105,6 +106,7 @@ class JobManager:
         self._accounts = accounts
         self._spending = spending
         self._replica = replica
+        self._steps = StepThread()
         self._runners: dict[str, JobRunner] = {}
         self._leases: dict[str, Lease] = {}
         self._tasks: TaskGroup | None = None
@@ -117,6 +119,7 @@ class JobManager:
         self._log = structlog.get_logger().bind(replica=replica.replica_id)
 
     async def __aenter__(self) -> JobManager:
+        await self._steps.__aenter__()
         self._tasks = anyio.create_task_group()
         await self._tasks.__aenter__()
         self._tasks.start_soon(self._keep_beating, name="leases")
@@ -138,6 +141,9 @@ class JobManager:
         try:
             return await self._tasks.__aexit__(exc_type, exc, tb)
         finally:
+            # Every runner has ended, and with it every step it submitted.
+            with anyio.CancelScope(shield=True):
+                await self._steps.__aexit__(None, None, None)
             with anyio.CancelScope(shield=True), anyio.move_on_after(_LAST_WRITE_S):
                 try:
                     await self._storage.leave(self._replica.replica_id)
@@ -354,6 +360,7 @@ class JobManager:
             storage=self._storage,
             hub=self._hub,
             spending=self._spending,
+            steps=self._steps,
             last_sequence=record.last_sequence,
             create_time=record.create_time,
             trace_context=record.trace_context,

@@ -46,6 +46,7 @@ from tierank.server.jobs.convert import tiers_to_proto, timestamp, tournament_co
 from tierank.server.jobs.hub import EventHub
 from tierank.server.jobs.journal import decode_plan, decode_planner, encode_plan, encode_planner
 from tierank.server.jobs.stats import StatsBook
+from tierank.server.jobs.steps import StepThread
 from tierank.server.judges.base import (
     BatchRequest,
     Judge,
@@ -152,6 +153,7 @@ class JobRunner:
         storage: Storage,
         hub: EventHub,
         spending: SpendLedger,
+        steps: StepThread,
         last_sequence: int,
         create_time: float,
         trace_context: str = "",
@@ -163,6 +165,7 @@ class JobRunner:
         self._judges = list(judges)
         self._storage = storage
         self._hub = hub
+        self._steps = steps
         # Set when the tenant's daily budget refuses a call: the job ends BUDGET_EXHAUSTED.
         self._over_budget: QuotaExceeded | None = None
         self._sequence = last_sequence
@@ -247,7 +250,7 @@ class JobRunner:
 
     async def _run(self) -> None:
         tournament, stats, groups, arrived = await self._restore()
-        self._tiers = tournament.tiers()
+        self._tiers = await self._steps.run(self._tenant, tournament.tiers)
         await self._store(JobUpdate(state=rank_pb2.JOB_STATE_RUNNING))
         unanswered = [c for g in groups for c in g if c.call_id not in arrived]
         self._log.info("job running", resumed_calls=len(unanswered), stored_answers=len(arrived))
@@ -265,8 +268,14 @@ class JobRunner:
                             calls.start_soon(self._ask, call, send)
                 while not self._cancel_requested:
                     step = _Step()
-                    reason = self._advance(tournament, stats, order, arrived, step)
-                    await self._commit_step(tournament, stats, step)
+
+                    def advance(step: _Step = step) -> rank_pb2.CompletionReason | None:
+                        reason = self._advance(tournament, stats, order, arrived, step)
+                        self._list_tiers(tournament, stats, step)
+                        return reason
+
+                    reason = await self._steps.run(self._tenant, advance)
+                    await self._commit_step(step)
                     with self._telemetry.wave([c.call_id for c in step.to_start]):
                         for call in step.to_start:
                             calls.start_soon(self._ask, call, send)
@@ -274,7 +283,7 @@ class JobRunner:
                         break
                     if not tournament.in_flight:
                         if self._draining:
-                            await self._commit_step(tournament, stats, _Step(), now=True)
+                            await self._take_step(tournament, stats, now=True)
                             return
                         # Asked again now that planning has estimated the calls: a budget too
                         # small for even one call is BUDGET_EXHAUSTED, not EXHAUSTED.
@@ -336,10 +345,14 @@ class JobRunner:
         config = planner.config if planner else tournament_config(self._spec)
         exact = planner is None or planner.version == PLANNER_VERSION
         try:
-            tournament, stats, planned, groups = self._replay(rows, config, exact)
+            tournament, stats, planned, groups = await self._steps.run(
+                self._tenant, lambda: self._replay(rows, config, exact)
+            )
         except _Diverged as diverged:
             self._log.warning("journal replay diverged: resuming its calls", entry=diverged.index)
-            tournament, stats, planned, groups = self._replay(rows, config, exact=False)
+            tournament, stats, planned, groups = await self._steps.run(
+                self._tenant, lambda: self._replay(rows, config, exact=False)
+            )
         unapplied = [[planned[i] for i in group if i in planned] for group in groups]
         stored = await self._storage.read_verdicts(self.job_id, list(planned))
         arrived = {
@@ -425,14 +438,19 @@ class JobRunner:
             if isinstance(item, _Answer):
                 arrived[item.call.call_id] = item
         step = _Step()
-        for call in (call for group in order for call in group):
-            answer = arrived.pop(call.call_id, None)
-            if answer is None:
-                stats.abandon(call.judge)
-            else:
-                self._record(tournament, stats, answer, step)
-        order.clear()
-        await self._commit_step(tournament, stats, step)
+
+        def record() -> None:
+            for call in (call for group in order for call in group):
+                answer = arrived.pop(call.call_id, None)
+                if answer is None:
+                    stats.abandon(call.judge)
+                else:
+                    self._record(tournament, stats, answer, step)
+            order.clear()
+            self._list_tiers(tournament, stats, step)
+
+        await self._steps.run(self._tenant, record)
+        await self._commit_step(step)
 
     async def _ask(self, call: JudgeCall, send: MemoryObjectSendStream[_Answer | _Wake]) -> None:
         async def keep(answer: Answer) -> None:
@@ -520,11 +538,17 @@ class JobRunner:
             self._log.warning("judge dropped", judge=verdict.judge, reason=verdict.failure_reason)
         step.events.append(self._event(verdict=verdict))
 
-    async def _commit_step(
+    async def _take_step(self, tournament: Tournament, stats: StatsBook, now: bool) -> None:
+        """A step that only lists the tiers, if they are due (`now`: whenever votes changed)."""
+        step = _Step()
+        await self._steps.run(self._tenant, lambda: self._list_tiers(tournament, stats, step, now))
+        await self._commit_step(step)
+
+    def _list_tiers(
         self, tournament: Tournament, stats: StatsBook, step: _Step, now: bool = False
     ) -> None:
-        """Store a step in one transaction, before its calls start or its events stream; with
-        the tiers when votes changed them and they are due (`now`: whenever votes changed)."""
+        """Add the tiers to `step` when votes changed them and they are due (`now`: whenever
+        votes changed)."""
         if step.journal:
             self._tiers_stale = True
         if self._tiers_stale and (now or time.monotonic() >= self._tiers_due):
@@ -536,6 +560,9 @@ class JobRunner:
                 step.events.append(
                     self._event(tiers_updated=self._tiers_event(tournament, stats, tiers))
                 )
+
+    async def _commit_step(self, step: _Step) -> None:
+        """Store a step in one transaction, before its calls start or its events stream."""
         if step.journal or step.events:
             await self._commit(step.events, journal=step.journal)
 
@@ -633,10 +660,13 @@ class JobRunner:
     async def _finish(
         self, tournament: Tournament, stats: StatsBook, reason: rank_pb2.CompletionReason
     ) -> None:
-        completed = rank_pb2.JobCompleted(
-            tiers=tiers_to_proto(tournament.tiers(final=True)),
-            stats=self._stats(tournament, stats, final=True),
-            reason=reason,
+        completed = await self._steps.run(
+            self._tenant,
+            lambda: rank_pb2.JobCompleted(
+                tiers=tiers_to_proto(tournament.tiers(final=True)),
+                stats=self._stats(tournament, stats, final=True),
+                reason=reason,
+            ),
         )
         cancelled = reason == rank_pb2.COMPLETION_REASON_CANCELLED
         state = rank_pb2.JOB_STATE_CANCELLED if cancelled else rank_pb2.JOB_STATE_SUCCEEDED
