@@ -42,7 +42,6 @@ from tierank.server.errors import (
     StorageUnavailable,
     clip,
 )
-from tierank.server.jobs.convert import tiers_to_proto, timestamp, tournament_config
 from tierank.server.jobs.hub import EventHub
 from tierank.server.jobs.journal import decode_plan, decode_planner, encode_plan, encode_planner
 from tierank.server.jobs.stats import StatsBook
@@ -66,6 +65,9 @@ from tierank.server.storage.base import (
 )
 from tierank.server.tenancy.paid_call import Answer, PaidCalls, call_seed
 from tierank.server.tenancy.spending import SpendLedger
+from tierank.server.wire.common import timestamp
+from tierank.server.wire.jobs import tiers_to_proto
+from tierank.server.wire.specs import tournament_config
 from tierank.v1 import rank_pb2
 
 # A judge failing this many times in a row inside one job is dropped from that job, so a
