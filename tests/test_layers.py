@@ -17,9 +17,12 @@ BELOW = {
     "storage": {"observability"},
     "judges": {"observability"},
     "tenancy": {"observability", "storage", "judges"},
-    "jobs": {"observability", "storage", "judges", "tenancy"},
-    "labeling": {"observability", "storage", "judges", "tenancy", "jobs"},
-    "rpc": {"observability", "storage", "judges", "tenancy", "jobs", "labeling"},
+    # The mapping between the API's messages and the domain's types (requests to scheduler and
+    # judge types, storage records to resources): below every layer that speaks the wire.
+    "wire": {"observability", "storage", "judges", "tenancy"},
+    "jobs": {"observability", "storage", "judges", "tenancy", "wire"},
+    "labeling": {"observability", "storage", "judges", "tenancy", "wire", "jobs"},
+    "rpc": {"observability", "storage", "judges", "tenancy", "wire", "jobs", "labeling"},
 }
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from rich import box
 from rich.table import Table
 
+from tierank import limits
 from tierank.client.commands._eval_shared import (
     add_connection_options,
     add_tier_options,
@@ -49,16 +50,23 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="a qrels file; the first is label set A, a second one label set B",
     )
     parser.add_argument(
-        "-m", "--measure", default="nDCG@10", help="measure ordering the systems (default nDCG@10)"
+        "-m",
+        "--measure",
+        default=limits.DEFAULT_MEASURE,
+        help=f"measure ordering the systems (default {limits.DEFAULT_MEASURE})",
     )
     parser.add_argument(
         "--threshold",
         type=int,
-        default=2,
-        help="binary kappa: relevant when grade >= this (default 2, TREC DL's convention)",
+        default=limits.DEFAULT_RELEVANCE_THRESHOLD,
+        help="binary kappa: relevant when grade >= this"
+        f" (default {limits.DEFAULT_RELEVANCE_THRESHOLD}, TREC DL's convention)",
     )
     parser.add_argument(
-        "--persistence", type=float, default=0.9, help="RBO persistence p (default 0.9)"
+        "--persistence",
+        type=float,
+        default=limits.DEFAULT_RBO_PERSISTENCE,
+        help=f"RBO persistence p (default {limits.DEFAULT_RBO_PERSISTENCE})",
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     add_tier_options(parser)

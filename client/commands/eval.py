@@ -11,6 +11,7 @@ from typing import Any
 from rich import box
 from rich.table import Table
 
+from tierank import limits
 from tierank.client.commands._eval_shared import (
     add_connection_options,
     add_tier_options,
@@ -42,7 +43,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         dest="measures",
         action="append",
         default=[],
-        help="a measure, repeatable (default nDCG@10)",
+        help=f"a measure, repeatable (default {limits.DEFAULT_MEASURE})",
     )
     parser.add_argument(
         "--all-queries",

@@ -12,6 +12,7 @@ from typing import Any
 from rich import box
 from rich.table import Table
 
+from tierank import limits
 from tierank.client._console import Console
 from tierank.client._inputs import read_rubric
 from tierank.client._render import fit_console
@@ -100,8 +101,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     judging.add_argument(
         "--depth",
         type=positive_int,
-        default=10,
-        help="grade the holes in each run's top N per query (default 10)",
+        default=limits.DEFAULT_FILL_DEPTH,
+        help=f"grade the holes in each run's top N per query (default {limits.DEFAULT_FILL_DEPTH})",
     )
     add_rubric_option(judging)
     judging.add_argument(
@@ -110,7 +111,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default=DEFAULT_HELD_IN,
         metavar="N",
         help="also grade up to N human-judged pairs from the same tops and report the judge's"
-        f" agreement with them; 0: none (default {DEFAULT_HELD_IN}, at most 10000)",
+        f" agreement with them; 0: none (default {DEFAULT_HELD_IN},"
+        f" at most {limits.MAX_HELD_IN_SAMPLE})",
     )
     judging.add_argument(
         "--seed",
@@ -119,7 +121,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="seed for the judge's calls and the held-in sample (default 0)",
     )
     judging.add_argument(
-        "--max-in-flight", type=positive_int, help="judge calls in flight (server default 8)"
+        "--max-in-flight",
+        type=positive_int,
+        help=f"judge calls in flight (at most {limits.MAX_IN_FLIGHT},"
+        f" server default {limits.DEFAULT_OPERATION_MAX_IN_FLIGHT})",
     )
 
     output = parser.add_argument_group("output")

@@ -7,6 +7,7 @@ import argparse
 from rich import box
 from rich.table import Table
 
+from tierank import limits
 from tierank.client._names import STATE_NAMES, reason_name, state_name
 from tierank.client.commands._shared import (
     EXIT_OK,
@@ -23,7 +24,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     parser.add_argument("--state", choices=STATE_NAMES, help="only jobs in this state")
     parser.add_argument(
-        "--page-size", type=positive_int, default=50, help="jobs per request (default 50)"
+        "--page-size",
+        type=positive_int,
+        default=limits.DEFAULT_PAGE_SIZE,
+        help=f"jobs per request (default {limits.DEFAULT_PAGE_SIZE},"
+        f" at most {limits.MAX_JOBS_PAGE_SIZE})",
     )
     parser.add_argument(
         "--limit", type=positive_int, default=None, help="show at most this many jobs"

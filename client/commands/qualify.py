@@ -9,6 +9,7 @@ from typing import Any
 
 from google.protobuf.json_format import MessageToDict
 
+from tierank import limits
 from tierank.client._inputs import read_rubric
 from tierank.client._names import qualification_name
 from tierank.client._spec import JUDGE_SYNTAX
@@ -54,19 +55,44 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--run", type=Path, help="draw candidates from this run's top (judged documents only)"
     )
     add_rubric_option(parser)
-    parser.add_argument("--k", type=int, default=0, help="candidates per call (default 10)")
     parser.add_argument(
-        "--shuffles", type=int, default=0, help="orders each batch is shown in (default 2)"
+        "--k",
+        type=int,
+        default=0,
+        help=f"candidates per call (default {limits.DEFAULT_BATCH_SIZE})",
     )
-    parser.add_argument("--queries", type=int, default=0, help="queries used (default 30)")
-    parser.add_argument("--batches", type=int, default=0, help="batches per query (default 2)")
+    parser.add_argument(
+        "--shuffles",
+        type=int,
+        default=0,
+        help=f"orders each batch is shown in (default {limits.DEFAULT_SHUFFLES})",
+    )
+    parser.add_argument(
+        "--queries",
+        type=int,
+        default=0,
+        help=f"queries used (default {limits.DEFAULT_QUALIFY_QUERIES})",
+    )
+    parser.add_argument(
+        "--batches",
+        type=int,
+        default=0,
+        help=f"batches per query (default {limits.DEFAULT_BATCHES_PER_QUERY})",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed for batches and shuffles")
-    parser.add_argument("--max-in-flight", type=int, help="calls at once (default 8)")
+    parser.add_argument(
+        "--max-in-flight",
+        type=int,
+        help=f"calls at once (default {limits.DEFAULT_OPERATION_MAX_IN_FLIGHT})",
+    )
     parser.add_argument(
         "--pointwise", action="store_true", help="also grade each passage 0-3 and compare"
     )
     parser.add_argument(
-        "--threshold", type=int, default=0, help="relevant when grade >= this (default 2)"
+        "--threshold",
+        type=int,
+        default=0,
+        help=f"relevant when grade >= this (default {limits.DEFAULT_RELEVANCE_THRESHOLD})",
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     add_connection_options(parser)
@@ -96,7 +122,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     listing.add_argument(
         "--judge-identity", default="", help="only this judge identity's (as listed)"
     )
-    listing.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
+    listing.add_argument(
+        "--limit",
+        type=int,
+        default=limits.DEFAULT_PAGE_SIZE,
+        help=f"at most this many (default {limits.DEFAULT_PAGE_SIZE})",
+    )
     listing.add_argument("--json", action="store_true", help="print JSON")
     add_connection_options(listing)
     listing.set_defaults(handler=list_qualifications)

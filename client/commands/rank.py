@@ -12,6 +12,7 @@ from typing import TextIO
 
 import grpc
 
+from tierank import limits
 from tierank.client._console import Console
 from tierank.client._errors import TierankError
 from tierank.client._inputs import read_rubric
@@ -83,13 +84,19 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         " takes the weight from the judge's latest `tierank qualify`",
     )
     judging.add_argument(
-        "--k", type=positive_int, help="candidates per judge call (server default 10)"
+        "--k",
+        type=positive_int,
+        help=f"candidates per judge call ({limits.MIN_BATCH_SIZE}-{limits.MAX_BATCH_SIZE},"
+        f" server default {limits.DEFAULT_BATCH_SIZE})",
     )
     judging.add_argument(
         "--top-k", type=int, default=0, help="settle only the top K (default 0: full order)"
     )
     judging.add_argument(
-        "--max-in-flight", type=positive_int, help="judge calls in flight (server default 10)"
+        "--max-in-flight",
+        type=positive_int,
+        help="judge calls in flight"
+        f" (at most {limits.MAX_IN_FLIGHT}, server default {limits.DEFAULT_JOB_MAX_IN_FLIGHT})",
     )
     judging.add_argument(
         "--seed", type=int, default=0, help="seed for batches and shuffles (default 0)"
@@ -101,7 +108,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="ask every judge, or extra judges only where the first ones disagree (default all)",
     )
     judging.add_argument(
-        "--quorum", type=positive_int, help="judges in the first quorum (adaptive)"
+        "--quorum",
+        type=positive_int,
+        help=f"judges in the first quorum (adaptive; server default {limits.DEFAULT_QUORUM})",
     )
     judging.add_argument(
         "--samples",

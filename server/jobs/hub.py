@@ -19,14 +19,12 @@ from contextlib import contextmanager
 
 import anyio
 
+from tierank.limits import MAX_WATCHERS_PER_JOB
 from tierank.server.errors import ResourceExhausted
 from tierank.server.names import job_name
 from tierank.v1 import rank_pb2
 
 WINDOW = 64
-# Each watcher holds a stream, its catch-up page and a flow-control window of memory; past
-# this, one client's watchers would grow the server without bound.
-MAX_WATCHERS_PER_JOB = 200
 
 
 class JobChannel:

@@ -35,12 +35,10 @@ from tierank.server.errors import (
 )
 from tierank.server.job_states import TERMINAL_STATES
 from tierank.server.jobs.admission import admit, as_requested
-from tierank.server.jobs.convert import judge_config, pool_context
 from tierank.server.jobs.hub import EventHub
 from tierank.server.jobs.replica import Replica
 from tierank.server.jobs.runner import JobRunner
 from tierank.server.jobs.steps import StepThread
-from tierank.server.jobs.views import job_summary
 from tierank.server.judges.base import Judge, JudgeConfigError, PoolContext
 from tierank.server.judges.registry import JudgeFactory
 from tierank.server.names import job_name, new_sortable_id
@@ -61,6 +59,8 @@ from tierank.server.storage.base import (
 )
 from tierank.server.tenancy.provider_accounts import ProviderAccounts
 from tierank.server.tenancy.spending import SpendLedger
+from tierank.server.wire.jobs import job_summary
+from tierank.server.wire.specs import judge_config, pool_context
 from tierank.v1 import rank_pb2
 
 # A write on the way out (a lease handed back, leaving the membership) waits no longer than

@@ -42,7 +42,6 @@ from tierank.server.errors import (
     StorageUnavailable,
     clip,
 )
-from tierank.server.jobs.convert import tiers_to_proto, timestamp, tournament_config
 from tierank.server.jobs.hub import EventHub
 from tierank.server.jobs.journal import decode_plan, decode_planner, encode_plan, encode_planner
 from tierank.server.jobs.stats import StatsBook
@@ -67,6 +66,9 @@ from tierank.server.storage.base import (
 )
 from tierank.server.tenancy.paid_call import Answer, PaidCalls, call_seed
 from tierank.server.tenancy.spending import SpendLedger
+from tierank.server.wire.common import timestamp
+from tierank.server.wire.jobs import tiers_to_proto
+from tierank.server.wire.specs import tournament_config
 from tierank.v1 import rank_pb2
 
 # A judge failing this many times in a row inside one job is dropped from that job, so a
@@ -556,10 +558,11 @@ class JobRunner:
             tiers = tournament.tiers()
             if tiers != self._tiers:
                 self._tiers = tiers
-                self._tiers_due = time.monotonic() + TIERS_UPDATE_INTERVAL_S
                 step.events.append(
                     self._event(tiers_updated=self._tiers_event(tournament, stats, tiers))
                 )
+                # From the event's own time stamp: watchers see updates that far apart at least.
+                self._tiers_due = time.monotonic() + TIERS_UPDATE_INTERVAL_S
 
     async def _commit_step(self, step: _Step) -> None:
         """Store a step in one transaction, before its calls start or its events stream."""

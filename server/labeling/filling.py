@@ -13,12 +13,12 @@ import random
 from collections.abc import Callable, Sequence
 
 from tierank.evaluation import Qrels, Run, cohen_kappa, rank_documents
+from tierank.limits import DEFAULT_RELEVANCE_THRESHOLD
 from tierank.server.labeling.qualify_stats import pointwise_quality, proportion
 from tierank.v1 import eval_pb2
 
-MAX_HELD_IN_SAMPLE = 10_000
 # TREC DL's convention (and the UMBRELA scale's): grades 2 and 3 are relevant.
-RELEVANCE_THRESHOLD = 2
+RELEVANCE_THRESHOLD = DEFAULT_RELEVANCE_THRESHOLD
 
 QueryDoc = tuple[str, str]
 

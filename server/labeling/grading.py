@@ -15,7 +15,6 @@ import anyio
 import anyio.lowlevel
 
 from tierank.server.errors import FieldViolation, InvalidInput
-from tierank.server.jobs.convert import judge_config
 from tierank.server.judges.base import JudgeConfigError, JudgeUsage, Passage
 from tierank.server.judges.graders import Grader, GradeReply, GradeRequest, UngradablePassage
 from tierank.server.judges.registry import JudgeFactory
@@ -23,6 +22,8 @@ from tierank.server.storage.base import Storage
 from tierank.server.tenancy.paid_call import PaidCalls, call_seed
 from tierank.server.tenancy.provider_accounts import ProviderAccounts
 from tierank.server.tenancy.spending import SpendLedger
+from tierank.server.wire.common import usage_total
+from tierank.server.wire.specs import judge_config
 from tierank.v1 import eval_pb2, rank_pb2
 
 
@@ -82,16 +83,6 @@ def progress_of(planned_calls: int, tallies: Sequence[GradingTally]) -> eval_pb2
         failed_calls=sum(t.failed_calls for t in tallies),
         cached_calls=sum(t.cached_calls for t in tallies),
         usage=usage_total([u for t in tallies for u in t.usage]),
-    )
-
-
-def usage_total(parts: Sequence[JudgeUsage]) -> rank_pb2.Usage:
-    return rank_pb2.Usage(
-        input_tokens=sum(u.input_tokens for u in parts),
-        output_tokens=sum(u.output_tokens for u in parts),
-        cached_input_tokens=sum(u.cached_input_tokens for u in parts),
-        cost_usd=sum(u.cost_usd for u in parts),
-        latency_seconds=sum(u.latency_s for u in parts),
     )
 
 

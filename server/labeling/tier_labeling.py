@@ -22,8 +22,6 @@ from tierank.evaluation import (
     labels_from_rank_bands,
 )
 from tierank.server.errors import FieldViolation, InvalidInput, NotFound, Unavailable
-from tierank.server.jobs.convert import pool_context
-from tierank.server.jobs.views import TIER_EVENT_KINDS, job_detail
 from tierank.server.judges.base import FailureKind
 from tierank.server.judges.graders import Grader
 from tierank.server.judges.registry import JudgeFactory
@@ -32,6 +30,8 @@ from tierank.server.names import BadName, parse_job_name
 from tierank.server.storage.base import Storage
 from tierank.server.tenancy.provider_accounts import ProviderAccounts
 from tierank.server.tenancy.spending import SpendLedger
+from tierank.server.wire.jobs import TIER_EVENT_KINDS, job_detail
+from tierank.server.wire.specs import pool_context
 from tierank.v1 import eval_pb2, rank_pb2
 
 # Calls in flight across the jobs being anchored at once.

@@ -13,8 +13,8 @@ import time
 
 import grpc
 
+from tierank.limits import MAX_DISPLAY_NAME_BYTES, MAX_PROVIDER_KEY_BYTES, MAX_SUBJECT_BYTES
 from tierank.server.errors import FieldViolation, InvalidInput, NotFound, PreconditionFailed
-from tierank.server.jobs.convert import timestamp
 from tierank.server.judges.settings import PROVIDERS
 from tierank.server.names import (
     TENANT_RULE,
@@ -31,30 +31,22 @@ from tierank.server.storage.base import (
     LIMIT_NAMES,
     KeyRecord,
     Limits,
-    Spend,
     Storage,
-    TenantRecord,
 )
-from tierank.server.tenancy.keys import ROLE_ADMIN, ROLE_MEMBER, ROLE_OPERATOR, new_key
+from tierank.server.tenancy.keys import ROLE_OPERATOR, new_key
 from tierank.server.tenancy.sealing import Sealer, SealingError
 from tierank.server.tenancy.spending import utc_day
+from tierank.server.wire.admin import (
+    ROLES,
+    key_view,
+    limits_from_quota,
+    quota_view,
+    spend_view,
+    tenant_view,
+)
 from tierank.v1 import admin_pb2, admin_pb2_grpc
 
 ADMIN_SERVICE = admin_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name
-_ROLES = {
-    admin_pb2.ROLE_UNSPECIFIED: ROLE_MEMBER,
-    admin_pb2.ROLE_MEMBER: ROLE_MEMBER,
-    admin_pb2.ROLE_ADMIN: ROLE_ADMIN,
-    admin_pb2.ROLE_OPERATOR: ROLE_OPERATOR,
-}
-_ROLE_ENUMS = {
-    ROLE_MEMBER: admin_pb2.ROLE_MEMBER,
-    ROLE_ADMIN: admin_pb2.ROLE_ADMIN,
-    ROLE_OPERATOR: admin_pb2.ROLE_OPERATOR,
-}
-MAX_DISPLAY_NAME_BYTES = 128
-MAX_SUBJECT_BYTES = 1024
-MAX_PROVIDER_KEY_BYTES = 4096
 _KEY_TYPE = "tierank.v1.ApiKey"
 _TENANT_TYPE = "tierank.v1.Tenant"
 
@@ -92,62 +84,6 @@ def _check_visible(caller: Caller, rpc: str, tenant: str) -> None:
         raise tenant_not_found(tenant)
 
 
-def key_view(key: KeyRecord) -> admin_pb2.ApiKey:
-    view = admin_pb2.ApiKey(
-        name=key_name(key.key_id),
-        tenant=key.tenant,
-        role=_ROLE_ENUMS[key.role],
-        display_name=key.display_name,
-        create_time=timestamp(key.create_time),
-        certificate_subject=key.certificate_subject,
-    )
-    if key.revoke_time is not None:
-        view.revoke_time.CopyFrom(timestamp(key.revoke_time))
-    return view
-
-
-def quota_view(limits: Limits) -> admin_pb2.Quota:
-    quota = admin_pb2.Quota()
-    for name in LIMIT_NAMES:
-        value = getattr(limits, name)
-        if value is not None:
-            setattr(quota, name, value)
-    return quota
-
-
-def tenant_view(tenant: TenantRecord) -> admin_pb2.Tenant:
-    return admin_pb2.Tenant(
-        name=tenant_name(tenant.tenant),
-        quota=quota_view(tenant.limits),
-        provider_keys=list(tenant.provider_keys),
-        allow_server_provider_keys=tenant.allow_server_provider_keys,
-        create_time=timestamp(tenant.create_time),
-        update_time=timestamp(tenant.update_time),
-    )
-
-
-def _spend_view(judge: str, spend: Spend) -> admin_pb2.JudgeSpend:
-    return admin_pb2.JudgeSpend(
-        judge=judge,
-        calls=spend.calls,
-        input_tokens=spend.input_tokens,
-        output_tokens=spend.output_tokens,
-        cost_usd=spend.cost_usd,
-    )
-
-
-def _limits_from(quota: admin_pb2.Quota) -> tuple[Limits, list[FieldViolation]]:
-    values: dict[str, float | int] = {}
-    violations: list[FieldViolation] = []
-    for name in LIMIT_NAMES:
-        if quota.HasField(name):
-            value = getattr(quota, name)
-            if not value >= 0:  # also refuses NaN
-                violations.append(FieldViolation(f"quota.{name}", "must not be negative"))
-            values[name] = value
-    return Limits(**values), violations  # type: ignore[arg-type]
-
-
 class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     def __init__(self, storage: Storage, sealer: Sealer) -> None:
         self._storage = storage
@@ -159,7 +95,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         caller = current_caller()
         require_admin(caller, "CreateApiKey")
         violations = _check_tenant("tenant", request.tenant)
-        if request.role not in _ROLES:
+        if request.role not in ROLES:
             violations.append(FieldViolation("role", f"unknown value {request.role}"))
         violations += _check_bytes("display_name", request.display_name, MAX_DISPLAY_NAME_BYTES)
         violations += _check_bytes(
@@ -177,7 +113,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
                     )
                 )
         _raise_if(violations)
-        if _ROLES[request.role] == ROLE_OPERATOR:
+        if ROLES[request.role] == ROLE_OPERATOR:
             require_operator(caller, "CreateApiKey", "making an operator key")
         _check_visible(caller, "CreateApiKey", request.tenant)
         # A key of a tenant that does not exist would make it, without limits: a typo in
@@ -188,7 +124,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         record = KeyRecord(
             key_id=made.key_id,
             tenant=request.tenant,
-            role=_ROLES[request.role],
+            role=ROLES[request.role],
             display_name=request.display_name,
             secret_hash=made.secret_hash,
             create_time=time.time(),
@@ -241,7 +177,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         caller = current_caller()
         require_admin(caller, "SetTenant")
         violations = _check_tenant("tenant", request.tenant)
-        limits, bad_limits = _limits_from(request.quota)
+        limits, bad_limits = limits_from_quota(request.quota)
         violations += bad_limits
         for i, name in enumerate(request.clear_limits):
             if name not in LIMIT_NAMES:
@@ -340,12 +276,12 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         report = await self._storage.usage(tenant, day)
         record = await self._storage.get_tenant(tenant)
         limits = record.limits if record is not None else Limits()
-        reserved = _spend_view("", report.reserved)
+        reserved = spend_view("", report.reserved)
         return admin_pb2.TenantUsage(
             tenant=tenant,
             day=day,
-            today=[_spend_view(j, s) for j, s in sorted(report.today.items())],
-            total=[_spend_view(j, s) for j, s in sorted(report.total.items())],
+            today=[spend_view(j, s) for j, s in sorted(report.today.items())],
+            total=[spend_view(j, s) for j, s in sorted(report.total.items())],
             reserved=reserved,
             quota=quota_view(limits),
             unfinished_jobs=report.unfinished_jobs,

@@ -21,15 +21,16 @@ from tierank.evaluation import (
     parse_qrels,
     parse_run,
 )
+from tierank.limits import (
+    DEFAULT_MEASURE,
+    DEFAULT_OPERATION_MAX_IN_FLIGHT,
+    MAX_IN_FLIGHT,
+)
 from tierank.server.errors import FieldViolation, InvalidInput
 from tierank.server.judges.base import Passage
 from tierank.v1 import eval_pb2
 
 T = TypeVar("T")
-
-DEFAULT_MEASURE = "nDCG@10"
-DEFAULT_MAX_IN_FLIGHT = 8
-MAX_IN_FLIGHT = 64
 
 
 def _lines(file: eval_pb2.TextFile) -> list[str]:
@@ -94,10 +95,6 @@ def read_passages(field: str, file: eval_pb2.TextFile) -> dict[str, Candidate]:
     return {p.id: p for p in passages}
 
 
-# Relevant when grade >= this, where a request leaves it 0: TREC DL's convention.
-DEFAULT_RELEVANCE_THRESHOLD = 2
-
-
 def as_passage(candidate: Candidate) -> Passage:
     """A passage file's record as judges see it."""
     return Passage(candidate.id, candidate.text, {k: str(v) for k, v in candidate.metadata.items()})
@@ -137,7 +134,7 @@ def read_measures(field: str, names: Sequence[str]) -> list[Measure]:
 
 def read_max_in_flight(field: str, request: object) -> int:
     if not request.HasField(field):  # type: ignore[attr-defined]
-        return DEFAULT_MAX_IN_FLIGHT
+        return DEFAULT_OPERATION_MAX_IN_FLIGHT
     value = getattr(request, field)
     if not 1 <= value <= MAX_IN_FLIGHT:
         raise InvalidInput([FieldViolation(field, f"must be between 1 and {MAX_IN_FLIGHT}")])

@@ -28,13 +28,18 @@ from tierank.evaluation import (
     rank_biased_overlap,
     spearman_rho,
 )
+from tierank.limits import (
+    DEFAULT_FILL_DEPTH,
+    DEFAULT_RBO_PERSISTENCE,
+    DEFAULT_RELEVANCE_THRESHOLD,
+    MAX_HELD_IN_SAMPLE,
+    MAX_PAIRS,
+)
 from tierank.server.errors import FieldViolation, InvalidInput
-from tierank.server.jobs.convert import passage_of
 from tierank.server.jobs.operations import OperationManager
 from tierank.server.judges.registry import JudgeFactory
 from tierank.server.judges.rubric_presets import POINTWISE, current_presets, resolve_rubric
 from tierank.server.labeling.filling import (
-    MAX_HELD_IN_SAMPLE,
     held_in_agreement,
     held_in_sample,
     run_tops,
@@ -46,12 +51,10 @@ from tierank.server.labeling.grading import (
     PairGrader,
     build_grader,
     progress_of,
-    usage_total,
 )
 from tierank.server.labeling.tier_labeling import tier_labels
 from tierank.server.rpc.auth import current_caller
 from tierank.server.rpc.eval_inputs import (
-    DEFAULT_RELEVANCE_THRESHOLD,
     as_passage,
     read_max_in_flight,
     read_measures,
@@ -60,24 +63,18 @@ from tierank.server.rpc.eval_inputs import (
     read_runs,
     read_topics,
 )
-from tierank.server.rpc.operation_requests import (
-    FILL_QRELS,
-    QUALIFY_JUDGE,
-    Operations,
-    PreparedWork,
-    operation_view,
-)
+from tierank.server.rpc.operation_requests import Operations, PreparedWork
 from tierank.server.rpc.qualify_requests import Qualifier
 from tierank.server.storage.base import OperationRecord, Storage
 from tierank.server.tenancy.provider_accounts import ProviderAccounts
 from tierank.server.tenancy.quotas import EvalSlots
 from tierank.server.tenancy.spending import SpendLedger
+from tierank.server.wire.common import usage_total
+from tierank.server.wire.operations import FILL_QRELS, QUALIFY_JUDGE, operation_view
+from tierank.server.wire.specs import passage_of
 from tierank.v1 import eval_pb2, eval_pb2_grpc
 
 EVAL_SERVICE = eval_pb2.DESCRIPTOR.services_by_name["EvalService"].full_name
-DEFAULT_RBO_PERSISTENCE = 0.9
-DEFAULT_FILL_DEPTH = 10
-MAX_PAIRS = 100_000
 # Pairs read or answered in one step on the event loop: a request of MAX_PAIRS takes a few
 # hundred short steps, so other clients are served in between.
 PAIRS_PER_STEP = 500

@@ -13,9 +13,9 @@ import anyio
 from google.protobuf.message import Message
 from google.rpc import code_pb2
 
+from tierank.limits import DEFAULT_PAGE_SIZE, MAX_OPERATIONS_PAGE_SIZE
 from tierank.server.errors import FieldViolation, InvalidInput, NotFound, RecordedFailure
 from tierank.server.job_states import TERMINAL_STATES
-from tierank.server.jobs.convert import timestamp
 from tierank.server.jobs.operations import OperationFailed, OperationManager, OperationWork
 from tierank.server.jobs.replica import MAX_TICK_S
 from tierank.server.names import BadName, operation_name, parse_operation_name
@@ -25,18 +25,9 @@ from tierank.server.rpc.statuses import status_of
 from tierank.server.rpc.validation import validate_request_id
 from tierank.server.storage.base import OperationRecord, Storage
 from tierank.server.tenancy.quotas import WatcherSlots, limits_of
+from tierank.server.wire.operations import RESULT_TYPES, operation_view
 from tierank.v1 import eval_pb2, rank_pb2
 
-QUALIFY_JUDGE = "QualifyJudge"
-FILL_QRELS = "FillQrels"
-# The Operation field that holds each method's result.
-_RESULT_FIELDS = {QUALIFY_JUDGE: "qualification", FILL_QRELS: "fill"}
-_RESULT_TYPES: dict[str, type[Message]] = {
-    QUALIFY_JUDGE: eval_pb2.Qualification,
-    FILL_QRELS: eval_pb2.FillQrelsResponse,
-}
-DEFAULT_PAGE_SIZE = 50
-MAX_PAGE_SIZE = 500
 # A watcher reads storage again at least this often: changes another replica records reach it
 # only that way.
 _WATCH_POLL_S = MAX_TICK_S
@@ -121,7 +112,7 @@ class Operations:
     ) -> eval_pb2.ListOperationsResponse:
         if request.page_size < 0:
             raise InvalidInput([FieldViolation("page_size", "must not be negative")])
-        page_size = min(request.page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
+        page_size = min(request.page_size or DEFAULT_PAGE_SIZE, MAX_OPERATIONS_PAGE_SIZE)
         before = page_tokens.decode(request.page_token, _NO_FILTER)
         records = await self._storage.list_operations(
             current_caller().tenant, page_size + 1, before
@@ -178,7 +169,7 @@ class Operations:
                     await self._manager.cancel(record)
             raise
         if record.state == rank_pb2.JOB_STATE_SUCCEEDED:
-            return _RESULT_TYPES[record.method].FromString(record.result)
+            return RESULT_TYPES[record.method].FromString(record.result)
         if record.state == rank_pb2.JOB_STATE_CANCELLED:
             raise _ended(record, code_pb2.CANCELLED, "the operation was cancelled")
         raise _ended(record, record.error_code, record.error_message)
@@ -186,22 +177,3 @@ class Operations:
 
 def _ended(record: OperationRecord, code: int, message: str) -> RecordedFailure:
     return RecordedFailure(code, f"{operation_name(record.operation_id)}: {message}")
-
-
-def operation_view(record: OperationRecord) -> eval_pb2.Operation:
-    operation = eval_pb2.Operation(
-        name=operation_name(record.operation_id),
-        request_id=record.request_id,
-        method=record.method,
-        state=record.state,  # type: ignore[arg-type]  # protoc's stubs refuse an int for an enum
-        progress=eval_pb2.OperationProgress.FromString(record.progress),
-        create_time=timestamp(record.create_time),
-        update_time=timestamp(record.update_time),
-    )
-    if record.error_code:
-        operation.error.CopyFrom(
-            rank_pb2.JobError(code=record.error_code, message=record.error_message)
-        )
-    if record.state == rank_pb2.JOB_STATE_SUCCEEDED and record.result:
-        getattr(operation, _RESULT_FIELDS[record.method]).MergeFromString(record.result)
-    return operation

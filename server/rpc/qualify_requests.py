@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tierank import limits
 from tierank.server.errors import FieldViolation, InvalidInput, NotFound
-from tierank.server.jobs.convert import judge_config
 from tierank.server.judges.base import Judge, PoolContext
 from tierank.server.judges.registry import JudgeFactory
 from tierank.server.judges.rubric_presets import LISTWISE, resolve_rubric
@@ -23,7 +23,6 @@ from tierank.server.labeling.qualify import (
 from tierank.server.names import BadName, parse_qualification_name
 from tierank.server.rpc.auth import current_caller
 from tierank.server.rpc.eval_inputs import (
-    DEFAULT_RELEVANCE_THRESHOLD,
     as_passage,
     read_max_in_flight,
     read_passages,
@@ -36,22 +35,22 @@ from tierank.server.storage.base import Storage
 from tierank.server.tenancy.paid_call import PaidCalls
 from tierank.server.tenancy.provider_accounts import ProviderAccounts
 from tierank.server.tenancy.spending import SpendLedger
+from tierank.server.wire.specs import judge_config
 from tierank.v1 import eval_pb2
 
 QUALIFICATION_TYPE = "tierank.v1.Qualification"
-DEFAULT_BATCH_SIZE = 10
-DEFAULT_SHUFFLES = 2
-DEFAULT_MAX_QUERIES = 30
-DEFAULT_BATCHES_PER_QUERY = 2
-DEFAULT_PAGE_SIZE = 50
-MAX_PAGE_SIZE = 500
 # (field, default, low, high) of the request's sizes.
 _RANGES = (
-    ("batch_size", DEFAULT_BATCH_SIZE, 2, 20),
-    ("shuffles", DEFAULT_SHUFFLES, 2, 8),
-    ("max_queries", DEFAULT_MAX_QUERIES, 1, 200),
-    ("batches_per_query", DEFAULT_BATCHES_PER_QUERY, 1, 10),
-    ("relevance_threshold", DEFAULT_RELEVANCE_THRESHOLD, 1, 3),
+    ("batch_size", limits.DEFAULT_BATCH_SIZE, limits.MIN_BATCH_SIZE, limits.MAX_BATCH_SIZE),
+    ("shuffles", limits.DEFAULT_SHUFFLES, limits.MIN_SHUFFLES, limits.MAX_SHUFFLES),
+    ("max_queries", limits.DEFAULT_QUALIFY_QUERIES, 1, limits.MAX_QUALIFY_QUERIES),
+    ("batches_per_query", limits.DEFAULT_BATCHES_PER_QUERY, 1, limits.MAX_BATCHES_PER_QUERY),
+    (
+        "relevance_threshold",
+        limits.DEFAULT_RELEVANCE_THRESHOLD,
+        limits.MIN_RELEVANCE_THRESHOLD,
+        limits.MAX_RELEVANCE_THRESHOLD,
+    ),
 )
 
 
@@ -147,7 +146,7 @@ class Qualifier:
         records = await self.storage.list_qualifications(
             current_caller().tenant,
             request.judge_identity or None,
-            min(request.page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE),
+            min(request.page_size or limits.DEFAULT_PAGE_SIZE, limits.MAX_QUALIFICATIONS_PAGE_SIZE),
         )
         return eval_pb2.ListQualificationsResponse(
             qualifications=[eval_pb2.Qualification.FromString(r.payload) for r in records]

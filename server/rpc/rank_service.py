@@ -10,11 +10,11 @@ from collections.abc import AsyncIterator
 
 import grpc
 
+from tierank.limits import DEFAULT_PAGE_SIZE, MAX_JOBS_PAGE_SIZE
 from tierank.server.errors import FieldViolation, InvalidInput, NotFound, OutOfRange
 from tierank.server.jobs.follow import follow_events
 from tierank.server.jobs.hub import EventHub
 from tierank.server.jobs.manager import JobManager
-from tierank.server.jobs.views import TIER_EVENT_KINDS, fill_spec, job_detail, job_summary
 from tierank.server.names import BadName, parse_job_name, parse_verdict_name
 from tierank.server.rpc import page_tokens
 from tierank.server.rpc.auth import current_caller
@@ -26,10 +26,9 @@ from tierank.server.rpc.validation import (
 )
 from tierank.server.storage.base import JobRecord, Storage
 from tierank.server.tenancy.quotas import WatcherSlots, check_candidates, limits_of
+from tierank.server.wire.jobs import TIER_EVENT_KINDS, fill_spec, job_detail, job_summary
 from tierank.v1 import rank_pb2, rank_pb2_grpc
 
-DEFAULT_PAGE_SIZE = 50
-MAX_PAGE_SIZE = 1000
 # A BASIC page stays within gRPC's default 4 MiB receive limit, whatever page_size asks for;
 # a page that reaches this size ends early and its next_page_token goes on from there.
 _BASIC_PAGE_BYTES = 3 * 1024 * 1024
@@ -124,7 +123,7 @@ class RankServicer(rank_pb2_grpc.RankServiceServicer):
             raise InvalidInput([FieldViolation("page_size", "must not be negative")])
         if request.state not in _JOB_STATES:
             raise InvalidInput([FieldViolation("state", f"unknown value {request.state}")])
-        page_size = min(request.page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
+        page_size = min(request.page_size or DEFAULT_PAGE_SIZE, MAX_JOBS_PAGE_SIZE)
         before = page_tokens.decode(request.page_token, request.state)
         records = await self._storage.list_jobs(
             current_caller().tenant, request.state or None, page_size + 1, before

@@ -5,30 +5,32 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from tierank.limits import (
+    MAX_BATCH_SIZE,
+    MAX_CANDIDATES,
+    MAX_ID_BYTES,
+    MAX_IN_FLIGHT,
+    MAX_JUDGE_NAME_BYTES,
+    MAX_JUDGE_OPTIONS,
+    MAX_JUDGES,
+    MAX_MODEL_BYTES,
+    MAX_OPTION_KEY_BYTES,
+    MAX_OPTION_VALUE_BYTES,
+    MAX_QUERY_BYTES,
+    MAX_REQUEST_ID_BYTES,
+    MAX_RUBRIC_BYTES,
+    MAX_TEMPERATURE,
+    MAX_WEIGHT,
+    MIN_BATCH_SIZE,
+    MIN_CANDIDATES,
+    MIN_TEMPERATURE,
+    MIN_WEIGHT,
+)
 from tierank.server.errors import MAX_ERROR_TEXT_BYTES, FieldViolation, shown
-from tierank.server.jobs.convert import judge_config
 from tierank.server.judges.rubric_presets import LISTWISE, UnknownPreset, find_preset
+from tierank.server.wire.specs import judge_config
 from tierank.v1 import rank_pb2
 
-MAX_CANDIDATES = 10_000
-MAX_BATCH_SIZE = 20
-MIN_BATCH_SIZE = 2
-MAX_IN_FLIGHT = 64
-MAX_JUDGES = 32
-MIN_WEIGHT = 1e-3
-MAX_WEIGHT = 1e3
-# Lengths in UTF-8 bytes. They bound what a job can grow to (ids are repeated in every tiers
-# event and in the job's tiers), so that every response about a valid job fits in gRPC's default
-# 4 MiB receive limit in the BASIC view, whatever its size.
-MAX_ID_BYTES = 128
-MAX_QUERY_BYTES = 8 * 1024
-MAX_RUBRIC_BYTES = 16 * 1024
-MAX_REQUEST_ID_BYTES = 128
-MAX_JUDGE_NAME_BYTES = 128
-MAX_MODEL_BYTES = 256
-MAX_JUDGE_OPTIONS = 16
-MAX_OPTION_KEY_BYTES = 64
-MAX_OPTION_VALUE_BYTES = 256
 # What the server adds to a job's spec over its life: its name, times, state, an error message,
 # and per judge one stats entry (with the judge's last error, which the runner keeps short).
 _JOB_OVERHEAD_BYTES = 4 * 1024
@@ -139,8 +141,8 @@ def _check_bytes(field: str, value: str, limit: int, bad: Callable[[str, str], N
 
 def _validate_candidates(spec: rank_pb2.JobSpec, bad: Callable[[str, str], None]) -> None:
     count = len(spec.candidates)
-    if count < 2:
-        bad("candidates", f"must hold at least 2 candidates, got {count}")
+    if count < MIN_CANDIDATES:
+        bad("candidates", f"must hold at least {MIN_CANDIDATES} candidates, got {count}")
     if count > MAX_CANDIDATES:
         bad("candidates", f"must hold at most {MAX_CANDIDATES} candidates, got {count}")
         return
@@ -190,8 +192,10 @@ def _validate_judges(
 def _validate_parameters(
     field: str, params: rank_pb2.JudgeParameters, bad: Callable[[str, str], None]
 ) -> None:
-    if params.HasField("temperature") and not 0 <= params.temperature <= 2:
-        bad(f"{field}.temperature", "must be between 0 and 2")
+    if params.HasField("temperature") and not (
+        MIN_TEMPERATURE <= params.temperature <= MAX_TEMPERATURE
+    ):
+        bad(f"{field}.temperature", f"must be between {MIN_TEMPERATURE:g} and {MAX_TEMPERATURE:g}")
     for positive in ("max_output_tokens", "passage_token_budget"):
         if params.HasField(positive) and not getattr(params, positive) > 0:
             bad(f"{field}.{positive}", "must be positive")

@@ -9,13 +9,9 @@ from contextlib import asynccontextmanager, contextmanager
 
 import anyio
 
+from tierank.limits import MAX_EVAL_REQUESTS_PER_TENANT
 from tierank.server.errors import QuotaExceeded, ResourceExhausted
 from tierank.server.storage.base import Limits, Storage
-
-# Heavy EvalService requests (grading pairs, scoring runs) one tenant may run at once on one
-# server. Each is already bounded and steps aside for others on the event loop; more of them
-# at once would only multiply one tenant's share of the server.
-MAX_EVAL_REQUESTS_PER_TENANT = 2
 
 
 async def limits_of(storage: Storage, tenant: str) -> Limits:

@@ -11,8 +11,7 @@ from pathlib import Path
 import grpc
 
 from tierank.client import LocalServer
-from tierank.server.rpc.eval_service import MAX_PAIRS
-from tierank.server.tenancy.quotas import MAX_EVAL_REQUESTS_PER_TENANT
+from tierank.limits import MAX_EVAL_REQUESTS_PER_TENANT, MAX_PAIRS
 from tierank.v1 import admin_pb2, admin_pb2_grpc, eval_pb2, eval_pb2_grpc, rank_pb2, rank_pb2_grpc
 
 _LARGE_MESSAGES = [

@@ -15,6 +15,7 @@ from fakes import Answer, Recorded, rank_by_score
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
+from tierank.limits import MAX_RUBRIC_BYTES
 from tierank.server.errors import InvalidInput
 from tierank.server.judges import rubric_presets
 from tierank.server.judges.base import Passage
@@ -26,7 +27,6 @@ from tierank.server.judges.rubric_presets import (
     resolve_rubric,
 )
 from tierank.server.judges.verdict_cache import cache_key
-from tierank.server.rpc.validation import MAX_RUBRIC_BYTES
 from tierank.v1 import eval_pb2, eval_pb2_grpc, rank_pb2, rank_pb2_grpc
 
 # sha256 of every released text. A released text is never edited: the verdict cache and

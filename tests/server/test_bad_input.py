@@ -6,7 +6,7 @@ import grpc
 import pytest
 
 from tierank.client._errors import error_from_rpc
-from tierank.server.rpc.validation import MAX_CANDIDATES
+from tierank.limits import MAX_CANDIDATES
 from tierank.v1 import rank_pb2
 
 

@@ -12,8 +12,7 @@ import grpc
 import pytest
 
 from tierank.client._errors import error_from_rpc
-from tierank.server.jobs.hub import MAX_WATCHERS_PER_JOB
-from tierank.server.rpc.validation import MAX_JUDGES, MAX_QUERY_BYTES
+from tierank.limits import MAX_JUDGES, MAX_QUERY_BYTES, MAX_WATCHERS_PER_JOB
 from tierank.v1 import rank_pb2, rank_pb2_grpc
 
 # What many HTTP/2 clients accept as a whole header block (grpc-go, Node, browsers' proxies).

@@ -17,7 +17,7 @@ from pathlib import Path
 import grpc
 
 from tierank.client import LocalServer
-from tierank.server.jobs.hub import MAX_WATCHERS_PER_JOB
+from tierank.limits import MAX_WATCHERS_PER_JOB
 from tierank.v1 import rank_pb2, rank_pb2_grpc
 
 STALLED = 200

@@ -9,8 +9,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from tierank.server.app import background_server
-from tierank.server.rpc.validation import (
+from tierank.limits import (
     MAX_CANDIDATES,
     MAX_ID_BYTES,
     MAX_JUDGE_NAME_BYTES,
@@ -19,6 +18,7 @@ from tierank.server.rpc.validation import (
     MAX_QUERY_BYTES,
     MAX_RUBRIC_BYTES,
 )
+from tierank.server.app import background_server
 from tierank.server.settings import ServerSettings
 from tierank.v1 import rank_pb2, rank_pb2_grpc
 

@@ -17,9 +17,10 @@ from pathlib import Path
 import grpc
 import pytest
 
+from tierank import limits
 from tierank.scheduler import FrontierStrategy, selection
 from tierank.server.app import background_server
-from tierank.server.jobs import convert, runner
+from tierank.server.jobs import runner
 from tierank.server.settings import ServerSettings
 from tierank.v1 import rank_pb2, rank_pb2_grpc
 
@@ -117,9 +118,9 @@ async def test_changed_defaults_resume_with_the_config_the_job_was_planned_with(
     assert kind == "planner"
     recorded = json.loads(payload)
     assert recorded["version"] == runner.PLANNER_VERSION
-    assert recorded["config"]["batch_size"] == convert.DEFAULT_BATCH_SIZE == 10
+    assert recorded["config"]["batch_size"] == limits.DEFAULT_BATCH_SIZE == 10
 
-    monkeypatch.setattr(convert, "DEFAULT_BATCH_SIZE", 5)
+    monkeypatch.setattr(limits, "DEFAULT_BATCH_SIZE", 5)
     job, events = await _resume_to_the_end(db, name)
 
     _assert_succeeded_asking_each_call_once(job, events, before)

@@ -1,15 +1,23 @@
-"""The Job resource as the API shows it, assembled from storage records and events."""
+"""The Job resource as the API shows it, assembled from storage records and events, and the
+scheduler's tiers as the API's."""
 
 from __future__ import annotations
 
-from tierank.server.jobs.convert import timestamp
+from collections.abc import Sequence
+
+from tierank.scheduler.types import Tier
 from tierank.server.names import job_name
 from tierank.server.observability.tracing import trace_id_of
 from tierank.server.storage.base import EventRow, JobRecord
+from tierank.server.wire.common import timestamp
 from tierank.v1 import rank_pb2
 
 # Event kinds that carry the job's current tiers, newest wins.
 TIER_EVENT_KINDS = ("tiers_updated", "completed")
+
+
+def tiers_to_proto(tiers: Sequence[Tier]) -> list[rank_pb2.Tier]:
+    return [rank_pb2.Tier(rank=t.rank, candidate_ids=t.members, settled=t.settled) for t in tiers]
 
 
 def job_summary(record: JobRecord) -> rank_pb2.Job:

@@ -1,18 +1,13 @@
-"""Translation between wire types and the scheduler's and judges' own types."""
+"""What a request asks for, as the scheduler's and the judges' own types: a job's spec as a
+tournament's configuration and a pool, a judge's spec as a judge configuration. Fields a
+request leaves unset take the API's defaults (tierank.limits)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from google.protobuf import timestamp_pb2
-
-from tierank.scheduler.types import Budget, Tier, TournamentConfig
+from tierank import limits
+from tierank.scheduler.types import Budget, TournamentConfig
 from tierank.server.judges.base import JudgeConfig, Passage, PoolContext
 from tierank.v1 import rank_pb2
-
-DEFAULT_BATCH_SIZE = 10
-DEFAULT_MAX_IN_FLIGHT = 10
-DEFAULT_QUORUM = 2
 
 
 def judge_config(judge: rank_pb2.JudgeSpec) -> JudgeConfig:
@@ -51,14 +46,14 @@ def tournament_config(spec: rank_pb2.JobSpec) -> TournamentConfig:
     judges = [judge_config(j) for j in spec.judges]
     adaptive = spec.ensemble_mode == rank_pb2.ENSEMBLE_MODE_ADAPTIVE
     return TournamentConfig(
-        batch_size=spec.batch_size if spec.HasField("batch_size") else DEFAULT_BATCH_SIZE,
+        batch_size=spec.batch_size if spec.HasField("batch_size") else limits.DEFAULT_BATCH_SIZE,
         top_k=spec.top_k,
         max_in_flight=spec.max_in_flight
         if spec.HasField("max_in_flight")
-        else DEFAULT_MAX_IN_FLIGHT,
+        else limits.DEFAULT_JOB_MAX_IN_FLIGHT,
         judge_weights=tuple(j.weight for j in judges),
         ensemble="adaptive" if adaptive else "all",
-        quorum=spec.quorum if spec.HasField("quorum") else min(DEFAULT_QUORUM, len(judges)),
+        quorum=spec.quorum if spec.HasField("quorum") else min(limits.DEFAULT_QUORUM, len(judges)),
         budget=Budget(
             max_calls=spec.budget.max_judge_calls,
             max_input_tokens=spec.budget.max_input_tokens,
@@ -66,13 +61,3 @@ def tournament_config(spec: rank_pb2.JobSpec) -> TournamentConfig:
         ),
         seed=spec.seed,
     )
-
-
-def tiers_to_proto(tiers: Sequence[Tier]) -> list[rank_pb2.Tier]:
-    return [rank_pb2.Tier(rank=t.rank, candidate_ids=t.members, settled=t.settled) for t in tiers]
-
-
-def timestamp(seconds: float) -> timestamp_pb2.Timestamp:
-    stamp = timestamp_pb2.Timestamp()
-    stamp.FromNanoseconds(int(seconds * 1e9))
-    return stamp

@@ -1,0 +1,84 @@
+"""The API's bounds and defaults, declared once: what a request may hold and what an unset
+field means. The server's validation and defaults, the command line's help texts and the docs
+(README.md, docs/*.md, the .proto comments; tests/test_limits.py holds them to these
+values) all read them here. A root module, not a server one, because the client may not import
+the server."""
+
+from __future__ import annotations
+
+# --- A job (rank.proto JobSpec) -------------------------------------------------------------
+MIN_CANDIDATES = 2
+MAX_CANDIDATES = 10_000
+# Candidates per judge call (k), JobSpec.batch_size and QualifyJudgeRequest.batch_size.
+DEFAULT_BATCH_SIZE = 10
+MIN_BATCH_SIZE = 2
+MAX_BATCH_SIZE = 20
+# Judge calls in flight for one job (JobSpec.max_in_flight). A job's calls are sequential
+# rounds on its critical path, so it gets a little more room than a labelling operation.
+DEFAULT_JOB_MAX_IN_FLIGHT = 10
+# Judge calls in flight for one grading, filling or qualification operation (max_in_flight of
+# GradePairs, FillQrels, QualifyJudge): independent calls, each a paid one, started at once.
+DEFAULT_OPERATION_MAX_IN_FLIGHT = 8
+# For jobs and operations alike.
+MAX_IN_FLIGHT = 64
+# Judges in the first quorum of an adaptive ensemble (never more than the job's judges).
+DEFAULT_QUORUM = 2
+MAX_JUDGES = 32
+MIN_WEIGHT = 1e-3
+MAX_WEIGHT = 1e3
+MIN_TEMPERATURE = 0.0
+MAX_TEMPERATURE = 2.0
+# Lengths in UTF-8 bytes. They bound what a job can grow to (ids are repeated in every tiers
+# event and in the job's tiers), so that every response about a valid job fits in gRPC's default
+# 4 MiB receive limit in the BASIC view, whatever its size.
+MAX_ID_BYTES = 128
+MAX_QUERY_BYTES = 8 * 1024
+MAX_RUBRIC_BYTES = 16 * 1024
+MAX_REQUEST_ID_BYTES = 128
+MAX_JUDGE_NAME_BYTES = 128
+MAX_MODEL_BYTES = 256
+MAX_JUDGE_OPTIONS = 16
+MAX_OPTION_KEY_BYTES = 64
+MAX_OPTION_VALUE_BYTES = 256
+# Watch streams open on one job at once. Each watcher holds a stream, its catch-up page and a
+# flow-control window of memory; past this, one client's watchers would grow the server without
+# bound.
+MAX_WATCHERS_PER_JOB = 200
+
+# --- Listing (page_size of ListJobs, ListOperations, ListQualifications) ---------------------
+DEFAULT_PAGE_SIZE = 50
+# A ListJobs page is cut further to stay within the response size limit.
+MAX_JOBS_PAGE_SIZE = 1000
+MAX_OPERATIONS_PAGE_SIZE = 500
+MAX_QUALIFICATIONS_PAGE_SIZE = 500
+
+# --- Evaluation (eval.proto) ----------------------------------------------------------------
+DEFAULT_MEASURE = "nDCG@10"
+# Relevant when grade >= this: binary figures, kappa, precision/recall (TREC DL's convention),
+# on the 0..3 scale.
+DEFAULT_RELEVANCE_THRESHOLD = 2
+MIN_RELEVANCE_THRESHOLD = 1
+MAX_RELEVANCE_THRESHOLD = 3
+DEFAULT_RBO_PERSISTENCE = 0.9
+# FillQrels: the top this many documents of each run per query are graded if unjudged.
+DEFAULT_FILL_DEPTH = 10
+MAX_HELD_IN_SAMPLE = 10_000
+# Pairs in one GradePairs request, and pairs graded by one FillQrels.
+MAX_PAIRS = 100_000
+# QualifyJudge: shuffles of each batch, queries used, batches per query.
+DEFAULT_SHUFFLES = 2
+MIN_SHUFFLES = 2
+MAX_SHUFFLES = 8
+DEFAULT_QUALIFY_QUERIES = 30
+MAX_QUALIFY_QUERIES = 200
+DEFAULT_BATCHES_PER_QUERY = 2
+MAX_BATCHES_PER_QUERY = 10
+# Heavy EvalService requests (grading pairs, scoring runs) one tenant may run at once on one
+# server. Each is already bounded and steps aside for others on the event loop; more of them
+# at once would only multiply one tenant's share of the server.
+MAX_EVAL_REQUESTS_PER_TENANT = 2
+
+# --- Administration (admin.proto) -----------------------------------------------------------
+MAX_DISPLAY_NAME_BYTES = 128
+MAX_SUBJECT_BYTES = 1024
+MAX_PROVIDER_KEY_BYTES = 4096
