@@ -10,6 +10,7 @@ key's secret, other than CreateApiKey's own, or any provider key.
 from __future__ import annotations
 
 import time
+from typing import Protocol
 
 import grpc
 
@@ -30,10 +31,12 @@ from tierank.server.rpc.validation import NUL, NUL_RULE
 from tierank.server.storage.base import (
     LIMIT_NAMES,
     KeyRecord,
+    KeyStore,
     Limits,
     Spend,
-    Storage,
+    SpendStore,
     TenantRecord,
+    TenantStore,
 )
 from tierank.server.tenancy.keys import ROLE_ADMIN, ROLE_MEMBER, ROLE_OPERATOR, new_key
 from tierank.server.tenancy.sealing import Sealer, SealingError
@@ -148,8 +151,12 @@ def _limits_from(quota: admin_pb2.Quota) -> tuple[Limits, list[FieldViolation]]:
     return Limits(**values), violations  # type: ignore[arg-type]
 
 
+class AdminStore(TenantStore, KeyStore, SpendStore, Protocol):
+    """What AdminService manages: tenants, their keys, and what they spent."""
+
+
 class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
-    def __init__(self, storage: Storage, sealer: Sealer) -> None:
+    def __init__(self, storage: AdminStore, sealer: Sealer) -> None:
         self._storage = storage
         self._sealer = sealer
 
