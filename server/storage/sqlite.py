@@ -68,150 +68,11 @@ from tierank.server.storage.rules import (
     spend_from_row,
     tenant_from_row,
 )
+from tierank.server.storage.sqlite_migrations import UNFINISHED_JOBS, apply_migrations
 
 T = TypeVar("T")
 _MAX_GROUP = 512
-_TERMINAL_STATES = ", ".join(str(state) for state in sorted(TERMINAL_STATES))
-# Counting a tenant's unfinished jobs must match the partial index jobs_unfinished word for
-# word, or SQLite cannot use it and scans every job the tenant ever had.
-_UNFINISHED = f"state NOT IN ({_TERMINAL_STATES})"
 _NO_LIMITS = Limits()
-
-_SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS jobs (
-    job_id TEXT PRIMARY KEY,
-    tenant TEXT NOT NULL,
-    request_id TEXT NOT NULL,
-    state INTEGER NOT NULL,
-    spec BLOB NOT NULL,
-    query TEXT NOT NULL,
-    candidate_count INTEGER NOT NULL,
-    create_time REAL NOT NULL,
-    update_time REAL NOT NULL,
-    last_sequence INTEGER NOT NULL DEFAULT 0,
-    completion_reason INTEGER NOT NULL DEFAULT 0,
-    error_code INTEGER NOT NULL DEFAULT 0,
-    error_message TEXT NOT NULL DEFAULT '',
-    trace_context TEXT NOT NULL DEFAULT ''
-);
-CREATE UNIQUE INDEX IF NOT EXISTS jobs_request ON jobs (tenant, request_id)
-    WHERE request_id != '';
-CREATE INDEX IF NOT EXISTS jobs_state ON jobs (state);
-CREATE TABLE IF NOT EXISTS events (
-    job_id TEXT NOT NULL,
-    sequence INTEGER NOT NULL,
-    kind TEXT NOT NULL,
-    time REAL NOT NULL,
-    payload BLOB NOT NULL,
-    PRIMARY KEY (job_id, sequence)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS events_kind ON events (job_id, kind, sequence);
-CREATE TABLE IF NOT EXISTS journal (
-    job_id TEXT NOT NULL,
-    idx INTEGER NOT NULL,
-    kind TEXT NOT NULL,
-    payload BLOB NOT NULL,
-    PRIMARY KEY (job_id, idx)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS verdict_cache (
-    key TEXT PRIMARY KEY,
-    payload BLOB NOT NULL
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS verdict_audit (
-    job_id TEXT NOT NULL,
-    call_id TEXT NOT NULL,
-    verdict BLOB NOT NULL,
-    prompt TEXT NOT NULL,
-    raw_answer TEXT NOT NULL,
-    PRIMARY KEY (job_id, call_id)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS jobs_created ON jobs (tenant, create_time);
-CREATE INDEX IF NOT EXISTS jobs_unfinished ON jobs (tenant) WHERE {_UNFINISHED};
-CREATE TABLE IF NOT EXISTS tenants (
-    tenant TEXT PRIMARY KEY,
-    max_concurrent_jobs INTEGER,
-    max_candidates INTEGER,
-    max_watchers INTEGER,
-    jobs_per_minute INTEGER,
-    daily_judge_calls INTEGER,
-    daily_input_tokens INTEGER,
-    daily_cost_usd REAL,
-    allow_server_provider_keys INTEGER NOT NULL DEFAULT 1,
-    create_time REAL NOT NULL,
-    update_time REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS api_keys (
-    key_id TEXT PRIMARY KEY,
-    tenant TEXT NOT NULL,
-    role TEXT NOT NULL,
-    display_name TEXT NOT NULL,
-    secret_hash BLOB NOT NULL,
-    create_time REAL NOT NULL,
-    revoke_time REAL,
-    certificate_subject TEXT NOT NULL DEFAULT ''
-);
-CREATE INDEX IF NOT EXISTS api_keys_tenant ON api_keys (tenant, create_time);
-CREATE INDEX IF NOT EXISTS api_keys_subject ON api_keys (certificate_subject, create_time)
-    WHERE certificate_subject != '';
-CREATE TABLE IF NOT EXISTS provider_keys (
-    tenant TEXT NOT NULL,
-    provider TEXT NOT NULL,
-    sealed BLOB NOT NULL,
-    PRIMARY KEY (tenant, provider)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS usage (
-    tenant TEXT NOT NULL,
-    day TEXT NOT NULL,
-    judge TEXT NOT NULL,
-    calls INTEGER NOT NULL,
-    input_tokens INTEGER NOT NULL,
-    output_tokens INTEGER NOT NULL,
-    cost_usd REAL NOT NULL,
-    PRIMARY KEY (tenant, day, judge)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS reservations (
-    reservation_id TEXT PRIMARY KEY,
-    tenant TEXT NOT NULL,
-    day TEXT NOT NULL,
-    judge TEXT NOT NULL,
-    calls INTEGER NOT NULL,
-    input_tokens INTEGER NOT NULL,
-    output_tokens INTEGER NOT NULL,
-    cost_usd REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS reservations_day ON reservations (tenant, day);
-CREATE TABLE IF NOT EXISTS qualifications (
-    qualification_id TEXT PRIMARY KEY,
-    tenant TEXT NOT NULL,
-    judge_identity TEXT NOT NULL,
-    create_time REAL NOT NULL,
-    usable INTEGER NOT NULL,
-    weight REAL NOT NULL,
-    payload BLOB NOT NULL
-);
-CREATE INDEX IF NOT EXISTS qualifications_judge
-    ON qualifications (tenant, judge_identity, create_time);
-CREATE INDEX IF NOT EXISTS qualifications_tenant ON qualifications (tenant, create_time);
-CREATE TABLE IF NOT EXISTS operations (
-    operation_id TEXT PRIMARY KEY,
-    tenant TEXT NOT NULL,
-    request_id TEXT NOT NULL,
-    request_digest TEXT NOT NULL,
-    method TEXT NOT NULL,
-    state INTEGER NOT NULL,
-    owner TEXT NOT NULL,
-    create_time REAL NOT NULL,
-    update_time REAL NOT NULL,
-    progress BLOB NOT NULL,
-    result BLOB NOT NULL,
-    error_code INTEGER NOT NULL,
-    error_message TEXT NOT NULL,
-    cancel_requested INTEGER NOT NULL DEFAULT 0
-);
-CREATE UNIQUE INDEX IF NOT EXISTS operations_request
-    ON operations (tenant, request_id) WHERE request_id <> '';
-CREATE INDEX IF NOT EXISTS operations_tenant ON operations (tenant, operation_id);
-"""
 
 
 class DatabaseLocked(RuntimeError):
@@ -242,7 +103,6 @@ def _plain(error: Exception) -> Exception:
 
 def _connect(path: str, synchronous: str) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA journal_mode=WAL")
     conn.execute(f"PRAGMA synchronous={synchronous}")
     conn.execute("PRAGMA busy_timeout=5000")
     return conn
@@ -483,8 +343,7 @@ class SqliteStorage(Storage):
     async def unfinished_jobs(self) -> list[JobRecord]:
         def read(conn: sqlite3.Connection) -> list[JobRecord]:
             rows = conn.execute(
-                f"SELECT {_JOB_COLUMNS} FROM jobs WHERE state NOT IN ({_TERMINAL_STATES}) "
-                "ORDER BY job_id"
+                f"SELECT {_JOB_COLUMNS} FROM jobs WHERE {UNFINISHED_JOBS} ORDER BY job_id"
             )
             return [_job_from_row(r) for r in rows]
 
@@ -799,7 +658,9 @@ class SqliteStorage(Storage):
                     "settled reservations left by the last run", count=released
                 )
         (unfinished,) = await self._reader.submit(
-            lambda conn: conn.execute(f"SELECT COUNT(*) FROM jobs WHERE {_UNFINISHED}").fetchone()
+            lambda conn: conn.execute(
+                f"SELECT COUNT(*) FROM jobs WHERE {UNFINISHED_JOBS}"
+            ).fetchone()
         )
         return Membership(live_replicas=0 if draining else 1, unfinished_jobs=unfinished)
 
@@ -816,7 +677,7 @@ class SqliteStorage(Storage):
 
         def read(conn: sqlite3.Connection) -> JobRecord | None:
             row = conn.execute(
-                f"SELECT {_JOB_COLUMNS} FROM jobs WHERE job_id = ? AND {_UNFINISHED}", (job_id,)
+                f"SELECT {_JOB_COLUMNS} FROM jobs WHERE job_id = ? AND {UNFINISHED_JOBS}", (job_id,)
             ).fetchone()
             return _job_from_row(row) if row else None
 
@@ -940,7 +801,7 @@ class SqliteStorage(Storage):
                     ).fetchone()
                 )
                 (unfinished,) = conn.execute(
-                    f"SELECT COUNT(*) FROM jobs WHERE tenant = ? AND {_UNFINISHED}", (tenant,)
+                    f"SELECT COUNT(*) FROM jobs WHERE tenant = ? AND {UNFINISHED_JOBS}", (tenant,)
                 ).fetchone()
             return UsageReport(today, total, reserved, unfinished)
 
@@ -998,7 +859,7 @@ class SqliteStorage(Storage):
         def write(conn: sqlite3.Connection) -> bool:
             row = conn.execute(
                 "UPDATE operations SET progress = ?, update_time = ? "
-                f"WHERE operation_id = ? AND owner = ? AND {_UNFINISHED} "
+                f"WHERE operation_id = ? AND owner = ? AND {UNFINISHED_JOBS} "
                 "RETURNING cancel_requested",
                 (progress, time.time(), operation_id, owner),
             ).fetchone()
@@ -1020,7 +881,7 @@ class SqliteStorage(Storage):
             conn.execute(
                 "UPDATE operations SET state = ?, progress = ?, result = ?, error_code = ?, "
                 "error_message = ?, update_time = ? "
-                f"WHERE operation_id = ? AND owner = ? AND {_UNFINISHED}",
+                f"WHERE operation_id = ? AND owner = ? AND {UNFINISHED_JOBS}",
                 (
                     state,
                     progress,
@@ -1039,7 +900,7 @@ class SqliteStorage(Storage):
         def write(conn: sqlite3.Connection) -> bool:
             marked = conn.execute(
                 "UPDATE operations SET cancel_requested = 1 "
-                f"WHERE operation_id = ? AND tenant = ? AND {_UNFINISHED}",
+                f"WHERE operation_id = ? AND tenant = ? AND {UNFINISHED_JOBS}",
                 (operation_id, tenant),
             )
             return marked.rowcount > 0
@@ -1054,7 +915,7 @@ class SqliteStorage(Storage):
         def write(conn: sqlite3.Connection) -> int:
             ended = conn.execute(
                 "UPDATE operations SET state = ?, error_code = ?, error_message = ?, "
-                f"update_time = ? WHERE owner <> ? AND {_UNFINISHED}",
+                f"update_time = ? WHERE owner <> ? AND {UNFINISHED_JOBS}",
                 (state, error_code, error_message, time.time(), replica),
             )
             return ended.rowcount
@@ -1118,33 +979,27 @@ def _open(path: Path, synchronous: str) -> tuple[sqlite3.Connection, sqlite3.Con
     """The writer's and the reader's connections, after checking the file is sound."""
     opened: list[sqlite3.Connection] = []
     try:
-        opened.append(_connect(str(path), synchronous))
-        opened[0].executescript(_SCHEMA)
-        _add_columns(opened[0])
-        _check_integrity(opened[0], path)
-        opened.append(_connect(str(path), synchronous))
-        return opened[0], opened[1]
-    except sqlite3.Error as error:
+        writer = _connect(str(path), synchronous)
+        opened.append(writer)
+        # Migrated before WAL mode is set, which rewrites the file's header: a database refused
+        # for its schema version is left exactly as it was.
+        apply_migrations(writer, path)
+        writer.execute("PRAGMA journal_mode=WAL")
+        _check_integrity(writer, path)
+        reader = _connect(str(path), synchronous)
+        opened.append(reader)
+        return writer, reader
+    except BaseException as error:
         for conn in opened:
             conn.close()
+        if not isinstance(error, sqlite3.Error):
+            raise
         plain = _plain(error)
         if isinstance(plain, StorageDamaged):
             raise StorageDamaged(
                 f"{path} is not a tierank database or is damaged: {error}"
             ) from None
         raise type(plain)(f"{path}: {plain}") from None
-
-
-# Columns added to a table after its first release: CREATE TABLE IF NOT EXISTS leaves a table
-# of an older database as it was, so they are added to it at open.
-_ADDED_COLUMNS = (("jobs", "trace_context", "TEXT NOT NULL DEFAULT ''"),)
-
-
-def _add_columns(conn: sqlite3.Connection) -> None:
-    for table, column, declaration in _ADDED_COLUMNS:
-        present = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
-        if column not in present:
-            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
 
 
 def _check_integrity(conn: sqlite3.Connection, path: Path) -> None:
@@ -1183,7 +1038,7 @@ def _insert_events(conn: sqlite3.Connection, job_id: str, events: Sequence[Event
 def _check_job_quotas(conn: sqlite3.Connection, job: JobRecord, limits: Limits) -> None:
     if limits.max_concurrent_jobs is not None:
         (unfinished,) = conn.execute(
-            f"SELECT COUNT(*) FROM jobs WHERE tenant = ? AND {_UNFINISHED}", (job.tenant,)
+            f"SELECT COUNT(*) FROM jobs WHERE tenant = ? AND {UNFINISHED_JOBS}", (job.tenant,)
         ).fetchone()
         if unfinished >= limits.max_concurrent_jobs:
             raise QuotaExceeded("max_concurrent_jobs", limits.max_concurrent_jobs)
