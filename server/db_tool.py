@@ -4,7 +4,7 @@ migrations of a PostgreSQL database, for operators.
 Servers apply pending migrations themselves at start-up (under an advisory lock, so replicas
 starting together do not race); `migrate` applies them ahead of a rolling upgrade, `status`
 lists which are applied. A SQLite file needs neither: one server owns it, and applies its
-migrations when it opens it (server/storage/sqlite_migrations.py).
+migrations when it opens it (server/storage/sqlite/migrations.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""SQLite's numbered migrations (server/storage/sqlite_migrations.py): a database made by an
+"""SQLite's numbered migrations (server/storage/sqlite/migrations.py): a database made by an
 earlier release, before tenants, keys and spend were stored or before the migrations were
 numbered, opens, keeps its rows and gains what it lacked; a fresh one starts at the latest
 version; one a newer release wrote is refused and left as it was (the behaviour shared with
@@ -17,7 +17,7 @@ import pytest
 from tierank.server.errors import QuotaExceeded
 from tierank.server.storage.base import EventRow, JobRecord, KeyRecord, Limits, Reservation, Spend
 from tierank.server.storage.sqlite import SqliteStorage
-from tierank.server.storage.sqlite_migrations import (
+from tierank.server.storage.sqlite.migrations import (
     LATEST_VERSION,
     NewerDatabase,
     apply_migrations,
