@@ -26,13 +26,9 @@ from tierank.server.storage.sqlite.migrations import UNFINISHED_JOBS
 from tierank.server.storage.sqlite.spend import settle
 
 _NO_LIMITS = Limits()
-
-
 # Another tenant's job must look like no job at all: rows of a job are read only while the job
 # belongs to the caller's tenant (one primary-key lookup, evaluated once per statement).
 _OWNED = "EXISTS (SELECT 1 FROM jobs WHERE jobs.job_id = ? AND jobs.tenant = ?)"
-
-
 JOB_COLUMNS = (
     "job_id, tenant, request_id, state, spec, query, candidate_count, create_time, "
     "update_time, last_sequence, completion_reason, error_code, error_message, trace_context"
