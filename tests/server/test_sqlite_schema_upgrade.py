@@ -14,12 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from tierank.server.errors import QuotaExceeded
+from tierank.server.errors import QuotaExceeded, StorageError
 from tierank.server.storage.base import EventRow, JobRecord, KeyRecord, Limits, Reservation, Spend
 from tierank.server.storage.sqlite import SqliteStorage
 from tierank.server.storage.sqlite.migrations import (
     LATEST_VERSION,
-    NewerDatabase,
     apply_migrations,
 )
 from tierank.v1 import rank_pb2
@@ -360,7 +359,7 @@ async def test_a_database_from_a_newer_release_is_refused_in_one_line_and_left_a
         conn.execute(f"PRAGMA user_version = {newer}")
     before = db.read_bytes()
 
-    with pytest.raises(NewerDatabase) as refused:
+    with pytest.raises(StorageError) as refused:
         SqliteStorage(db, synchronous="NORMAL")
     expected = (
         f"{db} was written by a newer tierank (schema version {newer}; this one knows "

@@ -186,10 +186,6 @@ MIGRATIONS: tuple[Migration, ...] = (
 LATEST_VERSION = MIGRATIONS[-1].version
 
 
-class NewerDatabase(StorageError):
-    """The database was written by a newer release, whose schema this one does not know."""
-
-
 def schema_version(conn: sqlite3.Connection) -> int:
     (version,) = conn.execute("PRAGMA user_version").fetchone()
     return int(version)
@@ -197,13 +193,13 @@ def schema_version(conn: sqlite3.Connection) -> int:
 
 def apply_migrations(conn: sqlite3.Connection, path: Path) -> list[int]:
     """Apply the migrations the database at `path` lacks, in order, in one transaction, on an
-    autocommit connection; returns the versions applied. Raises NewerDatabase, writing
+    autocommit connection; returns the versions applied. Raises StorageError, writing
     nothing, for a database a newer release wrote."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         current = schema_version(conn)
         if current > LATEST_VERSION:
-            raise NewerDatabase(
+            raise StorageError(
                 f"{path} was written by a newer tierank (schema version {current}; this one "
                 f"knows versions up to {LATEST_VERSION}): upgrade tierank to open it"
             )
