@@ -272,7 +272,7 @@ class PgMeter:
         stop = threading.Event()
         with psycopg.connect(self._db_url, autocommit=True) as conn:
             self._own_pids.add(conn.info.backend_pid)
-            # The servers' channel (server/storage/postgres.py): one per schema.
+            # The servers' channel (server/storage/postgres/): one per schema.
             conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(f"tierank:{schema}")))
 
             def count() -> None:

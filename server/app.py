@@ -36,7 +36,7 @@ from tierank.server.rpc.reflection import REFLECTION_SERVICES, enable_reflection
 from tierank.server.rpc.revocation import StreamCredentials
 from tierank.server.rpc.tls import server_credentials
 from tierank.server.settings import ServerSettings
-from tierank.server.storage.base import Storage
+from tierank.server.storage.base import KeyStore
 from tierank.server.storage.by_url import open_storage, shown
 from tierank.server.tenancy.provider_accounts import ProviderAccounts
 from tierank.server.tenancy.sealing import Sealer
@@ -82,9 +82,9 @@ def check_exposure(settings: ServerSettings) -> None:
 
 
 def _grpc_server(
-    settings: ServerSettings, storage: Storage, streams: StreamCredentials
+    settings: ServerSettings, keys: KeyStore, streams: StreamCredentials
 ) -> grpc.aio.Server:
-    authenticator = Authenticator(storage, settings.auth)
+    authenticator = Authenticator(keys, settings.auth)
     # Health is left out: load balancers probe it without keys.
     authenticated = (*SERVICES, *REFLECTION_SERVICES)
     return grpc.aio.server(

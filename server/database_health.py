@@ -11,7 +11,7 @@ import structlog
 from grpc_health.v1 import health, health_pb2
 
 from tierank.server.errors import StorageError
-from tierank.server.storage.base import Storage
+from tierank.server.storage.base import Database
 
 # How often the database is asked, and how long one answer may take.
 CHECK_INTERVAL_S = 1.0
@@ -19,7 +19,7 @@ CHECK_TIMEOUT_S = 2.0
 
 
 async def follow_database(
-    storage: Storage, servicer: health.aio.HealthServicer, services: Sequence[str]
+    storage: Database, servicer: health.aio.HealthServicer, services: Sequence[str]
 ) -> None:
     """Run until cancelled; the services start SERVING (the caller set them)."""
     log = structlog.get_logger()

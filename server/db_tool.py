@@ -3,7 +3,8 @@ migrations of a PostgreSQL database, for operators.
 
 Servers apply pending migrations themselves at start-up (under an advisory lock, so replicas
 starting together do not race); `migrate` applies them ahead of a rolling upgrade, `status`
-lists which are applied. A SQLite file needs neither: its schema is created when it is opened.
+lists which are applied. A SQLite file needs neither: one server owns it, and applies its
+migrations when it opens it (server/storage/sqlite/migrations.py).
 """
 
 from __future__ import annotations
@@ -47,8 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     db = str(ServerSettings(**given_settings(p, args, os.environ, ["db"])).db)
     if not is_postgres(db):
         print(
-            f"{shown(db)} is a SQLite database: its schema is created when it is opened, "
-            "there is nothing to migrate"
+            f"{shown(db)} is a SQLite database: its migrations are applied when a server opens "
+            "it, there is nothing to migrate"
         )
         return 0
     try:

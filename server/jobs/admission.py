@@ -11,12 +11,12 @@ from collections.abc import Sequence
 from tierank.server.errors import FieldViolation, InvalidInput, PreconditionFailed
 from tierank.server.judges.base import Judge
 from tierank.server.names import qualification_name
-from tierank.server.storage.base import QualificationRecord, Storage
+from tierank.server.storage.base import QualificationRecord, QualificationStore
 from tierank.v1 import rank_pb2
 
 
 async def admit(
-    spec: rank_pb2.JobSpec, judges: Sequence[Judge], tenant: str, storage: Storage
+    spec: rank_pb2.JobSpec, judges: Sequence[Judge], tenant: str, storage: QualificationStore
 ) -> None:
     """Fill in the judges' `qualification` (and weight where asked) in `spec`, or raise.
     `judges` are the job's, built from `spec` (prepared here, as the runner would anyway)."""
@@ -54,7 +54,7 @@ async def admit(
 
 
 async def _latest_qualification(
-    storage: Storage, tenant: str, identities: Sequence[str]
+    storage: QualificationStore, tenant: str, identities: Sequence[str]
 ) -> QualificationRecord | None:
     """The latest qualification under the first of `identities` that has one: the judge's
     identity before the earlier spellings of it that older qualifications are stored under."""

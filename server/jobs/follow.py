@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 
 from tierank.server.job_states import TERMINAL_STATES, is_terminal_event
 from tierank.server.jobs.hub import EventHub
-from tierank.server.storage.base import EventRow, Storage
+from tierank.server.storage.base import EventRow, JobReader
 from tierank.v1 import rank_pb2
 
 # A watcher reading the past holds at most one page of events, and a watcher that stops reading
@@ -21,7 +21,7 @@ _PAGE_BYTES = 256 * 1024
 
 
 async def follow_events(
-    storage: Storage, hub: EventHub, tenant: str, job_id: str, after: int
+    storage: JobReader, hub: EventHub, tenant: str, job_id: str, after: int
 ) -> AsyncIterator[rank_pb2.JobEvent]:
     """Every event after `after` of the tenant's job, in order, once each, until the
     terminal one."""

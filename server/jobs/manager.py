@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import structlog
@@ -37,7 +37,7 @@ from tierank.server.job_states import TERMINAL_STATES
 from tierank.server.jobs.admission import admit, as_requested
 from tierank.server.jobs.hub import EventHub
 from tierank.server.jobs.replica import Replica
-from tierank.server.jobs.runner import JobRunner
+from tierank.server.jobs.runner import JobRunner, JobRunStore
 from tierank.server.jobs.steps import StepThread
 from tierank.server.judges.base import Judge, JudgeConfigError, PoolContext
 from tierank.server.judges.registry import JudgeFactory
@@ -54,8 +54,9 @@ from tierank.server.storage.base import (
     JobRecord,
     JobUpdate,
     Lease,
+    LeaseStore,
     Limits,
-    Storage,
+    QualificationStore,
 )
 from tierank.server.tenancy.provider_accounts import ProviderAccounts
 from tierank.server.tenancy.spending import SpendLedger
@@ -90,10 +91,15 @@ class _Creation:
     error: Exception | None = None
 
 
+class ManagedJobStore(JobRunStore, LeaseStore, QualificationStore, Protocol):
+    """What the manager uses of storage: the jobs it creates and runs under leases, and the
+    judges' qualifications that admission checks."""
+
+
 class JobManager:
     def __init__(
         self,
-        storage: Storage,
+        storage: ManagedJobStore,
         factory: JudgeFactory,
         hub: EventHub,
         accounts: ProviderAccounts,

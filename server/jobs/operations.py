@@ -14,6 +14,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from types import TracebackType
+from typing import Protocol
 
 import anyio
 import structlog
@@ -23,7 +24,7 @@ from google.rpc import code_pb2
 from tierank.server.errors import StorageError, Unavailable
 from tierank.server.jobs.replica import Replica
 from tierank.server.names import new_sortable_id
-from tierank.server.storage.base import OperationRecord, Storage
+from tierank.server.storage.base import OperationRecord, OperationStore, Replicated
 from tierank.v1 import eval_pb2, rank_pb2
 
 # Progress is written at most this often (and watchers woken), so that a fast stream of calls
@@ -80,10 +81,15 @@ class _Creation:
     error: Exception | None = None
 
 
+class ReplicatedOperations(OperationStore, Replicated, Protocol):
+    """Operations, and whether other replicas share them (then progress is written as it goes,
+    and orphans are swept again and again)."""
+
+
 class OperationManager:
     """Starts, runs, cancels and sweeps operations."""
 
-    def __init__(self, storage: Storage, replica: Replica) -> None:
+    def __init__(self, storage: ReplicatedOperations, replica: Replica) -> None:
         self._storage = storage
         self._replica = replica
         self._running: dict[str, _Running] = {}

@@ -24,7 +24,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import anyio
 import structlog
@@ -58,11 +58,12 @@ from tierank.server.names import job_name
 from tierank.server.observability.jobs import JobTelemetry
 from tierank.server.storage.base import (
     EventRow,
+    JobStore,
     JobUpdate,
     JournalRow,
     Lease,
-    Storage,
     VerdictAudit,
+    VerdictCache,
 )
 from tierank.server.tenancy.paid_call import Answer, PaidCalls, call_seed
 from tierank.server.tenancy.spending import SpendLedger
@@ -143,6 +144,10 @@ def verdict_of(event: rank_pb2.VerdictReceived) -> Verdict:
     return Verdict(event.call_id, tuple(event.ordering), event.failed, cost)
 
 
+class JobRunStore(JobStore, VerdictCache, Protocol):
+    """What a job's run uses of storage: its own rows, and the verdict cache its calls read."""
+
+
 class JobRunner:
     def __init__(
         self,
@@ -152,7 +157,7 @@ class JobRunner:
         spec: rank_pb2.JobSpec,
         pool: PoolContext,
         judges: Sequence[Judge],
-        storage: Storage,
+        storage: JobRunStore,
         hub: EventHub,
         spending: SpendLedger,
         steps: StepThread,

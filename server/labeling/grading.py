@@ -18,7 +18,7 @@ from tierank.server.errors import FieldViolation, InvalidInput
 from tierank.server.judges.base import JudgeConfigError, JudgeUsage, Passage
 from tierank.server.judges.graders import Grader, GradeReply, GradeRequest, UngradablePassage
 from tierank.server.judges.registry import JudgeFactory
-from tierank.server.storage.base import Storage
+from tierank.server.storage.base import VerdictCache
 from tierank.server.tenancy.paid_call import PaidCalls, call_seed
 from tierank.server.tenancy.provider_accounts import ProviderAccounts
 from tierank.server.tenancy.spending import SpendLedger
@@ -118,7 +118,7 @@ class PairGrader:
     def __init__(
         self,
         grader: Grader,
-        storage: Storage,
+        storage: VerdictCache,
         spending: SpendLedger,
         *,
         tenant: str,

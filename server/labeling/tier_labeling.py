@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 import anyio
 import anyio.from_thread
@@ -27,7 +27,7 @@ from tierank.server.judges.graders import Grader
 from tierank.server.judges.registry import JudgeFactory
 from tierank.server.labeling.grading import Pair, PairGrader, build_grader
 from tierank.server.names import BadName, parse_job_name
-from tierank.server.storage.base import Storage
+from tierank.server.storage.base import JobReader, VerdictCache
 from tierank.server.tenancy.provider_accounts import ProviderAccounts
 from tierank.server.tenancy.spending import SpendLedger
 from tierank.server.wire.jobs import TIER_EVENT_KINDS, job_detail
@@ -46,7 +46,7 @@ class _LabeledJob:
 
 
 async def _load_jobs(
-    field: str, labels: eval_pb2.TierLabels, storage: Storage, tenant: str
+    field: str, labels: eval_pb2.TierLabels, storage: JobReader, tenant: str
 ) -> list[_LabeledJob]:
     violations: list[FieldViolation] = []
     if not labels.jobs:
@@ -125,10 +125,15 @@ def _fixed_mapping(
     return lambda tiers: labels_from_rank_bands(tiers, bands, below, position)
 
 
+class LabelingStore(JobReader, VerdictCache, Protocol):
+    """The jobs whose tiers are labeled, and the verdict cache pointwise anchoring grades
+    through."""
+
+
 async def tier_labels(
     field: str,
     labels: eval_pb2.TierLabels,
-    storage: Storage,
+    storage: LabelingStore,
     factory: JudgeFactory,
     accounts: ProviderAccounts,
     spending: SpendLedger,
@@ -178,7 +183,7 @@ async def _anchored(
     field: str,
     anchoring: eval_pb2.PointwiseAnchoring,
     jobs: Sequence[_LabeledJob],
-    storage: Storage,
+    storage: VerdictCache,
     spending: SpendLedger,
     grader: Grader,
     tenant: str,

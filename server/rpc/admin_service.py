@@ -10,6 +10,7 @@ key's secret, other than CreateApiKey's own, or any provider key.
 from __future__ import annotations
 
 import time
+from typing import Protocol
 
 import grpc
 
@@ -30,8 +31,10 @@ from tierank.server.rpc.validation import NUL, NUL_RULE
 from tierank.server.storage.base import (
     LIMIT_NAMES,
     KeyRecord,
+    KeyStore,
     Limits,
-    Storage,
+    SpendStore,
+    TenantStore,
 )
 from tierank.server.tenancy.keys import ROLE_OPERATOR, new_key
 from tierank.server.tenancy.sealing import Sealer, SealingError
@@ -84,8 +87,12 @@ def _check_visible(caller: Caller, rpc: str, tenant: str) -> None:
         raise tenant_not_found(tenant)
 
 
+class AdminStore(TenantStore, KeyStore, SpendStore, Protocol):
+    """What AdminService manages: tenants, their keys, and what they spent."""
+
+
 class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
-    def __init__(self, storage: Storage, sealer: Sealer) -> None:
+    def __init__(self, storage: AdminStore, sealer: Sealer) -> None:
         self._storage = storage
         self._sealer = sealer
 

@@ -20,7 +20,7 @@ from tierank.server.errors import PermissionDenied, Unauthenticated
 from tierank.server.names import key_name
 from tierank.server.rpc import audit
 from tierank.server.rpc.tls import peer_certificate_subject
-from tierank.server.storage.base import KeyRecord, Storage
+from tierank.server.storage.base import KeyRecord, KeyStore
 from tierank.server.tenancy.keys import (
     DEFAULT_TENANT,
     ROLE_ADMIN,
@@ -104,7 +104,7 @@ def key_revoked(key_id: str) -> Unauthenticated:
 
 
 class Authenticator:
-    def __init__(self, storage: Storage, mode: str) -> None:
+    def __init__(self, storage: KeyStore, mode: str) -> None:
         self._storage = storage
         self._mode = mode
 

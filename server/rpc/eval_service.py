@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
 from functools import partial
+from typing import Protocol
 
 import anyio
 import anyio.lowlevel
@@ -52,7 +53,7 @@ from tierank.server.labeling.grading import (
     build_grader,
     progress_of,
 )
-from tierank.server.labeling.tier_labeling import tier_labels
+from tierank.server.labeling.tier_labeling import LabelingStore, tier_labels
 from tierank.server.rpc.auth import current_caller
 from tierank.server.rpc.eval_inputs import (
     as_passage,
@@ -63,9 +64,13 @@ from tierank.server.rpc.eval_inputs import (
     read_runs,
     read_topics,
 )
-from tierank.server.rpc.operation_requests import Operations, PreparedWork
-from tierank.server.rpc.qualify_requests import Qualifier
-from tierank.server.storage.base import OperationRecord, Storage
+from tierank.server.rpc.operation_requests import (
+    OperationRequestStore,
+    Operations,
+    PreparedWork,
+)
+from tierank.server.rpc.qualify_requests import Qualifier, QualifierStore
+from tierank.server.storage.base import OperationRecord
 from tierank.server.tenancy.provider_accounts import ProviderAccounts
 from tierank.server.tenancy.quotas import EvalSlots
 from tierank.server.tenancy.spending import SpendLedger
@@ -80,10 +85,15 @@ EVAL_SERVICE = eval_pb2.DESCRIPTOR.services_by_name["EvalService"].full_name
 PAIRS_PER_STEP = 500
 
 
+class EvalStore(QualifierStore, LabelingStore, OperationRequestStore, Protocol):
+    """What EvalService uses of storage: qualifications, the jobs it labels from, the verdict
+    cache its grading goes through, and its long-running operations."""
+
+
 class EvalServicer(eval_pb2_grpc.EvalServiceServicer):
     def __init__(
         self,
-        storage: Storage,
+        storage: EvalStore,
         factory: JudgeFactory,
         accounts: ProviderAccounts,
         spending: SpendLedger,

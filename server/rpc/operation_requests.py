@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import anyio
 from google.protobuf.message import Message
@@ -23,7 +24,12 @@ from tierank.server.rpc import page_tokens
 from tierank.server.rpc.auth import current_caller
 from tierank.server.rpc.statuses import status_of
 from tierank.server.rpc.validation import validate_request_id
-from tierank.server.storage.base import OperationRecord, Storage
+from tierank.server.storage.base import (
+    OperationRecord,
+    OperationStore,
+    TenantStore,
+    WatcherStore,
+)
 from tierank.server.tenancy.quotas import WatcherSlots, limits_of
 from tierank.server.wire.operations import RESULT_TYPES, operation_view
 from tierank.v1 import eval_pb2, rank_pb2
@@ -46,8 +52,12 @@ class PreparedWork:
     run: Callable[[], Awaitable[Message]]
 
 
+class OperationRequestStore(OperationStore, TenantStore, WatcherStore, Protocol):
+    """Operations, and the tenant's limits and watch slots a WatchOperation stream holds."""
+
+
 class Operations:
-    def __init__(self, manager: OperationManager, storage: Storage) -> None:
+    def __init__(self, manager: OperationManager, storage: OperationRequestStore) -> None:
         self._manager = manager
         self._storage = storage
         # A WatchOperation stream is an open watch stream like WatchJob's (max_watchers).

@@ -4,6 +4,7 @@ edge, the work done by `labeling.qualify`, the result stored for the caller's te
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from tierank import limits
 from tierank.server.errors import FieldViolation, InvalidInput, NotFound
@@ -31,7 +32,7 @@ from tierank.server.rpc.eval_inputs import (
     read_topics,
 )
 from tierank.server.rpc.operation_requests import PreparedWork
-from tierank.server.storage.base import Storage
+from tierank.server.storage.base import QualificationStore, VerdictCache
 from tierank.server.tenancy.paid_call import PaidCalls
 from tierank.server.tenancy.provider_accounts import ProviderAccounts
 from tierank.server.tenancy.spending import SpendLedger
@@ -54,9 +55,13 @@ _RANGES = (
 )
 
 
+class QualifierStore(QualificationStore, VerdictCache, Protocol):
+    """Qualifications, and the verdict cache the qualifying calls go through."""
+
+
 @dataclass
 class Qualifier:
-    storage: Storage
+    storage: QualifierStore
     factory: JudgeFactory
     accounts: ProviderAccounts
     spending: SpendLedger

@@ -7,6 +7,7 @@ methods here raise the server's errors (server/errors.py) and never abort a call
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Protocol
 
 import grpc
 
@@ -24,7 +25,7 @@ from tierank.server.rpc.validation import (
     validate_size,
     validate_spec,
 )
-from tierank.server.storage.base import JobRecord, Storage
+from tierank.server.storage.base import JobReader, JobRecord, TenantStore, WatcherStore
 from tierank.server.tenancy.quotas import WatcherSlots, check_candidates, limits_of
 from tierank.server.wire.jobs import TIER_EVENT_KINDS, fill_spec, job_detail, job_summary
 from tierank.v1 import rank_pb2, rank_pb2_grpc
@@ -50,11 +51,16 @@ def _check_view(view: int) -> rank_pb2.JobView:
     return view  # type: ignore[return-value]
 
 
+class RankStore(JobReader, TenantStore, WatcherStore, Protocol):
+    """What RankService reads of storage: the tenant's jobs, its limits, its open watchers (jobs
+    are created and cancelled through the manager)."""
+
+
 class RankServicer(rank_pb2_grpc.RankServiceServicer):
     def __init__(
         self,
         manager: JobManager,
-        storage: Storage,
+        storage: RankStore,
         hub: EventHub,
         *,
         replica: str,

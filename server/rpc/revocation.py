@@ -19,7 +19,7 @@ import structlog
 from tierank.server.errors import StorageError
 from tierank.server.rpc import audit
 from tierank.server.rpc.auth import Caller, key_revoked
-from tierank.server.storage.base import Storage
+from tierank.server.storage.base import KeyStore
 
 # "Within a few seconds" of a revoke, at the cost of one indexed read per open key this often.
 RECHECK_S = 2.0
@@ -57,7 +57,7 @@ class WatchedStream:
 class StreamCredentials:
     """The open streams of each key, and the loop that ends them when their key is revoked."""
 
-    def __init__(self, storage: Storage, recheck_s: float = RECHECK_S) -> None:
+    def __init__(self, storage: KeyStore, recheck_s: float = RECHECK_S) -> None:
         self._storage = storage
         self._recheck_s = recheck_s
         self._streams: dict[str, set[WatchedStream]] = {}

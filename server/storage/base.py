@@ -3,6 +3,10 @@ several replicas of it, which share jobs under leases.
 
 Storage is proto-agnostic: specs and events are opaque bytes, so a backend never needs to know
 the wire types. Every method that writes is one transaction: it is durable when it returns.
+
+The interface is split by role (JobStore, LeaseStore, TenantStore, KeyStore, SpendStore, ...):
+each consumer is typed against the roles it uses, and `Storage`, every role together, is what a
+backend implements.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import abc
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import anyio
 
@@ -261,20 +266,15 @@ class DuplicateRequest(Exception):
         self.existing = existing
 
 
-class Storage(abc.ABC):
-    # Whether other server processes write to this database too (replicas): then what they
-    # commit reaches this one only through `changes()`, which can miss a wake-up.
-    shared = False
+class Replicated(Protocol):
+    """Whether other server processes write to this database too (replicas): then what they
+    commit reaches this one only through `LeaseStore.changes()`, which can miss a wake-up."""
 
-    @abc.abstractmethod
-    async def create_job(
-        self, job: JobRecord, first_event: EventRow, limits: Limits = Limits()
-    ) -> JobRecord:
-        """Insert a job and its first event. Raises DuplicateRequest for a reused request_id
-        (checked first), then QuotaExceeded when the job's tenant already has
-        `max_concurrent_jobs` unfinished jobs or created `jobs_per_minute` jobs in the last 60
-        seconds (retry_after_s: when the oldest of those leaves the window). The checks and the
-        insert are one transaction, so concurrent creates never overshoot."""
+    shared: bool = False
+
+
+class JobReader(Protocol):
+    """What a tenant reads of its own jobs: another tenant's job reads as no job at all."""
 
     @abc.abstractmethod
     async def get_job(self, tenant: str, job_id: str) -> JobRecord | None:
@@ -287,6 +287,35 @@ class Storage(abc.ABC):
         """Newest first; `before_job_id` continues a previous page."""
 
     @abc.abstractmethod
+    async def read_events(
+        self, tenant: str, job_id: str, after_sequence: int, limit: int, max_bytes: int
+    ) -> list[EventRow]:
+        """Up to `limit` events after `after_sequence`, in order, stopping before the event whose
+        payload would take the page past `max_bytes` (the first one always comes)."""
+
+    @abc.abstractmethod
+    async def latest_event(
+        self, tenant: str, job_id: str, kinds: Sequence[str]
+    ) -> EventRow | None: ...
+
+    @abc.abstractmethod
+    async def read_audit(self, tenant: str, job_id: str, call_id: str) -> VerdictAudit | None: ...
+
+
+class JobStore(JobReader, Protocol):
+    """Jobs as the replica that runs them creates, commits and rebuilds them."""
+
+    @abc.abstractmethod
+    async def create_job(
+        self, job: JobRecord, first_event: EventRow, limits: Limits = Limits()
+    ) -> JobRecord:
+        """Insert a job and its first event. Raises DuplicateRequest for a reused request_id
+        (checked first), then QuotaExceeded when the job's tenant already has
+        `max_concurrent_jobs` unfinished jobs or created `jobs_per_minute` jobs in the last 60
+        seconds (retry_after_s: when the oldest of those leaves the window). The checks and the
+        insert are one transaction, so concurrent creates never overshoot."""
+
+    @abc.abstractmethod
     async def unfinished_jobs(self) -> list[JobRecord]: ...
 
     @abc.abstractmethod
@@ -296,7 +325,17 @@ class Storage(abc.ABC):
         With `fence`, only while that lease is the job's current one: otherwise nothing is
         written and LeaseLost is raised."""
 
-    # -- leases: which replica runs which job ---------------------------------------------
+    @abc.abstractmethod
+    async def read_journal(self, job_id: str) -> list[JournalRow]: ...
+
+    @abc.abstractmethod
+    async def read_verdicts(self, job_id: str, call_ids: Sequence[str]) -> dict[str, bytes]:
+        """The stored verdicts of these calls (those that have one), by call id."""
+
+
+class LeaseStore(Replicated, Protocol):
+    """Which replica runs which job: membership, leases, cancellation requests and the
+    wake-ups other replicas send."""
 
     @abc.abstractmethod
     async def heartbeat(self, replica: str, ttl_s: float, draining: bool = False) -> Membership:
@@ -337,6 +376,16 @@ class Storage(abc.ABC):
         """Mark the tenant's unfinished job as to be cancelled, for whichever replica runs it
         or claims it next; False when there is no such unfinished job."""
 
+    async def changes(self) -> AsyncIterator[Change]:
+        """What other replicas did, as it happens: a wake-up only, never the data (a missed
+        change must cost at most a poll interval). Storage that one process owns has none."""
+        await anyio.sleep_forever()
+        yield Change("", "", 0)  # pragma: no cover - never reached
+
+
+class WatcherStore(Protocol):
+    """Open watch streams, counted per tenant across replicas (max_watchers)."""
+
     @abc.abstractmethod
     async def hold_watcher(self, watch_id: str, replica: str, tenant: str, limit: int) -> None:
         """Count one more open watch stream of `tenant`, on `replica`. Raises QuotaExceeded
@@ -347,46 +396,9 @@ class Storage(abc.ABC):
     @abc.abstractmethod
     async def release_watcher(self, watch_id: str) -> None: ...
 
-    @abc.abstractmethod
-    async def ping(self) -> None:
-        """Raise StorageError unless the database answers now."""
 
-    async def changes(self) -> AsyncIterator[Change]:
-        """What other replicas did, as it happens: a wake-up only, never the data (a missed
-        change must cost at most a poll interval). Storage that one process owns has none."""
-        await anyio.sleep_forever()
-        yield Change("", "", 0)  # pragma: no cover - never reached
-
-    @abc.abstractmethod
-    async def read_events(
-        self, tenant: str, job_id: str, after_sequence: int, limit: int, max_bytes: int
-    ) -> list[EventRow]:
-        """Up to `limit` events after `after_sequence`, in order, stopping before the event whose
-        payload would take the page past `max_bytes` (the first one always comes)."""
-
-    @abc.abstractmethod
-    async def latest_event(
-        self, tenant: str, job_id: str, kinds: Sequence[str]
-    ) -> EventRow | None: ...
-
-    @abc.abstractmethod
-    async def read_journal(self, job_id: str) -> list[JournalRow]: ...
-
-    @abc.abstractmethod
-    async def cache_get(self, key: str) -> bytes | None: ...
-
-    @abc.abstractmethod
-    async def cache_put(self, entries: Sequence[CacheEntry]) -> None:
-        """Store verdicts that belong to no job (pointwise grades), in one transaction."""
-
-    @abc.abstractmethod
-    async def read_audit(self, tenant: str, job_id: str, call_id: str) -> VerdictAudit | None: ...
-
-    @abc.abstractmethod
-    async def read_verdicts(self, job_id: str, call_ids: Sequence[str]) -> dict[str, bytes]:
-        """The stored verdicts of these calls (those that have one), by call id."""
-
-    # -- tenants, keys, spend ---------------------------------------------------------------
+class TenantStore(Protocol):
+    """Tenants: their limits, and their encrypted provider credentials."""
 
     @abc.abstractmethod
     async def put_tenant(
@@ -408,6 +420,21 @@ class Storage(abc.ABC):
     async def list_tenants(self) -> list[TenantRecord]: ...
 
     @abc.abstractmethod
+    async def set_provider_key(
+        self, tenant: str, provider: str, sealed: bytes | None
+    ) -> TenantRecord | None:
+        """Store (or, with None, remove) a tenant's encrypted provider credentials; None when
+        the tenant does not exist."""
+
+    @abc.abstractmethod
+    async def provider_key(self, tenant: str, provider: str) -> bytes | None:
+        """The tenant's encrypted credentials for a provider."""
+
+
+class KeyStore(Protocol):
+    """API keys: stored as the hash of their secret, never the secret."""
+
+    @abc.abstractmethod
     async def create_key(self, key: KeyRecord) -> None:
         """Store a key, creating its tenant (no limits) if new."""
 
@@ -426,16 +453,9 @@ class Storage(abc.ABC):
     async def revoke_key(self, key_id: str, now: float) -> KeyRecord | None:
         """Mark the key revoked (once; a second revoke keeps the first time)."""
 
-    @abc.abstractmethod
-    async def set_provider_key(
-        self, tenant: str, provider: str, sealed: bytes | None
-    ) -> TenantRecord | None:
-        """Store (or, with None, remove) a tenant's encrypted provider credentials; None when
-        the tenant does not exist."""
 
-    @abc.abstractmethod
-    async def provider_key(self, tenant: str, provider: str) -> bytes | None:
-        """The tenant's encrypted credentials for a provider."""
+class SpendStore(Protocol):
+    """What judge calls spend, held against each tenant's daily limits."""
 
     @abc.abstractmethod
     async def reserve_spend(self, reservation: Reservation) -> None:
@@ -452,7 +472,9 @@ class Storage(abc.ABC):
     @abc.abstractmethod
     async def usage(self, tenant: str, day: str) -> UsageReport: ...
 
-    # -- judge qualifications ---------------------------------------------------------------
+
+class QualificationStore(Protocol):
+    """Judge qualifications against human labels, per tenant."""
 
     @abc.abstractmethod
     async def put_qualification(self, record: QualificationRecord) -> None: ...
@@ -463,7 +485,28 @@ class Storage(abc.ABC):
     ) -> list[QualificationRecord]:
         """The tenant's qualifications (of one judge identity, or all), newest first."""
 
-    # -- operations (long-running requests) ------------------------------------------------
+    @abc.abstractmethod
+    async def delete_qualification(
+        self, tenant: str, qualification_id: str
+    ) -> QualificationRecord | None:
+        """Delete one of the tenant's qualifications; the deleted record, or None when the
+        tenant has none by that id."""
+
+
+class VerdictCache(Protocol):
+    """Verdicts by the key of the call that gave them, so that the same call is never paid
+    for twice (a job's verdicts also come in its commits: JobUpdate.cache)."""
+
+    @abc.abstractmethod
+    async def cache_get(self, key: str) -> bytes | None: ...
+
+    @abc.abstractmethod
+    async def cache_put(self, entries: Sequence[CacheEntry]) -> None:
+        """Store verdicts that belong to no job (pointwise grades), in one transaction."""
+
+
+class OperationStore(Protocol):
+    """Long-running requests (QualifyJudge, FillQrels): their state, progress and result."""
 
     @abc.abstractmethod
     async def create_operation(self, record: OperationRecord) -> OperationRecord:
@@ -511,12 +554,13 @@ class Storage(abc.ABC):
         `replica` nor a live replica (its server stopped before it finished); returns how
         many. Where one process owns the database, that is every other owner's."""
 
+
+class Database(Protocol):
+    """The database as a whole: whether it answers, and its end."""
+
     @abc.abstractmethod
-    async def delete_qualification(
-        self, tenant: str, qualification_id: str
-    ) -> QualificationRecord | None:
-        """Delete one of the tenant's qualifications; the deleted record, or None when the
-        tenant has none by that id."""
+    async def ping(self) -> None:
+        """Raise StorageError unless the database answers now."""
 
     @abc.abstractmethod
     def announce(self, address: str) -> None:
@@ -524,3 +568,21 @@ class Storage(abc.ABC):
 
     @abc.abstractmethod
     async def close(self) -> None: ...
+
+
+class Storage(
+    JobStore,
+    LeaseStore,
+    WatcherStore,
+    TenantStore,
+    KeyStore,
+    SpendStore,
+    QualificationStore,
+    VerdictCache,
+    OperationStore,
+    Database,
+):
+    """Every role: what a backend implements (SqliteStorage, PostgresStorage) and what the
+    server opens. A consumer takes the roles it uses (a constructor's parameter typed
+    JobStore, say, or a small protocol naming several), so that the type checker proves it
+    uses nothing else."""

@@ -31,7 +31,7 @@ from tierank.server.judges.base import (
 )
 from tierank.server.judges.graders import Grader, GradeReply, GradeRequest, UngradablePassage
 from tierank.server.judges.verdict_cache import cache_key, decode_ordering, encode_ordering
-from tierank.server.storage.base import CacheEntry, Settlement, Spend, Storage
+from tierank.server.storage.base import CacheEntry, Settlement, Spend, VerdictCache
 from tierank.server.tenancy.spending import SpendLedger, spend_of
 
 _Written = TypeVar("_Written")
@@ -82,7 +82,7 @@ class PaidCalls:
 
     def __init__(
         self,
-        storage: Storage,
+        storage: VerdictCache,
         spending: SpendLedger,
         tenant: str,
         durably: Durably = written_once,

@@ -8,12 +8,12 @@ from collections.abc import Iterable
 from tierank.server.errors import FieldViolation, InvalidInput, PreconditionFailed
 from tierank.server.judges.accounts import ProviderAccount
 from tierank.server.judges.settings import PROVIDERS
-from tierank.server.storage.base import Storage
+from tierank.server.storage.base import TenantStore
 from tierank.server.tenancy.sealing import Sealer, SealingError
 
 
 class ProviderAccounts:
-    def __init__(self, storage: Storage, sealer: Sealer) -> None:
+    def __init__(self, storage: TenantStore, sealer: Sealer) -> None:
         self._storage = storage
         self._sealer = sealer
 

@@ -11,10 +11,10 @@ import anyio
 
 from tierank.limits import MAX_EVAL_REQUESTS_PER_TENANT
 from tierank.server.errors import QuotaExceeded, ResourceExhausted
-from tierank.server.storage.base import Limits, Storage
+from tierank.server.storage.base import Limits, TenantStore, WatcherStore
 
 
-async def limits_of(storage: Storage, tenant: str) -> Limits:
+async def limits_of(storage: TenantStore, tenant: str) -> Limits:
     """The tenant's limits; a tenant nobody has configured has none."""
     record = await storage.get_tenant(tenant)
     return record.limits if record is not None else Limits()
@@ -29,7 +29,7 @@ class WatcherSlots:
     """Open WatchJob and Rank streams per tenant, counted in storage so that max_watchers
     holds across replicas. Tenants without the limit cost nothing."""
 
-    def __init__(self, storage: Storage, replica: str) -> None:
+    def __init__(self, storage: WatcherStore, replica: str) -> None:
         self._storage = storage
         self._replica = replica
 

@@ -14,7 +14,7 @@ import datetime
 import secrets
 
 from tierank.server.judges.base import FailureKind, JudgeFailure, JudgeUsage
-from tierank.server.storage.base import Reservation, Settlement, Spend, Storage
+from tierank.server.storage.base import Reservation, Settlement, Spend, SpendStore
 
 
 def utc_day(at: datetime.datetime | None = None) -> str:
@@ -34,8 +34,8 @@ def spend_of(usage: JudgeUsage, failure: JudgeFailure | None = None) -> Spend:
 
 
 class SpendLedger:
-    def __init__(self, storage: Storage, replica: str) -> None:
-        """`replica` owns the reservations this ledger makes (see Storage.heartbeat)."""
+    def __init__(self, storage: SpendStore, replica: str) -> None:
+        """`replica` owns the reservations this ledger makes (see LeaseStore.heartbeat)."""
         self._storage = storage
         self._replica = replica
 

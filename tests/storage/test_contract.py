@@ -42,13 +42,9 @@ from tierank.server.storage.base import (
     Storage,
     VerdictAudit,
 )
-from tierank.server.storage.pg_migrations import MIGRATIONS
-from tierank.server.storage.postgres import (
-    PostgresStorage,
-    _plain,
-    migrate,
-    migration_status,
-)
+from tierank.server.storage.postgres import PostgresStorage, migrate, migration_status
+from tierank.server.storage.postgres.connection import plain_error
+from tierank.server.storage.postgres.migrations import MIGRATIONS
 from tierank.v1 import rank_pb2
 
 DAY = "2026-05-09"
@@ -918,7 +914,7 @@ async def test_connections_the_server_closed_are_replaced_before_use(
     ],
 )
 def test_driver_errors_become_plain_words(error: psycopg.Error, kind: type, start: str):
-    plain = _plain(error)
+    plain = plain_error(error)
     assert type(plain) is kind
     assert str(plain).startswith(start) and str(error) in str(plain)
     assert type(error).__name__ not in str(plain)
