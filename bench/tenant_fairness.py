@@ -3,6 +3,7 @@
     python -m tierank.bench.tenant_fairness                   # 400 jobs, 5x200 streams, 1 s judges
     python -m tierank.bench.tenant_fairness --latency-ms 200  # judges 5x as fast: a heavier A
     python -m tierank.bench.tenant_fairness --jobs 50 --watchers-per-job 50 --seconds 5
+    python -m tierank.bench.tenant_fairness --auth none       # two clients, no keys, one tenant
 
 One server (its own process, SQLite, --auth keys) and two tenants created without limits of
 their own, so both have the server's default limits. Tenant B has one finished job and asks for
@@ -33,6 +34,10 @@ from tierank.client import LocalServer
 from tierank.v1 import rank_pb2, rank_pb2_grpc
 
 
+def _credentials(token: str) -> tuple[tuple[str, str], ...]:
+    return (("authorization", f"Bearer {token}"),) if token else ()
+
+
 def _spec(candidates: int, latency_ms: str, seed: int) -> rank_pb2.JobSpec:
     judge = rank_pb2.JudgeSpec(
         provider="oracle",
@@ -56,7 +61,7 @@ def _spec(candidates: int, latency_ms: str, seed: int) -> rank_pb2.JobSpec:
 
 async def _probe(address: str, token: str, name: str, seconds: float) -> list[float]:
     """B's GetJob latencies (ms), one call after another for `seconds`."""
-    metadata = (("authorization", f"Bearer {token}"),)
+    metadata = _credentials(token)
     latencies = []
     async with grpc.aio.insecure_channel(address) as channel:
         stub = rank_pb2_grpc.RankServiceStub(channel)
@@ -74,7 +79,7 @@ async def _load(
     address: str, token: str, args: argparse.Namespace, ready: ProcessEvent, report: str
 ) -> None:
     """Tenant A at its limits until cancelled: jobs, and watch streams on its first jobs."""
-    metadata = (("authorization", f"Bearer {token}"),)
+    metadata = _credentials(token)
     tally = {"jobs": 0, "jobs_refused": 0, "watchers": 0, "watchers_refused": 0, "events": 0}
     async with grpc.aio.insecure_channel(address) as channel:
         stub = rank_pb2_grpc.RankServiceStub(channel)
@@ -123,7 +128,7 @@ def _load_process(
 
 
 async def _finished_job(address: str, token: str) -> str:
-    metadata = (("authorization", f"Bearer {token}"),)
+    metadata = _credentials(token)
     async with grpc.aio.insecure_channel(address) as channel:
         stub = rank_pb2_grpc.RankServiceStub(channel)
         job = await stub.CreateJob(
@@ -142,11 +147,21 @@ def main() -> None:
     parser.add_argument("--candidates", type=int, default=200, help="per job of A's")
     parser.add_argument("--latency-ms", default="1000", help="A's judges' latency per call")
     parser.add_argument("--seconds", type=float, default=8.0, help="each probe's length")
+    parser.add_argument(
+        "--auth",
+        choices=["keys", "none"],
+        default="keys",
+        help="keys: A and B are two tenants; none: two clients of the one tenant of a server "
+        "without keys (A's jobs are then limited only by the tenant's defaults)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "tierank.db"
-        token_a, token_b = member_key(db, "team-a"), member_key(db, "team-b")
-        extra = ("--auth", "keys", "--log-level", "warning")
+        if args.auth == "keys":
+            token_a, token_b = member_key(db, "team-a"), member_key(db, "team-b")
+        else:  # one tenant, two clients: what one client's jobs cost another's calls
+            token_a = token_b = ""
+        extra = ("--auth", args.auth, "--log-level", "warning")
         with LocalServer(db=db, extra_args=extra) as server:
             name_b = asyncio.run(_finished_job(server.address, token_b))
             alone = asyncio.run(_probe(server.address, token_b, name_b, args.seconds))
