@@ -33,6 +33,9 @@ class Standings:
     # Candidates strictly above / below each component (reachable in the graph, outside it).
     above_bits: tuple[int, ...]
     below_bits: tuple[int, ...]
+    # Candidates outside each component that one of its members has an edge to: its direct
+    # successors, the only components whose last superior it can be (ordering.py uses this).
+    successor_bits: tuple[int, ...]
 
     @cached_property
     def above_count(self) -> tuple[int, ...]:
@@ -119,10 +122,10 @@ class MajorityGraph:
         # igraph (1.0) happens to number components in a topological order, sources first;
         # visiting sinks first for successors (sources first for predecessors) means every
         # neighbour is already done, so the depth-first search below never descends.
-        below = _strict_reach(
-            self._successors, component_of, component_bits, range(count - 1, -1, -1)
-        )
-        above = _strict_reach(self._predecessors, component_of, component_bits, range(count))
+        successors = _direct_reach(self._successors, component_of, component_bits)
+        predecessors = _direct_reach(self._predecessors, component_of, component_bits)
+        below = _strict_reach(successors, component_of, component_bits, range(count - 1, -1, -1))
+        above = _strict_reach(predecessors, component_of, component_bits, range(count))
         return Standings(
             size=self.size,
             component_of=tuple(component_of),
@@ -130,16 +133,28 @@ class MajorityGraph:
             component_members=tuple(tuple(group) for group in members),
             above_bits=tuple(above),
             below_bits=tuple(below),
+            successor_bits=tuple(successors),
         )
 
 
+def _direct_reach(
+    neighbours: list[int], component_of: list[int], component_bits: list[int]
+) -> list[int]:
+    """For each component, the candidates outside it that one of its members has an edge to."""
+    direct = [0] * len(component_bits)
+    for candidate, component in enumerate(component_of):
+        direct[component] |= neighbours[candidate]
+    return [reach & ~members for reach, members in zip(direct, component_bits, strict=True)]
+
+
 def _strict_reach(
-    neighbours: list[int],
+    direct: list[int],
     component_of: list[int],
     component_bits: list[int],
     visit_order: range,
 ) -> list[int]:
-    """For each component, every candidate reachable from it along `neighbours`, minus itself.
+    """For each component, every candidate reachable from it, minus itself, given the
+    candidates each reaches in one step (`_direct_reach`).
 
     Depth-first over the condensation (a DAG), correct in any `visit_order` and fastest when
     neighbours come first, so no topological sort is needed. A component's
@@ -148,11 +163,7 @@ def _strict_reach(
     """
     count = len(component_bits)
     # Per component: neighbours outside it still to absorb, and the reach absorbed so far.
-    pending = [0] * count
-    for candidate, component in enumerate(component_of):
-        pending[component] |= neighbours[candidate]
-    for component, members in enumerate(component_bits):
-        pending[component] &= ~members
+    pending = list(direct)
     partial = [0] * count
     # Reach including the component's own members; None until computed.
     closed: list[int | None] = [None] * count

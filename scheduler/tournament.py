@@ -148,6 +148,7 @@ class Tournament:
         # tiers, so unchanged ones are reused (same objects: comparing lists is then cheap).
         self._tiers_cache: dict[bool, list[Tier]] = {}
         self._tier_by_key: dict[tuple[int, tuple[int, ...], bool], Tier] = {}
+        self._listed_cache: tuple[_Progress, list[tuple[tuple[int, ...], bool]]] | None = None
         self._first_wave = deque(
             self._strategy.first_wave(len(self._ids), config.batch_size, config.top_k)
         )
@@ -372,21 +373,40 @@ class Tournament:
 
     def _current_tiers(self, final: bool) -> list[Tier]:
         progress = self._progress()
-        standings = progress.standings
         strength = self._strength(final)
-        tiers, by_key = [], {}
+        listed = self._listed_components(progress)
         trusted = self._trusted()
-        for rank, component in enumerate(tiers_best_first(standings, strength), start=1):
-            bits = standings.component_bits[component]
-            members = self._best_first(standings.component_members[component], bits)
-            key = (rank, members, trusted and not bits & ~progress.settled)
-            tier = self._tier_by_key.get(key)
+        tiers, by_key = [], {}
+        known, ids = self._tier_by_key, self._ids
+        for rank, component in enumerate(tiers_best_first(progress.standings, strength), start=1):
+            members, settled = listed[component]
+            key = (rank, members, trusted and settled)
+            tier = known.get(key)
             if tier is None:
-                tier = Tier(rank=rank, members=tuple(self._ids[m] for m in members), settled=key[2])
+                tier = Tier(rank=rank, members=tuple(ids[m] for m in members), settled=key[2])
             tiers.append(tier)
             by_key[key] = tier
         self._tier_by_key = by_key
         return tiers
+
+    def _listed_components(self, progress: _Progress) -> list[tuple[tuple[int, ...], bool]]:
+        """Per component of `progress`: its members best first, and whether it is settled.
+
+        Both follow from the majority graph alone, so they are kept while it is unchanged:
+        the server lists the tiers again after votes that moved only the strengths.
+        """
+        cached = self._listed_cache
+        if cached is not None and cached[0] is progress:
+            return cached[1]
+        standings, settled = progress.standings, progress.settled
+        listed = [
+            (self._best_first(members, bits), not bits & ~settled)
+            for members, bits in zip(
+                standings.component_members, standings.component_bits, strict=True
+            )
+        ]
+        self._listed_cache = (progress, listed)
+        return listed
 
     def _best_first(self, members: tuple[int, ...], bits: int) -> tuple[int, ...]:
         """A tier's members, by net wins inside it with the first-stage order as a prior."""
