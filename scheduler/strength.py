@@ -45,12 +45,16 @@ class Strengths:
         # rebuilt only for candidates whose games changed.
         self._games: list[dict[int, float]] = [{} for _ in range(size)]
         self._played: dict[int, tuple[tuple[int, float], ...]] = {}
+        # The strengths after the latest fit of these votes and its number of sweeps: a fit
+        # with more sweeps goes on from there (the job's final fit after a provisional one).
+        self._swept: tuple[int, list[float]] | None = None
 
     def add_ordering(self, ordering: Sequence[int], weight: float) -> None:
         """A verdict's C(len, 2) votes of `weight`, best first, as the vote tally counts them."""
         if weight <= 0:
             return
         won, played = self._won, self._played
+        self._swept = None
         last = len(ordering) - 1
         # Per candidate, as pair by pair in best-first order: one game with each other
         # candidate of the ordering, opponents in the ordering's order (which fixes the order
@@ -71,7 +75,8 @@ class Strengths:
 
         Deterministic for the same votes added in the same order: it starts from the prior's
         strengths and sweeps in index order (Gauss–Seidel MM, Hunter 2004), so a replayed job
-        ranks alike.
+        ranks alike. Going on from an earlier fit of the same votes after fewer sweeps is the
+        same computation.
         """
         played = []
         for candidate, games in enumerate(self._games):
@@ -80,9 +85,12 @@ class Strengths:
                 if view is None:
                     view = self._played[candidate] = tuple(games.items())
                 played.append((candidate, view, self._won[candidate]))
-        strength = list(self._prior)
+        done, strength = 0, self._prior
+        if self._swept is not None and self._swept[0] <= sweeps:
+            done, strength = self._swept
+        strength = list(strength)
         anchor = ANCHOR_VOTES
-        for _ in range(sweeps):
+        for _ in range(sweeps - done):
             for candidate, opponents, won in played:
                 own = strength[candidate]
                 # The anchor has strength 1.
@@ -90,6 +98,7 @@ class Strengths:
                 for opponent, count in opponents:
                     denominator += count / (own + strength[opponent])
                 strength[candidate] = won / denominator
+        self._swept = (sweeps, strength)
         return list(map(math.log, strength))
 
 
