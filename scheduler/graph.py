@@ -122,10 +122,10 @@ class MajorityGraph:
         # igraph (1.0) happens to number components in a topological order, sources first;
         # visiting sinks first for successors (sources first for predecessors) means every
         # neighbour is already done, so the depth-first search below never descends.
-        successors = _direct_reach(self._successors, component_of, component_bits)
-        predecessors = _direct_reach(self._predecessors, component_of, component_bits)
-        below = _strict_reach(successors, component_of, component_bits, range(count - 1, -1, -1))
-        above = _strict_reach(predecessors, component_of, component_bits, range(count))
+        below = _strict_reach(
+            self._successors, component_of, component_bits, range(count - 1, -1, -1)
+        )
+        above = _strict_reach(self._predecessors, component_of, component_bits, range(count))
         return Standings(
             size=self.size,
             component_of=tuple(component_of),
@@ -133,7 +133,7 @@ class MajorityGraph:
             component_members=tuple(tuple(group) for group in members),
             above_bits=tuple(above),
             below_bits=tuple(below),
-            successor_bits=tuple(successors),
+            successor_bits=tuple(_direct_reach(self._successors, component_of, component_bits)),
         )
 
 
@@ -148,13 +148,12 @@ def _direct_reach(
 
 
 def _strict_reach(
-    direct: list[int],
+    neighbours: list[int],
     component_of: list[int],
     component_bits: list[int],
     visit_order: range,
 ) -> list[int]:
-    """For each component, every candidate reachable from it, minus itself, given the
-    candidates each reaches in one step (`_direct_reach`).
+    """For each component, every candidate reachable from it along `neighbours`, minus itself.
 
     Depth-first over the condensation (a DAG), correct in any `visit_order` and fastest when
     neighbours come first, so no topological sort is needed. A component's
@@ -163,7 +162,7 @@ def _strict_reach(
     """
     count = len(component_bits)
     # Per component: neighbours outside it still to absorb, and the reach absorbed so far.
-    pending = list(direct)
+    pending = _direct_reach(neighbours, component_of, component_bits)
     partial = [0] * count
     # Reach including the component's own members; None until computed.
     closed: list[int | None] = [None] * count

@@ -399,19 +399,18 @@ class Tournament:
         if cached is not None and cached[0] is progress:
             return cached[1]
         standings, settled = progress.standings, progress.settled
-        listed = [
-            (self._best_first(members, bits), not bits & ~settled)
-            for members, bits in zip(
-                standings.component_members, standings.component_bits, strict=True
-            )
-        ]
+        listed = []
+        for members, bits in zip(
+            standings.component_members, standings.component_bits, strict=True
+        ):
+            if len(members) > 1:
+                members = self._best_first(members, bits)
+            listed.append((members, not bits & ~settled))
         self._listed_cache = (progress, listed)
         return listed
 
     def _best_first(self, members: tuple[int, ...], bits: int) -> tuple[int, ...]:
         """A tier's members, by net wins inside it with the first-stage order as a prior."""
-        if len(members) == 1:
-            return members
         places = FIRST_STAGE_PLACES_PER_NET_WIN
         return tuple(
             sorted(
