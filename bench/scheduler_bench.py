@@ -2,11 +2,18 @@
 
     .venv/bin/python -m tierank.bench.scheduler_bench [--sizes 100 1000] [--noise 2.0]
         [--seed 0] [--max-in-flight 4]
+    .venv/bin/python -m tierank.bench.scheduler_bench --jobs 300 --noise 0.5
 
 Drives a `Tournament` with a simulated noisy judge (true rank plus Gaussian noise per call, so
 it contradicts itself now and then), answering in-flight calls in arrival order, and times each
 record() + plan() step. Also reports total calls, the critical path (sequential round-trips)
 and how many of the true top-10 the final tiers put in their first ten places.
+
+With --jobs, instead: that many jobs shaped like service_bench's (N=100, top-10, k=10, 10 calls
+in flight), driven the way the server drives them (each plan's verdicts recorded together, the
+tiers listed at the start and after every plan, the final tiers and stats at the end), and the
+scheduler's verdicts per CPU-second over all of them: service_bench's scheduler share, without
+the server around it.
 """
 
 from __future__ import annotations
@@ -72,6 +79,30 @@ def run(size: int, top_k: int, noise: float, seed: int, max_in_flight: int = 4) 
     )
 
 
+def run_jobs(jobs: int, noise: float, seed: int) -> tuple[int, float]:
+    """Verdicts recorded and CPU seconds spent over `jobs` service-bench-shaped jobs."""
+    verdicts, started = 0, time.process_time()
+    for job in range(jobs):
+        retrieval_order = [f"d{rank}" for rank in range(100)]
+        random.Random(seed + job).shuffle(retrieval_order)
+        tournament = Tournament(retrieval_order, TournamentConfig(seed=seed + job))
+        judge = noisy_judge(noise, seed + job)
+        tournament.tiers()
+        while tournament.stop_reason() is None:
+            planned = tournament.plan()
+            if not planned:
+                break
+            for call in planned:
+                tournament.record(judge(call))
+            verdicts += len(planned)
+            tournament.tiers()
+            tournament.position_bias()
+        tournament.tiers(final=True)
+        tournament.judge_agreement()
+        tournament.position_bias()
+    return verdicts, time.process_time() - started
+
+
 def percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
@@ -83,7 +114,15 @@ def main() -> None:
     parser.add_argument("--noise", type=float, default=2.0, help="judge noise, in ranks")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-in-flight", type=int, default=4)
+    parser.add_argument("--jobs", type=int, help="instead: this many service-bench-shaped jobs")
     args = parser.parse_args()
+    if args.jobs:
+        verdicts, cpu = run_jobs(args.jobs, args.noise, args.seed)
+        print(
+            f"{args.jobs} jobs of N=100, top-10, k=10, noisy judge (sigma={args.noise} ranks): "
+            f"{verdicts} verdicts in {cpu:.2f} CPU s, {verdicts / cpu:.0f} verdicts per CPU-second"
+        )
+        return
 
     print(
         f"k=10, max_in_flight={args.max_in_flight}, noisy judge (sigma={args.noise} ranks), "

@@ -33,6 +33,9 @@ class Standings:
     # Candidates strictly above / below each component (reachable in the graph, outside it).
     above_bits: tuple[int, ...]
     below_bits: tuple[int, ...]
+    # Candidates outside each component that one of its members has an edge to: its direct
+    # successors, the only components whose last superior it can be (ordering.py uses this).
+    successor_bits: tuple[int, ...]
 
     @cached_property
     def above_count(self) -> tuple[int, ...]:
@@ -130,7 +133,18 @@ class MajorityGraph:
             component_members=tuple(tuple(group) for group in members),
             above_bits=tuple(above),
             below_bits=tuple(below),
+            successor_bits=tuple(_direct_reach(self._successors, component_of, component_bits)),
         )
+
+
+def _direct_reach(
+    neighbours: list[int], component_of: list[int], component_bits: list[int]
+) -> list[int]:
+    """For each component, the candidates outside it that one of its members has an edge to."""
+    direct = [0] * len(component_bits)
+    for candidate, component in enumerate(component_of):
+        direct[component] |= neighbours[candidate]
+    return [reach & ~members for reach, members in zip(direct, component_bits, strict=True)]
 
 
 def _strict_reach(
@@ -148,11 +162,7 @@ def _strict_reach(
     """
     count = len(component_bits)
     # Per component: neighbours outside it still to absorb, and the reach absorbed so far.
-    pending = [0] * count
-    for candidate, component in enumerate(component_of):
-        pending[component] |= neighbours[candidate]
-    for component, members in enumerate(component_bits):
-        pending[component] &= ~members
+    pending = _direct_reach(neighbours, component_of, component_bits)
     partial = [0] * count
     # Reach including the component's own members; None until computed.
     closed: list[int | None] = [None] * count

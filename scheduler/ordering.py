@@ -20,33 +20,30 @@ def tiers_best_first(standings: Standings, strength: Sequence[float]) -> tuple[i
     A component's strength is its strongest member's: a tier is listed from that member down.
     Ties go to the first-stage order of the components' first members.
     """
-    component_strength = [
-        max(strength[member] for member in members) for members in standings.component_members
-    ]
-    # Per component: candidates known above it that are not placed yet.
-    waiting_for = [above.bit_count() for above in standings.above_bits]
-    ready = [
-        (-component_strength[component], standings.component_members[component][0], component)
-        for component, waiting in enumerate(waiting_for)
-        if not waiting
-    ]
+    members_of, bits_of = standings.component_members, standings.component_bits
+    component_of, above_bits = standings.component_of, standings.above_bits
+    strength_of = strength.__getitem__
+
+    def entry(component: int) -> tuple[float, int, int]:
+        members = members_of[component]
+        best = strength_of(members[0]) if len(members) == 1 else max(map(strength_of, members))
+        return (-best, members[0], component)
+
+    ready = [entry(component) for component, above in enumerate(above_bits) if not above]
     heapq.heapify(ready)
     order = []
+    placed = 0
     while ready:
-        _, _, component = heapq.heappop(ready)
+        component = heapq.heappop(ready)[2]
         order.append(component)
-        placed = len(standings.component_members[component])
-        below = standings.below_bits[component]
-        while below:
-            lowest = (below & -below).bit_length() - 1
-            follower = standings.component_of[lowest]
-            below &= ~standings.component_bits[follower]
-            waiting_for[follower] -= placed
-            if not waiting_for[follower]:
-                entry = (
-                    -component_strength[follower],
-                    standings.component_members[follower][0],
-                    follower,
-                )
-                heapq.heappush(ready, entry)
+        placed |= bits_of[component]
+        # A component becomes ready when the last of its superiors is placed, and that one
+        # has an edge to it (another superior in between would be placed later), so only
+        # direct successors need looking at.
+        successors = standings.successor_bits[component]
+        while successors:
+            follower = component_of[(successors & -successors).bit_length() - 1]
+            successors &= ~bits_of[follower]
+            if not above_bits[follower] & ~placed:
+                heapq.heappush(ready, entry(follower))
     return tuple(order)

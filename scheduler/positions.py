@@ -18,16 +18,25 @@ class ShownOrder:
     def __init__(self) -> None:
         # (low, high) -> times low was shown ahead of high, less times high ahead of low.
         self._lead: dict[tuple[int, int], int] = {}
+        # Per candidate: the candidates it leads (net lead above 0), as a bitset, so that
+        # `balanced` counts a batch's leads with a few integer operations.
+        self._leads_over: dict[int, int] = {}
 
     def record(self, presented: Sequence[int]) -> None:
         """Count one call's presentation (first shown first)."""
-        lead = self._lead
+        lead, leads_over = self._lead, self._leads_over
         for position, ahead in enumerate(presented):
             for behind in presented[position + 1 :]:
                 if ahead < behind:
-                    lead[ahead, behind] = lead.get((ahead, behind), 0) + 1
+                    net = lead[ahead, behind] = lead.get((ahead, behind), 0) + 1
                 else:
-                    lead[behind, ahead] = lead.get((behind, ahead), 0) - 1
+                    net = -lead.get((behind, ahead), 0) + 1
+                    lead[behind, ahead] = -net
+                # `ahead` now leads `behind` by `net`, one more than before.
+                if net == 1:
+                    leads_over[ahead] = leads_over.get(ahead, 0) | 1 << behind
+                elif net == 0:
+                    leads_over[behind] &= ~(1 << ahead)
 
     def lead(self, a: int, b: int) -> int:
         """Times `a` was shown ahead of `b`, less the times `b` was shown ahead of `a`."""
@@ -44,12 +53,17 @@ class ShownOrder:
         leads none of those left, so every pair with a net lead is shown the other way round
         and its imbalance shrinks by one. A batch of pairs never shown together keeps `order`.
         """
-        leads = {a: {b for b in order if b != a and self.lead(a, b) > 0} for a in order}
+        remaining = 0
+        for candidate in order:
+            remaining |= 1 << candidate
+        leads = {a: self._leads_over.get(a, 0) & remaining for a in order}
+        if not any(leads.values()):
+            return tuple(order)
         left = list(order)
         placed: list[int] = []
         while left:
-            remaining = set(left)
-            chosen = min(left, key=lambda a: len(leads[a] & remaining))
+            chosen = min(left, key=lambda a: (leads[a] & remaining).bit_count())
             left.remove(chosen)
             placed.append(chosen)
+            remaining &= ~(1 << chosen)
         return tuple(placed)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from itertools import combinations
 
 # The anchor game's weight, half of it won and half lost.
 ANCHOR_VOTES = 1.0
@@ -46,24 +45,38 @@ class Strengths:
         # rebuilt only for candidates whose games changed.
         self._games: list[dict[int, float]] = [{} for _ in range(size)]
         self._played: dict[int, tuple[tuple[int, float], ...]] = {}
+        # The strengths after the latest fit of these votes and its number of sweeps: a fit
+        # with more sweeps goes on from there (the job's final fit after a provisional one).
+        self._swept: tuple[int, list[float]] | None = None
 
     def add_ordering(self, ordering: Sequence[int], weight: float) -> None:
         """A verdict's C(len, 2) votes of `weight`, best first, as the vote tally counts them."""
         if weight <= 0:
             return
-        for winner, loser in combinations(ordering, 2):
-            self._won[winner] += weight
-            for one, other in ((winner, loser), (loser, winner)):
-                games = self._games[one]
-                games[other] = games.get(other, 0.0) + weight
-                self._played.pop(one, None)
+        won, played = self._won, self._played
+        self._swept = None
+        last = len(ordering) - 1
+        # Per candidate, as pair by pair in best-first order: one game with each other
+        # candidate of the ordering, opponents in the ordering's order (which fixes the order
+        # `fit` sums them in), and a win added (one at a time) for each candidate below it.
+        for place, candidate in enumerate(ordering):
+            games = self._games[candidate]
+            for other in ordering:
+                if other != candidate:
+                    games[other] = games.get(other, 0.0) + weight
+            total = won[candidate]
+            for _ in range(last - place):
+                total += weight
+            won[candidate] = total
+            played.pop(candidate, None)
 
     def fit(self, sweeps: int = FINAL_SWEEPS) -> list[float]:
         """Log-strengths of candidates 0..size-1 (first-stage order) after `sweeps` sweeps.
 
         Deterministic for the same votes added in the same order: it starts from the prior's
         strengths and sweeps in index order (Gauss–Seidel MM, Hunter 2004), so a replayed job
-        ranks alike.
+        ranks alike. Going on from an earlier fit of the same votes after fewer sweeps is the
+        same computation.
         """
         played = []
         for candidate, games in enumerate(self._games):
@@ -71,18 +84,22 @@ class Strengths:
                 view = self._played.get(candidate)
                 if view is None:
                     view = self._played[candidate] = tuple(games.items())
-                played.append((candidate, view))
-        strength = list(self._prior)
-        won, anchor = self._won, ANCHOR_VOTES
-        for _ in range(sweeps):
-            for candidate, opponents in played:
+                played.append((candidate, view, self._won[candidate]))
+        done, strength = 0, self._prior
+        if self._swept is not None and self._swept[0] <= sweeps:
+            done, strength = self._swept
+        strength = list(strength)
+        anchor = ANCHOR_VOTES
+        for _ in range(sweeps - done):
+            for candidate, opponents, won in played:
                 own = strength[candidate]
                 # The anchor has strength 1.
                 denominator = anchor / (own + 1.0)
                 for opponent, count in opponents:
                     denominator += count / (own + strength[opponent])
-                strength[candidate] = won[candidate] / denominator
-        return [math.log(value) for value in strength]
+                strength[candidate] = won / denominator
+        self._swept = (sweeps, strength)
+        return list(map(math.log, strength))
 
 
 def _prior_share(candidate: int, size: int, lean: float) -> float:

@@ -10,10 +10,9 @@ adopting the calls it recorded instead.
 from __future__ import annotations
 
 import math
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from itertools import combinations
 
 from tierank.scheduler.bias import PositionBias, PositionBiasMeter
 from tierank.scheduler.ensemble import (
@@ -148,6 +147,7 @@ class Tournament:
         # tiers, so unchanged ones are reused (same objects: comparing lists is then cheap).
         self._tiers_cache: dict[bool, list[Tier]] = {}
         self._tier_by_key: dict[tuple[int, tuple[int, ...], bool], Tier] = {}
+        self._listed_cache: tuple[_Progress, list[tuple[tuple[int, ...], bool]]] | None = None
         self._first_wave = deque(
             self._strategy.first_wave(len(self._ids), config.batch_size, config.top_k)
         )
@@ -158,10 +158,12 @@ class Tournament:
         self._open_batches: dict[int, Batch] = {}
         self._busy = 0
         self._next_batch_id = 0
-        self._asks: Counter[tuple[int, int]] = Counter()
+        # Per number of asks n (1..MAX_ASKS_PER_PAIR), per candidate: the partners shown with it
+        # while their relation was open in at least n batches. The last level is the capped pairs.
+        self._asks_at_least = [[0] * len(self._ids) for _ in range(MAX_ASKS_PER_PAIR)]
         # Pairs (low, high) an adaptive quorum has disagreed on, in any batch so far.
         self._disputed: set[tuple[int, int]] = set()
-        self._capped = [0] * len(self._ids)
+        self._capped = self._asks_at_least[-1]
         # Candidates any batch has shown; first-wave batches adopted calls already showed are
         # not planned again.
         self._shown = 0
@@ -173,6 +175,11 @@ class Tournament:
         self._estimate: Callable[[JudgeCall], Cost] = one_call
         self._shown_order = ShownOrder()
         self._position_bias = [PositionBiasMeter() for _ in range(self._judge_count)]
+        # Derived state kept until what it follows from changes (None: to compute): whether
+        # the votes are trusted (`_trusted`), and the next call to plan with the call it makes,
+        # which `stop_reason` works out and `plan` then takes (`_upcoming_call`).
+        self._trusted_now: bool | None = None
+        self._upcoming: tuple[_Proposal, JudgeCall] | None = None
 
     # -- public surface -------------------------------------------------------------------
 
@@ -189,10 +196,10 @@ class Tournament:
             self._fit_first_wave()
         planned = []
         while len(self._outstanding) < self._config.max_in_flight:
-            proposal = self._next_proposal()
-            if proposal is None:
+            upcoming = self._upcoming_call()
+            if upcoming is None:
                 break
-            call = self._call_for(proposal)
+            proposal, call = upcoming
             reservation = self._estimate(call)
             if not self._affordable(reservation):
                 break
@@ -212,6 +219,7 @@ class Tournament:
         budget: the call has already been made.
         """
         self._estimate = estimate or one_call
+        self._upcoming = None
         # Adopted calls were planned for the whole pool; the plan goes on from them unchanged.
         self._first_wave_fitted = True
         first_wave = set(self._first_wave)
@@ -240,6 +248,7 @@ class Tournament:
             raise ValueError(f"call {verdict.call_id!r} is {state}")
         ordering = () if verdict.failed else self._validated_ordering(planned.call, verdict)
 
+        self._upcoming = None
         del self._outstanding[verdict.call_id]
         self._reserved -= planned.reservation
         self._spent += verdict.cost
@@ -248,6 +257,7 @@ class Tournament:
         batch.outstanding -= 1
         if len(ordering) >= 2:
             self._position_bias[planned.call.judge].add(planned.call.presented, verdict.ordering)
+            self._trusted_now = None
             changes = self._tally.add_ordering(planned.call.judge, ordering)
             self._strengths.add_ordering(ordering, self._config.judge_weights[planned.call.judge])
             if changes:
@@ -265,6 +275,7 @@ class Tournament:
         """Stop planning calls to `judge` (its circuit breaker opened)."""
         if not 0 <= judge < self._judge_count:
             raise ValueError(f"no judge {judge}")
+        self._upcoming = None
         self._active[judge] = False
         for batch in list(self._open_batches.values()):
             self._close_if_done(batch)
@@ -294,10 +305,10 @@ class Tournament:
             return StopReason.JUDGES_UNAVAILABLE
         if self._outstanding:
             return None
-        proposal = self._next_proposal()
-        if proposal is None:
+        upcoming = self._upcoming_call()
+        if upcoming is None:
             return StopReason.EXHAUSTED
-        if not self._affordable(self._estimate(self._call_for(proposal))):
+        if not self._affordable(self._estimate(upcoming[1])):
             return StopReason.BUDGET_EXHAUSTED
         return None
 
@@ -345,17 +356,7 @@ class Tournament:
 
         Pairs the majority leaves tied count as not agreeing. None for a judge with no pairs.
         """
-        shares: list[float | None] = []
-        for judge in range(self._judge_count):
-            stated = self._tally.stated_by(judge)
-            total = sum(stated.values())
-            agreeing = sum(
-                count
-                for (winner, loser), count in stated.items()
-                if self._tally.direction(winner, loser) > 0
-            )
-            shares.append(agreeing / total if total else None)
-        return shares
+        return [self._tally.agreement(judge) for judge in range(self._judge_count)]
 
     # -- state derived from the votes -----------------------------------------------------
 
@@ -372,26 +373,44 @@ class Tournament:
 
     def _current_tiers(self, final: bool) -> list[Tier]:
         progress = self._progress()
-        standings = progress.standings
         strength = self._strength(final)
-        tiers, by_key = [], {}
+        listed = self._listed_components(progress)
         trusted = self._trusted()
-        for rank, component in enumerate(tiers_best_first(standings, strength), start=1):
-            bits = standings.component_bits[component]
-            members = self._best_first(standings.component_members[component], bits)
-            key = (rank, members, trusted and not bits & ~progress.settled)
-            tier = self._tier_by_key.get(key)
+        tiers, by_key = [], {}
+        known, ids = self._tier_by_key, self._ids
+        for rank, component in enumerate(tiers_best_first(progress.standings, strength), start=1):
+            members, settled = listed[component]
+            key = (rank, members, trusted and settled)
+            tier = known.get(key)
             if tier is None:
-                tier = Tier(rank=rank, members=tuple(self._ids[m] for m in members), settled=key[2])
+                tier = Tier(rank=rank, members=tuple(ids[m] for m in members), settled=key[2])
             tiers.append(tier)
             by_key[key] = tier
         self._tier_by_key = by_key
         return tiers
 
+    def _listed_components(self, progress: _Progress) -> list[tuple[tuple[int, ...], bool]]:
+        """Per component of `progress`: its members best first, and whether it is settled.
+
+        Both follow from the majority graph alone, so they are kept while it is unchanged:
+        the server lists the tiers again after votes that moved only the strengths.
+        """
+        cached = self._listed_cache
+        if cached is not None and cached[0] is progress:
+            return cached[1]
+        standings, settled = progress.standings, progress.settled
+        listed = []
+        for members, bits in zip(
+            standings.component_members, standings.component_bits, strict=True
+        ):
+            if len(members) > 1:
+                members = self._best_first(members, bits)
+            listed.append((members, not bits & ~settled))
+        self._listed_cache = (progress, listed)
+        return listed
+
     def _best_first(self, members: tuple[int, ...], bits: int) -> tuple[int, ...]:
         """A tier's members, by net wins inside it with the first-stage order as a prior."""
-        if len(members) == 1:
-            return members
         places = FIRST_STAGE_PLACES_PER_NET_WIN
         return tuple(
             sorted(
@@ -403,9 +422,11 @@ class Tournament:
     def _trusted(self) -> bool:
         """Whether the votes include some from a judge not flagged for following positions:
         votes from flagged judges alone settle nothing (their tiers stay provisional)."""
-        # A judge's meter counts every verdict that gave votes (an ordering of two or more).
-        voters = [r for r in (m.reading() for m in self._position_bias) if r.verdicts]
-        return not voters or any(not r.flagged for r in voters)
+        if self._trusted_now is None:
+            # A judge's meter counts every verdict that gave votes (an ordering of two or more).
+            voters = [r for r in (m.reading() for m in self._position_bias) if r.verdicts]
+            self._trusted_now = not voters or any(not r.flagged for r in voters)
+        return self._trusted_now
 
     def _target_settled(self) -> bool:
         return self._progress().settled.bit_count() == len(self._ids)
@@ -414,19 +435,36 @@ class Tournament:
         progress = self._progress()
         needed, component_of = progress.needed, progress.standings.component_of
         deferred = bits_of(member for members in self._deferred for member in members)
-        return SelectionView(
-            batch_size=self._config.batch_size,
-            standings=progress.standings,
-            open_partners=[
+        if deferred:
+            open_partners = [
                 0
                 if deferred >> candidate & 1
                 else needed[component_of[candidate]] & ~capped & ~deferred
                 for candidate, capped in enumerate(self._capped)
-            ],
+            ]
+        else:
+            open_partners = [
+                needed[component] & ~capped
+                for component, capped in zip(component_of, self._capped, strict=True)
+            ]
+        return SelectionView(
+            batch_size=self._config.batch_size,
+            standings=progress.standings,
+            open_partners=open_partners,
             busy=self._busy,
         )
 
     # -- planning -------------------------------------------------------------------------
+
+    def _upcoming_call(self) -> tuple[_Proposal, JudgeCall] | None:
+        """The next call to plan and its proposal, kept until the state changes: the runner
+        asks `stop_reason` (which needs the call's cost) and then plans it."""
+        if self._upcoming is None:
+            proposal = self._next_proposal()
+            if proposal is None:
+                return None
+            self._upcoming = (proposal, self._call_for(proposal))
+        return self._upcoming
 
     def _next_proposal(self) -> _Proposal | None:
         """The next call to plan, without changing any state."""
@@ -464,6 +502,7 @@ class Tournament:
         besides, the first wave covers the longest first-stage head it can pay for with that
         reserve kept; the rest of the pool waits in deferred batches."""
         self._first_wave_fitted = True
+        self._upcoming = None
         budget = self._config.budget
         scaled = Budget(
             max_calls=int(budget.max_calls / (1 + REFINEMENT_RESERVE)),
@@ -538,6 +577,7 @@ class Tournament:
         return self._config.budget.allows(self._spent + self._reserved + reservation)
 
     def _commit(self, proposal: _Proposal, call: JudgeCall, reservation: Cost) -> None:
+        self._upcoming = None
         batch = proposal.existing
         if batch is None:
             batch = Batch(proposal.batch_id, proposal.members, proposal.wanted_judges)
@@ -578,15 +618,20 @@ class Tournament:
     def _count_asks(self, members: tuple[int, ...]) -> None:
         # Only open pairs count: a known pair shown again beside open ones was not re-asked,
         # and counting it could cap a pair that later becomes a tie before it was ever retried.
+        # Whether a pair is open is symmetric (needed[component of a] holds b iff
+        # needed[component of b] holds a), so each member's row counts the same pairs.
         progress = self._progress()
         needed, component_of = progress.needed, progress.standings.component_of
-        for a, b in combinations(members, 2):
-            if not needed[component_of[a]] >> b & 1:
+        batch = bits_of(members)
+        levels = self._asks_at_least
+        for member in members:
+            asked = needed[component_of[member]] & batch
+            if not asked:
                 continue
-            self._asks[a, b] += 1
-            if self._asks[a, b] == MAX_ASKS_PER_PAIR:
-                self._capped[a] |= 1 << b
-                self._capped[b] |= 1 << a
+            # A pair asked at least n - 1 times before is now asked at least n times.
+            for level in range(len(levels) - 1, 0, -1):
+                levels[level][member] |= levels[level - 1][member] & asked
+            levels[0][member] |= asked
 
     # -- recording ------------------------------------------------------------------------
 

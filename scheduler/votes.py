@@ -40,15 +40,23 @@ class VoteTally:
         changed = []
         # Directions are computed from the winner's side (`majority` is antisymmetric, exactly
         # so in floating point), then turned into (low, high) terms: one lookup per side.
+        # `majority` is written out inline: this loop runs for every pair of every verdict.
+        tolerance = TIE_TOLERANCE
         for winner, loser in combinations(ordering, 2):
             pair = (winner, loser)
             backward = wins.get((loser, winner), 0.0)
             forward = wins.get(pair, 0.0)
-            before = majority(forward, backward)
+            if forward - backward > tolerance:
+                before = 1
+            else:
+                before = -1 if backward - forward > tolerance else 0
             forward += weight
             wins[pair] = forward
-            stated[pair] += 1
-            after = majority(forward, backward)
+            stated[pair] = stated.get(pair, 0) + 1
+            if forward - backward > tolerance:
+                after = 1
+            else:
+                after = -1 if backward - forward > tolerance else 0
             if after != before:
                 if winner < loser:
                     changed.append((winner, loser, after))
@@ -64,6 +72,18 @@ class VoteTally:
         """+1 if the weighted majority puts a above b, -1 if below, 0 if tied or never stated."""
         return majority(self.wins(a, b), self.wins(b, a))
 
-    def stated_by(self, judge: int) -> Counter[tuple[int, int]]:
-        """How often `judge` stated each (winner, loser) pair."""
-        return self._stated_by_judge[judge]
+    def agreement(self, judge: int) -> float | None:
+        """Share of `judge`'s stated pairs that the weighted majority now agrees with (ties
+        do not agree); None when it stated none."""
+        stated = self._stated_by_judge[judge]
+        total = sum(stated.values())
+        if not total:
+            return None
+        wins, tolerance = self._wins, TIE_TOLERANCE
+        # direction(winner, loser) > 0, written out: it runs for every pair the judge stated.
+        agreeing = sum(
+            count
+            for (winner, loser), count in stated.items()
+            if wins.get((winner, loser), 0.0) - wins.get((loser, winner), 0.0) > tolerance
+        )
+        return agreeing / total

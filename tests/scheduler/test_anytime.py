@@ -84,6 +84,39 @@ def test_the_order_keeps_every_known_relation(size, orderings, shown, strength_s
         start += len(standings.component_members[component])
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    size=st.integers(2, 14),
+    orderings=st.lists(st.permutations(range(14)), max_size=12),
+    shown=st.lists(st.integers(2, 6), min_size=12, max_size=12),
+    strength_seed=st.integers(0, 1000),
+)
+def test_the_order_is_the_strongest_ready_component_at_every_step(
+    size, orderings, shown, strength_seed
+):
+    # The definition, step by step: of the components whose every known superior is placed,
+    # the one with the strongest member (ties: the lowest first member) goes next.
+    tally, graph = VoteTally([1.0]), MajorityGraph(size)
+    for ordering, length in zip(orderings, shown, strict=False):
+        graph.apply(tally.add_ordering(0, [c for c in ordering if c < size][:length]))
+    standings = graph.standings()
+    rng = random.Random(strength_seed)
+    # Few distinct values, so that ties between components occur.
+    strength = [rng.choice([0.0, 0.5, 1.0]) for _ in range(size)]
+    expected, placed = [], 0
+    while len(expected) < len(standings.component_members):
+        ready = [
+            component
+            for component, above in enumerate(standings.above_bits)
+            if component not in expected and not above & ~placed
+        ]
+        members = standings.component_members
+        best = min(ready, key=lambda c: (-max(strength[m] for m in members[c]), members[c][0]))
+        expected.append(best)
+        placed |= standings.component_bits[best]
+    assert tiers_best_first(standings, strength) == tuple(expected)
+
+
 # -- budgets planned for from the start ------------------------------------------------------
 
 IDS = [f"doc{i}" for i in range(100)]

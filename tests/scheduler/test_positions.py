@@ -65,6 +65,22 @@ def test_a_pair_shown_before_is_shown_the_other_way_round():
     assert order.balanced([2, 0, 3, 1]) == (2, 0, 3, 1), "balanced pairs keep the shuffle"
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_balanced_places_next_whoever_leads_fewest_of_those_left(seed):
+    # The rule as documented, from `lead` alone, after many overlapping presentations.
+    rng = random.Random(seed)
+    shown = ShownOrder()
+    for _ in range(60):
+        shown.record(rng.sample(range(12), rng.randint(2, 8)))
+        order = rng.sample(range(12), rng.randint(2, 8))
+        left, expected = list(order), []
+        while left:
+            chosen = min(left, key=lambda a: sum(shown.lead(a, b) > 0 for b in left))
+            left.remove(chosen)
+            expected.append(chosen)
+        assert shown.balanced(order) == tuple(expected)
+
+
 def test_a_cycle_of_leads_is_broken_where_fewest_pairs_repeat_their_direction():
     order = ShownOrder()
     for presented in ([0, 1], [1, 2], [2, 0]):

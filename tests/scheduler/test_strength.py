@@ -117,6 +117,22 @@ def test_every_sweep_raises_the_likelihood_toward_its_maximum(size, orderings, l
     assert best - reached[FINAL_SWEEPS] <= 0.01 * (best - reached[0])
 
 
+def test_a_fit_after_a_shorter_one_of_the_same_votes_is_the_fresh_fit_bit_for_bit():
+    # The job's final fit goes on from the provisional one; a replay that fits only at the end
+    # must get the same strengths, and a new vote must start the sweeps over.
+    rng = random.Random(7)
+    kept, votes = Strengths(30, 0.5), []
+    for _ in range(12):
+        ordering, weight = rng.sample(range(30), rng.randint(2, 10)), rng.choice([0.5, 1.0])
+        kept.add_ordering(ordering, weight)
+        votes.append((ordering, weight))
+        for sweeps in (3, PROVISIONAL_SWEEPS, FINAL_SWEEPS, PROVISIONAL_SWEEPS, 3):
+            fresh = Strengths(30, 0.5)
+            for earlier, earlier_weight in votes:
+                fresh.add_ordering(earlier, earlier_weight)
+            assert kept.fit(sweeps) == fresh.fit(sweeps)
+
+
 def test_one_verdict_counts_as_each_of_its_pairs_and_weight_adds_up():
     as_verdict = fitted(4, [([2, 0, 3], 1.0), ([2, 0, 3], 1.0)], lean=0.5, sweeps=200)
     as_pairs = fitted(4, [((2, 0), 2.0), ((2, 3), 2.0), ((0, 3), 2.0)], lean=0.5, sweeps=200)
