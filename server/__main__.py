@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import signal
 import sys
 
@@ -40,9 +41,20 @@ def _first_leaf(error: BaseException) -> BaseException:
     return error
 
 
+# The cyclic garbage collector's thresholds in a server process. A server allocates many
+# short-lived objects per verdict (messages, tasks, futures) that reference counting frees, and
+# with Python's default (a young collection every 700 allocations) the collector spent about a
+# quarter of the server's CPU finding nothing; bench/README.md, section 2, has the figures.
+GC_THRESHOLDS = (50_000, 10, 10)
+
+
 def main(argv: list[str] | None = None) -> int:
     settings = from_args(argv)
     configure(settings.log_level, settings.log_format)
+    # What the imports made lives as long as the process: full collections need not visit it.
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
     exit_code = 0
     try:
         anyio.run(_main, settings)
