@@ -53,11 +53,10 @@ class StepThread:
         # Tenants with steps waiting, in the order their next step comes round.
         self._queues: OrderedDict[str, deque[_Step]] = OrderedDict()
         self._stopping = False
-        self._switch_interval = sys.getswitchinterval()
+        self._switch_interval = sys.getswitchinterval()  # restored on the way out
         self._thread = threading.Thread(target=self._serve, name="tierank-job-steps", daemon=True)
 
     async def __aenter__(self) -> StepThread:
-        self._switch_interval = sys.getswitchinterval()
         sys.setswitchinterval(min(self._switch_interval, LOCK_SWITCH_INTERVAL_S))
         self._thread.start()
         return self

@@ -190,7 +190,6 @@ async def ask_batches(
         )
         judge = judge_for(pool)
         try:
-            await judge.prepare()
             async with anyio.create_task_group() as calls:
                 for batch in its_batches:
                     for shuffle in range(settings.shuffles):

@@ -51,6 +51,25 @@ def operation_from_row(row: Sequence[Any], error_message: str) -> OperationRecor
     )
 
 
+def tenant_changes(
+    set_limits: Limits,
+    clear_limits: Sequence[str],
+    allow_server_provider_keys: bool | None,
+    now: float,
+) -> dict[str, Any]:
+    """put_tenant's column -> new value, for both backends' UPDATE."""
+    # Limit names become column names: only the known ones may get that far.
+    unknown = sorted(set(clear_limits) - set(LIMIT_NAMES))
+    if unknown:
+        raise ValueError(f"unknown limits: {', '.join(unknown)}")
+    changes: dict[str, Any] = dict(set_limits.given())
+    changes.update(dict.fromkeys(clear_limits))
+    if allow_server_provider_keys is not None:
+        changes["allow_server_provider_keys"] = allow_server_provider_keys
+    changes["update_time"] = now
+    return changes
+
+
 def spend_from_row(row: Sequence[Any]) -> Spend:
     calls, input_tokens, output_tokens, cost_usd = row
     return Spend(calls, input_tokens, output_tokens, float(cost_usd))

@@ -16,7 +16,7 @@ from tierank.server.storage.base import (
     TenantStore,
 )
 from tierank.server.storage.postgres.connection import PostgresConnection
-from tierank.server.storage.rules import tenant_from_row
+from tierank.server.storage.rules import tenant_changes, tenant_from_row
 
 _TENANT_COLUMNS = (
     f"tenant, {', '.join(LIMIT_NAMES)}, allow_server_provider_keys, create_time, update_time"
@@ -41,15 +41,7 @@ class PostgresTenants(PostgresConnection, TenantStore):
         allow_server_provider_keys: bool | None,
         now: float,
     ) -> TenantRecord:
-        # Limit names become column names below: only the known ones may get that far.
-        unknown = sorted(set(clear_limits) - set(LIMIT_NAMES))
-        if unknown:
-            raise ValueError(f"unknown limits: {', '.join(unknown)}")
-        changes: dict[str, Any] = dict(set_limits.given())
-        changes.update(dict.fromkeys(clear_limits))
-        if allow_server_provider_keys is not None:
-            changes["allow_server_provider_keys"] = allow_server_provider_keys
-        changes["update_time"] = now
+        changes = tenant_changes(set_limits, clear_limits, allow_server_provider_keys, now)
         assignments = sql.SQL(", ").join(
             sql.SQL("{} = %s").format(sql.Identifier(column)) for column in changes
         )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from typing import Any
 
 from tierank.server.storage.base import (
     DEFAULT_LIMITS,
@@ -13,7 +12,7 @@ from tierank.server.storage.base import (
     TenantRecord,
     TenantStore,
 )
-from tierank.server.storage.rules import tenant_from_row
+from tierank.server.storage.rules import tenant_changes, tenant_from_row
 from tierank.server.storage.sqlite.connection import SqliteState, snapshot
 
 _TENANT_COLUMNS = (
@@ -30,15 +29,7 @@ class SqliteTenants(SqliteState, TenantStore):
         allow_server_provider_keys: bool | None,
         now: float,
     ) -> TenantRecord:
-        # Limit names become column names below: only the known ones may get that far.
-        unknown = sorted(set(clear_limits) - set(LIMIT_NAMES))
-        if unknown:
-            raise ValueError(f"unknown limits: {', '.join(unknown)}")
-        changes: dict[str, Any] = dict(set_limits.given())
-        changes.update(dict.fromkeys(clear_limits))
-        if allow_server_provider_keys is not None:
-            changes["allow_server_provider_keys"] = int(allow_server_provider_keys)
-        changes["update_time"] = now
+        changes = tenant_changes(set_limits, clear_limits, allow_server_provider_keys, now)
         assignments = ", ".join(f"{column} = ?" for column in changes)
 
         def write(conn: sqlite3.Connection) -> TenantRecord:
