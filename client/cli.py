@@ -70,6 +70,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # rather than being interrupted anywhere).
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _as_ctrl_c)
+    # Started with Ctrl-C ignored (a background job of a script): a kill or a hangup, raised as
+    # SIGINT, would be ignored too and the command could not be stopped but by SIGKILL.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         exit_code: int = args.handler(args)
         # A reader that went away must be noticed here, not in the flush at exit.

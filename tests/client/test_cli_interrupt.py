@@ -22,7 +22,13 @@ EXIT_INTERRUPTED = 130
 SLOW_JUDGE = "oracle?latency_ms=300"
 
 
-def interrupt_rank_mid_job(*args: str, signum: int = signal.SIGINT) -> tuple[int, str]:
+def _ignore_ctrl_c() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def interrupt_rank_mid_job(
+    *args: str, signum: int = signal.SIGINT, ctrl_c_ignored: bool = False
+) -> tuple[int, str]:
     """Start `tierank rank`, wait for its first verdict, then signal its process group as a
     terminal does (Ctrl-C: SIGINT; closing the terminal: SIGHUP); its exit status and stderr."""
     process = subprocess.Popen(
@@ -30,6 +36,8 @@ def interrupt_rank_mid_job(*args: str, signum: int = signal.SIGINT) -> tuple[int
          "--max-in-flight", "1", "--format", "trec", *args],
         cwd=REPO_ROOT, env=cli_environment(), stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE, text=True, start_new_session=True,
+        # As a shell starts a script's background job: Ctrl-C ignored.
+        preexec_fn=_ignore_ctrl_c if ctrl_c_ignored else None,
     )  # fmt: skip
     assert process.stderr is not None
     seen = []
@@ -124,3 +132,14 @@ def test_a_job_left_unfinished_goes_on_only_when_watched(tmp_path: Path) -> None
     assert watched.returncode == 0, watched.stderr
     assert watched.stdout.startswith(f"#{left + 1} ")
     assert "completed" in watched.stdout.splitlines()[-1]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["kill", "hangup"])
+def test_a_command_started_with_ctrl_c_ignored_still_ends_on_a_kill(
+    tmp_path: Path, signum: int
+) -> None:
+    status, stderr = interrupt_rank_mid_job(
+        "--db", str(tmp_path / "tierank.db"), signum=signum, ctrl_c_ignored=True
+    )
+    assert status == EXIT_INTERRUPTED, stderr
+    assert "interrupted; cancelled jobs/" in stderr
