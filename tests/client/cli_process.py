@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -41,3 +42,19 @@ def unused_address() -> str:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return f"127.0.0.1:{probe.getsockname()[1]}"
+
+
+def rest_of(process: subprocess.Popen[str], timeout: float = 120) -> tuple[str, str]:
+    """What `process` still writes to stdout and stderr, once it has exited (killed after
+    `timeout` seconds). Not `communicate()`: it reads the pipes' descriptors, so the lines a
+    `readline()` had already buffered ahead would be lost."""
+    assert process.stdout is not None and process.stderr is not None
+    streams = (process.stdout, process.stderr)
+    with ThreadPoolExecutor(len(streams)) as readers:
+        reads = [readers.submit(stream.read) for stream in streams]
+        try:
+            process.wait(timeout)
+        finally:
+            process.kill()  # a no-op once it has exited
+        stdout, stderr = (read.result() for read in reads)
+    return stdout, stderr

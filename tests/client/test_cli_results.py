@@ -14,6 +14,7 @@ from cli_process import (
     TIERANK,
     cli_environment,
     job_name_in,
+    rest_of,
     tierank,
 )
 
@@ -74,7 +75,7 @@ def test_a_cancelled_job_exits_4_with_one_warning(tierank_server: str) -> None:
     name = job_name_in(accepted)
     next(line for line in ranking.stderr if "verdict" in line)
     assert tierank("cancel", name, "--server", tierank_server).returncode == 0
-    stdout, stderr = ranking.communicate(timeout=60)
+    stdout, stderr = rest_of(ranking, timeout=60)
     assert ranking.returncode == 4, stderr
     assert stderr.splitlines()[-1].startswith(
         "tierank rank: warning: provisional result (cancelled)"

@@ -9,7 +9,15 @@ import subprocess
 import time
 from pathlib import Path
 
-from cli_process import POOL, QUERY, REPO_ROOT, TIERANK, cli_environment, unused_address
+from cli_process import (
+    POOL,
+    QUERY,
+    REPO_ROOT,
+    TIERANK,
+    cli_environment,
+    rest_of,
+    unused_address,
+)
 
 from tierank.client import Client, LocalServer, job_spec
 
@@ -53,7 +61,7 @@ def test_watch_bridges_a_server_restart_on_the_same_port(tmp_path: Path) -> None
         time.sleep(RESTART_PAUSE_SECONDS)
         server = LocalServer(db=db, listen=address)
         server.start()
-        rest, stderr = watch.communicate(timeout=120)
+        rest, stderr = rest_of(watch)
     finally:
         server.stop()
 
@@ -79,7 +87,7 @@ def test_a_server_that_stays_away_ends_the_watch_with_the_command_that_resumes(
         shown = read_events(watch, 3)
     finally:
         server.stop()
-    rest, stderr = watch.communicate(timeout=60)
+    rest, stderr = rest_of(watch, timeout=60)
 
     last = int((shown + rest.splitlines())[-1].split()[0].lstrip("#"))
     assert watch.returncode == EXIT_SERVER_ERROR
@@ -94,7 +102,7 @@ def test_watch_timeout_ends_with_one_line_and_status_124(tmp_path: Path) -> None
     with LocalServer(db=tmp_path / "tierank.db") as server:
         name = slow_job(server.address, latency_ms=2000)
         watch = start_watch(name, server.address, "--timeout", "1")
-        out, stderr = watch.communicate(timeout=60)
+        out, stderr = rest_of(watch, timeout=60)
         with Client(server.address) as client:
             client.cancel_job(name)
 
