@@ -9,8 +9,9 @@ never 0 (Smucker, Allan & Carterette, CIKM 2007, recommend this test for IR).
 :func:`compare_systems` draws ONE set of resampled query indices for all systems and pairs
 (a paired design), and one set of sign flips for all pairs; where every system has a value for
 every query its intervals and tests equal, up to rounding, those of :func:`bootstrap_interval`
-and :func:`paired_test` given the values in query id order and the same seed. Resamples are drawn in chunks of at most about two million query draws, so
-memory stays near 50 MB whatever the number of queries and samples.
+and :func:`paired_test` given the values in query id order and the same seed. Resamples are
+drawn in chunks of about two million query draws, so memory stays under about 100 MB whatever
+the number of queries and samples.
 """
 
 from __future__ import annotations
