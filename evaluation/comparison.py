@@ -207,7 +207,13 @@ def _system_matrix(
 
 def _mean(row: FloatArray) -> float | None:
     present = row[~np.isnan(row)]
-    return float(present.mean()) if present.size else None
+    if not present.size:
+        return None
+    # A correctly rounded sum divided by the count can still miss by a rounding; one correction
+    # step makes the mean of equal values exactly that value, so that an interval made of the
+    # mean plus resampled deviations from it contains it.
+    first = math.fsum(present.tolist()) / present.size
+    return first + math.fsum((present - first).tolist()) / present.size
 
 
 def _generators(seed: int) -> tuple[np.random.Generator, np.random.Generator]:
@@ -256,8 +262,10 @@ def _bootstrap_intervals(
         elif count == 1:
             intervals.append(Interval(float(mean), float(mean), float(mean)))
         else:
-            finite = row[~np.isnan(row)]
-            low, high = np.quantile(finite, [tail, 1 - tail])
+            low, high = np.quantile(row[~np.isnan(row)], [tail, 1 - tail])
+            # A resampled mean is the mean plus summed deviations, which can round a hair past
+            # it (as for a resample that drew each query once); a bound that did is the mean.
+            low, high = min(low, mean), max(high, mean)
             intervals.append(Interval(float(mean), float(low), float(high)))
     return intervals
 
