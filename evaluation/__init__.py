@@ -1,6 +1,7 @@
 """Offline evaluation: score runs against labels, compare label sets, turn tiers into labels.
 
-Pure Python, no server imports; the only I/O is reading and writing the files passed in.
+Pure Python (numpy for resampling), no server imports; the only I/O is reading and writing the
+files passed in.
 
 Files (:mod:`.formats`)
     ``read_qrels(path) -> Qrels`` / ``parse_qrels(lines, source)`` / ``write_qrels(path, qrels)``
@@ -34,6 +35,17 @@ Agreement (:mod:`.agreement`, :mod:`.correlation`, :mod:`.transitivity`)
     (``.value`` is the extrapolated form); ``non_transitivity(votes) -> NonTransitivity``,
     ``preferences_from_outcomes(outcomes)``.
 
+Studies: pooling, comparison, results (:mod:`.pooling`, :mod:`.comparison`, :mod:`.study_results`)
+    ``pool_runs(runs, depth) -> {qid: [PooledDocument(docid, retrieved_by)]}`` (TREC pooling,
+    in pool order); ``pool_additions(pooled, run, system, depth) -> PoolAdditions(system,
+    added, updated)`` and its ``.merged_into(pooled)``.
+    ``bootstrap_interval(values) -> Interval(mean, low, high)``; ``paired_test(a, b) ->
+    PairedTest(difference, low, high, p_value, count)``; ``compare_systems(per_query) ->
+    SystemComparison(intervals, ranking, adjacent: [AdjacentComparison])``;
+    ``system_intervals(per_query)``; ``rank_by_mean(means)``. numpy, seeded, paired.
+    ``study_results(labels, runs, measures, primary=, human=) -> StudyResults(...,
+    systems: [SystemResults], ranking, comparisons, per_query, agreement: Agreement | None)``.
+
 Labels from tiers (:mod:`.tier_labels`)
     ``labels_from_rank_bands(tiers, bands, below, position)``,
     ``labels_from_grade_levels(tiers, levels, lowest)``,
@@ -45,6 +57,17 @@ from tierank.evaluation.agreement import (
     binary_kappa,
     cohen_kappa,
     confusion_matrix,
+)
+from tierank.evaluation.comparison import (
+    AdjacentComparison,
+    Interval,
+    PairedTest,
+    SystemComparison,
+    bootstrap_interval,
+    compare_systems,
+    paired_test,
+    rank_by_mean,
+    system_intervals,
 )
 from tierank.evaluation.correlation import (
     RankBiasedOverlap,
@@ -70,6 +93,7 @@ from tierank.evaluation.formats import (
 )
 from tierank.evaluation.measures import MEASURE_NAMES, Measure, MeasureError, parse_measure
 from tierank.evaluation.ordering import rank_documents, tiers_from_scores
+from tierank.evaluation.pooling import PoolAdditions, PooledDocument, pool_additions, pool_runs
 from tierank.evaluation.scoring import Aggregate, Evaluation, evaluate
 from tierank.evaluation.set_measures import (
     GRADED_0_4_SCALE,
@@ -80,6 +104,12 @@ from tierank.evaluation.set_measures import (
     SetScores,
     set_scores,
     utility_weights,
+)
+from tierank.evaluation.study_results import (
+    Agreement,
+    StudyResults,
+    SystemResults,
+    study_results,
 )
 from tierank.evaluation.tier_labels import (
     AnchoredGrades,
@@ -99,24 +129,35 @@ __all__ = [
     "MEASURE_NAMES",
     "TREC_DL_SCALE",
     "UTILITY_SCALE",
+    "AdjacentComparison",
     "Aggregate",
+    "Agreement",
     "AnchoredGrades",
     "Candidate",
     "ConfusionMatrix",
     "Evaluation",
     "FormatError",
     "GradeScale",
+    "Interval",
     "Measure",
     "MeasureError",
     "NonTransitivity",
+    "PairedTest",
+    "PoolAdditions",
+    "PooledDocument",
     "Qrels",
     "RankBiasedOverlap",
     "Run",
     "SetParams",
     "SetScores",
+    "StudyResults",
+    "SystemComparison",
+    "SystemResults",
     "anchor_tier_grades",
     "binary_kappa",
+    "bootstrap_interval",
     "cohen_kappa",
+    "compare_systems",
     "confusion_matrix",
     "evaluate",
     "format_qrels",
@@ -124,18 +165,24 @@ __all__ = [
     "labels_from_grade_levels",
     "labels_from_rank_bands",
     "non_transitivity",
+    "paired_test",
     "parse_candidates",
     "parse_measure",
     "parse_qrels",
     "parse_run",
+    "pool_additions",
+    "pool_runs",
     "preferences_from_outcomes",
     "rank_biased_overlap",
+    "rank_by_mean",
     "rank_documents",
     "read_candidates",
     "read_qrels",
     "read_run",
     "set_scores",
     "spearman_rho",
+    "study_results",
+    "system_intervals",
     "tie_aware_ndcg",
     "tiers_from_scores",
     "utility_weights",
