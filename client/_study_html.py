@@ -557,7 +557,7 @@ def _share_bars(rows: Sequence[tuple[str, float | None]]) -> str:
     def x(value: float) -> float:
         return left + value * (right - left)
 
-    ticks = [0.0, 0.25, 0.5, 0.75, 1.0]
+    ticks = _ticks(0.0, 1.0)
     parts = [_axis(ticks, x, top=4, bottom=len(rows) * _ROW_HEIGHT + 8)]
     for index, (name, value) in enumerate(rows):
         y = 8 + index * _ROW_HEIGHT
@@ -614,7 +614,8 @@ def _ticks(low: float, high: float, wanted: int = 6) -> list[float]:
 
 def _tick_label(value: float, ticks: Sequence[float]) -> str:
     step = ticks[1] - ticks[0] if len(ticks) > 1 else 1.0
-    decimals = max(0, -math.floor(math.log10(step))) if step > 0 else 0
+    # As many decimals as the step between ticks needs (0.05 two, 0.2 one, 5 none).
+    decimals = next(d for d in range(10) if abs(round(step, d) - step) < 1e-9 * max(step, 1))
     text = f"{value:.{decimals}f}"
     return "0" if float(text) == 0 else text
 

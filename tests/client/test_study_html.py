@@ -218,6 +218,10 @@ def svg_block(page: str, css_class: str) -> str:
     return match.group(0)
 
 
+def tick_labels(svg: str) -> list[str]:
+    return re.findall(r'<g class="tick">.*?>([^<>]+)</text></g>', svg)
+
+
 def mean_of(report: Mapping[str, Any], system: str, measure: str = PRIMARY) -> float:
     entry = next(s for s in report["systems"] if s["name"] == system)
     return float(entry["measures"][measure]["mean"])
@@ -279,8 +283,9 @@ def test_systems_are_plotted_in_ranking_order_with_one_interval_each():
     assert plot.count('class="mean"') == 4
     for name in report["ranking"]:
         assert f"{mean_of(report, name):.3f}" in plot
-    # An axis with labelled ticks.
-    assert len(re.findall(r'<g class="tick">', plot)) >= 3
+    # An axis with labelled ticks, each label its own.
+    ticks = tick_labels(plot)
+    assert len(ticks) >= 3 and len(set(ticks)) == len(ticks)
 
 
 def test_the_measures_table_has_every_measure_of_every_system():
@@ -383,6 +388,7 @@ def test_judged_depth_only_when_measured():
     assert 'class="judged"' in with_judged
     plot = svg_block(with_judged, "judged")
     assert plot.count('<rect class="bar"') == 3
+    assert tick_labels(plot) == ["0", "0.2", "0.4", "0.6", "0.8", "1.0"]
     without = render_report_html(make_report(measures=[PRIMARY, "AP"]))
     assert "Judged depth" not in without and 'class="judged"' not in without
 
