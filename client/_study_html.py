@@ -290,7 +290,8 @@ def _judged_section(report: Mapping[str, Any]) -> str:
     return (
         "<h2>Judged depth</h2>"
         f'<p class="note">{JUDGED_MEASURE}: the share of each system\'s top 10 that the '
-        "study judged (the rest counts as not relevant).</p>" + _share_bars(rows)
+        "study's labels cover; below 1, its measures count unjudged documents as not "
+        "relevant.</p>" + _share_bars(rows)
     )
 
 

@@ -368,6 +368,16 @@ def test_per_query_counts_and_one_bar_per_query():
     assert shown[0] == pytest.approx(max(differences), abs=5e-4)
 
 
+def test_queries_without_a_value_are_counted_apart():
+    report = make_report(queries=10)
+    first = report["ranking"][0]
+    for entry in report["per_query"][:3]:
+        entry["measures"][first][PRIMARY] = None
+    page = render_report_html(report)
+    assert "; 3 without a value for one of them." in _Page(page).text
+    assert len(re.findall(r'<rect class="bar', svg_block(page, "per-query"))) == 7
+
+
 def test_ten_thousand_queries_stay_a_reasonable_page():
     report = make_report(queries=10_000)
     started = time.perf_counter()
