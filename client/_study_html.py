@@ -43,7 +43,7 @@ h2 { font-size: 19px; margin: 34px 0 8px; padding-bottom: 4px;
   margin: 12px 0; }
 .fact { background: var(--panel); border-radius: 6px; padding: 8px 10px; overflow-wrap: anywhere; }
 .fact b { display: block; font-size: 12px; font-weight: 600; color: var(--muted);
-  text-transform: uppercase; letter-spacing: .04em; }
+  letter-spacing: .02em; }
 .badge { display: inline-block; padding: 1px 8px; border-radius: 10px; font-size: 13px;
   font-weight: 600; background: var(--panel); }
 .badge.ok { background: #dff3e6; color: var(--good); }
@@ -52,7 +52,7 @@ h2 { font-size: 19px; margin: 34px 0 8px; padding-bottom: 4px;
 table { border-collapse: collapse; margin: 8px 0; font-variant-numeric: tabular-nums; }
 th, td { padding: 4px 10px; border-bottom: 1px solid var(--line); text-align: right;
   vertical-align: top; }
-th:first-child, td:first-child, td.name { text-align: left; overflow-wrap: anywhere; }
+th:first-child, td:first-child, .name { text-align: left; overflow-wrap: anywhere; }
 thead th { font-size: 13px; color: var(--muted); }
 .scroll { overflow-x: auto; }
 .note { color: var(--muted); font-size: 14px; }
@@ -418,8 +418,8 @@ def _rankings_side_by_side(report: Mapping[str, Any], agreement: Mapping[str, An
     return (
         f'<p class="note">System rankings by {_text(primary)}: the study\'s labels beside '
         "the human qrels.</p>"
-        '<div class="scroll"><table><thead><tr><th>#</th><th>Study labels</th><th>mean</th>'
-        "<th>Human qrels</th><th>mean</th><th></th></tr></thead>"
+        '<div class="scroll"><table><thead><tr><th>#</th><th class="name">Study labels</th>'
+        '<th>mean</th><th class="name">Human qrels</th><th>mean</th><th></th></tr></thead>'
         f"<tbody>{''.join(rows)}</tbody></table></div>"
     )
 
