@@ -14,6 +14,7 @@ from tierank.evaluation.comparison import (
     AdjacentComparison,
     Interval,
     compare_systems,
+    mean_over_queries,
     rank_by_mean,
     system_intervals,
 )
@@ -199,9 +200,9 @@ def _agreement(
     human_qrels = {qid: judged for qid, judged in human.items() if qid in labels}
     human_measures = {}
     for system, run in runs.items():
-        evaluation = evaluate(parsed.values(), human_qrels, run, all_queries=True, scale=scale)
+        values = _values_by_name(parsed, human_qrels, run, scale)
         human_measures[system] = {
-            name: evaluation.aggregate[measure].mean for name, measure in parsed.items()
+            name: mean_over_queries(list(values[name].values())) for name in parsed
         }
     human_means = {system: means[primary_name] for system, means in human_measures.items()}
     human_ranking = rank_by_mean(human_means)
