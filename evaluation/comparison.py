@@ -293,6 +293,8 @@ def _sign_flip_p_values(differences: FloatArray, samples: int, seed: int) -> lis
     extreme when its magnitude is within rounding of the observed one: a row of zeros, or a
     system against itself, then gets p = 1.
     """
+    if not len(differences):
+        return []
     present = ~np.isnan(differences)
     filled = np.where(present, differences, 0.0)
     observed = np.abs(filled.sum(axis=1))

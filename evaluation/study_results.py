@@ -94,7 +94,7 @@ def study_results(
 
     A query a system retrieved nothing for counts as an empty ranking (trec_eval ``-c``).
     Measures keep the names given; ``primary`` must denote one of them. Every measure's
-    intervals are drawn with the same ``seed``, so all resample the same queries. With
+    intervals are drawn with ``seed`` (measures NA on the same queries resample alike). With
     ``human``, the systems are also scored on the human qrels of the study's queries (those the
     human qrels judge), and the two rankings and label sets compared (:class:`Agreement`).
     ``scale`` maps grades for the set-based measures (RA-nWG, ...).
