@@ -42,7 +42,7 @@ Studies: pooling, comparison, results (:mod:`.pooling`, :mod:`.comparison`, :mod
     ``bootstrap_interval(values) -> Interval(mean, low, high)``; ``paired_test(a, b) ->
     PairedTest(difference, low, high, p_value, count)``; ``compare_systems(per_query) ->
     SystemComparison(intervals, ranking, adjacent: [AdjacentComparison])``;
-    ``system_intervals(per_query)``; ``rank_by_mean(means)``. numpy, seeded, paired.
+    ``system_intervals(per_query)``; ``rank_by_mean(means)``; ``mean_over_queries(values)``.
     ``study_results(labels, runs, measures, primary=, human=) -> StudyResults(...,
     systems: [SystemResults], ranking, comparisons, per_query, agreement: Agreement | None)``.
 
@@ -65,6 +65,7 @@ from tierank.evaluation.comparison import (
     SystemComparison,
     bootstrap_interval,
     compare_systems,
+    mean_over_queries,
     paired_test,
     rank_by_mean,
     system_intervals,
@@ -164,6 +165,7 @@ __all__ = [
     "kendall_tau_b",
     "labels_from_grade_levels",
     "labels_from_rank_bands",
+    "mean_over_queries",
     "non_transitivity",
     "paired_test",
     "parse_candidates",

@@ -168,6 +168,12 @@ def system_intervals(
     return dict(zip(systems, intervals, strict=True))
 
 
+def mean_over_queries(values: Sequence[float | None]) -> float | None:
+    """The mean of the values (None left out; None if none is left) that intervals report:
+    the mean of equal values is exactly that value."""
+    return _mean(_as_array([v for v in values if v is not None]))
+
+
 def rank_by_mean(means: Mapping[str, float | None]) -> list[str]:
     """System names best first: mean descending, equal means by name, None last (by name)."""
     return sorted(means, key=lambda name: (means[name] is None, -(means[name] or 0.0), name))
@@ -287,6 +293,8 @@ def _sign_flip_p_values(differences: FloatArray, samples: int, seed: int) -> lis
     extreme when its magnitude is within rounding of the observed one: a row of zeros, or a
     system against itself, then gets p = 1.
     """
+    if not len(differences):
+        return []
     present = ~np.isnan(differences)
     filled = np.where(present, differences, 0.0)
     observed = np.abs(filled.sum(axis=1))

@@ -14,6 +14,7 @@ from tierank.evaluation.comparison import (
     AdjacentComparison,
     Interval,
     compare_systems,
+    mean_over_queries,
     rank_by_mean,
     system_intervals,
 )
@@ -93,7 +94,7 @@ def study_results(
 
     A query a system retrieved nothing for counts as an empty ranking (trec_eval ``-c``).
     Measures keep the names given; ``primary`` must denote one of them. Every measure's
-    intervals are drawn with the same ``seed``, so all resample the same queries. With
+    intervals are drawn with ``seed`` (measures NA on the same queries resample alike). With
     ``human``, the systems are also scored on the human qrels of the study's queries (those the
     human qrels judge), and the two rankings and label sets compared (:class:`Agreement`).
     ``scale`` maps grades for the set-based measures (RA-nWG, ...).
@@ -199,9 +200,9 @@ def _agreement(
     human_qrels = {qid: judged for qid, judged in human.items() if qid in labels}
     human_measures = {}
     for system, run in runs.items():
-        evaluation = evaluate(parsed.values(), human_qrels, run, all_queries=True, scale=scale)
+        values = _values_by_name(parsed, human_qrels, run, scale)
         human_measures[system] = {
-            name: evaluation.aggregate[measure].mean for name, measure in parsed.items()
+            name: mean_over_queries(list(values[name].values())) for name in parsed
         }
     human_means = {system: means[primary_name] for system, means in human_measures.items()}
     human_ranking = rank_by_mean(human_means)

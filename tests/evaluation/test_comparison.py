@@ -232,6 +232,14 @@ def test_compare_systems_by_hand():
     assert not same_empty.distinguishable
 
 
+def test_no_system_and_one_system():
+    assert compare_systems({}) == compare_systems({}, samples=1)
+    assert compare_systems({}).ranking == []
+    alone = compare_systems({"only": {"q1": 0.5, "q2": 0.25}}, samples=100)
+    assert (alone.ranking, alone.adjacent) == (["only"], [])
+    assert alone.intervals["only"].mean == 0.375
+
+
 def test_distinguishable_is_p_below_alpha():
     per_query = _per_query(("high", 1, 0.3), ("low", 2, 0.0), ("twin", 2, 0.0))
     result = compare_systems(per_query, samples=2000)
