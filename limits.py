@@ -78,6 +78,26 @@ MAX_BATCHES_PER_QUERY = 10
 # at once would only multiply one tenant's share of the server.
 MAX_EVAL_REQUESTS_PER_TENANT = 2
 
+# --- Studies (study.proto) -------------------------------------------------------------------
+# Pool depth d: each system's top-d documents per query are judged.
+DEFAULT_STUDY_DEPTH = 20
+MAX_STUDY_DEPTH = 1000
+# Queries judged at once by one study: each is a live tournament in memory.
+DEFAULT_LIVE_QUERIES = 8
+MAX_LIVE_QUERIES = 256
+# What a study may hold. The queries bound a study's pools and report; the systems its tables.
+MAX_STUDY_QUERIES = 100_000
+MAX_STUDY_SYSTEMS = 64
+MAX_PASSAGE_BYTES = 64 * 1024
+DEFAULT_STUDY_MEASURES = ("nDCG@10", "RR(rel=2)@10", "P@10", "AP", "Judged@10", "RA-nWG@10")
+MAX_STUDY_MEASURES = 16
+# Study queries per ListStudyQueries page, and queries per ExportStudyQrels page.
+DEFAULT_STUDY_QUERIES_PAGE_SIZE = 100
+MAX_STUDY_QUERIES_PAGE_SIZE = 1000
+DEFAULT_QRELS_PAGE_QUERIES = 1000
+MAX_QRELS_PAGE_QUERIES = 10_000
+MAX_STUDIES_PAGE_SIZE = 500
+
 # --- Administration (admin.proto) -----------------------------------------------------------
 MAX_DISPLAY_NAME_BYTES = 128
 MAX_SUBJECT_BYTES = 1024

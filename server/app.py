@@ -34,17 +34,27 @@ from tierank.server.rpc.interceptor import EdgeInterceptor
 from tierank.server.rpc.rank_service import RankServicer
 from tierank.server.rpc.reflection import REFLECTION_SERVICES, enable_reflection
 from tierank.server.rpc.revocation import StreamCredentials
+from tierank.server.rpc.study_service import STUDY_SERVICE, StudyServicer
 from tierank.server.rpc.tls import server_credentials
 from tierank.server.settings import ServerSettings
-from tierank.server.storage.base import KeyStore
+from tierank.server.storage.base import KeyStore, StudyRecord
 from tierank.server.storage.by_url import open_storage, shown
+from tierank.server.studies.driver import StudyDriver
+from tierank.server.studies.report import build_report
 from tierank.server.tenancy.provider_accounts import ProviderAccounts
 from tierank.server.tenancy.sealing import Sealer
 from tierank.server.tenancy.spending import SpendLedger
-from tierank.v1 import admin_pb2_grpc, eval_pb2_grpc, rank_pb2, rank_pb2_grpc
+from tierank.v1 import (
+    admin_pb2_grpc,
+    eval_pb2_grpc,
+    rank_pb2,
+    rank_pb2_grpc,
+    study_pb2,
+    study_pb2_grpc,
+)
 
 RANK_SERVICE = rank_pb2.DESCRIPTOR.services_by_name["RankService"].full_name
-SERVICES = (RANK_SERVICE, EVAL_SERVICE, ADMIN_SERVICE)
+SERVICES = (RANK_SERVICE, EVAL_SERVICE, ADMIN_SERVICE, STUDY_SERVICE)
 # Watch streams are resumable, so on shutdown they get only a moment to finish.
 _STREAM_GRACE_S = 1.0
 
@@ -212,6 +222,14 @@ async def serve(
             admin_pb2_grpc.add_AdminServiceServicer_to_server(
                 AdminServicer(storage, sealer), server
             )
+
+            async def final_report(record: StudyRecord, progress: study_pb2.StudyProgress) -> bytes:
+                return (await build_report(storage, record, progress)).SerializeToString()
+
+            studies = StudyDriver(storage, manager, replica.replica_id, final_report)
+            study_pb2_grpc.add_StudyServiceServicer_to_server(
+                StudyServicer(storage, manager, studies, replica.replica_id), server
+            )
             health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
             if settings.serves_reflection:
                 enable_reflection([*SERVICES, health.SERVICE_NAME], server)
@@ -224,6 +242,7 @@ async def serve(
             async with anyio.create_task_group() as following:
                 following.start_soon(follow_database, storage, health_servicer, served)
                 following.start_soon(streams.run)
+                following.start_soon(studies.run)
                 address = f"{settings.listen.rpartition(':')[0]}:{port}"
                 metrics_address = _expose_metrics(settings.metrics_listen)
                 storage.announce(address)

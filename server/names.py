@@ -2,7 +2,8 @@
 
 A job is `jobs/{job_id}`; one of its verdicts is `jobs/{job_id}/verdicts/{call_id}`; an API key
 is `keys/{key_id}`; a tenant is `tenants/{tenant}`; a judge's qualification is
-`qualifications/{id}`; a long-running request (QualifyJudge, FillQrels) is `operations/{id}`.
+`qualifications/{id}`; a long-running request (QualifyJudge, FillQrels) is `operations/{id}`; a
+study is `studies/{id}`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ KEY_COLLECTION = "keys"
 TENANT_COLLECTION = "tenants"
 QUALIFICATION_COLLECTION = "qualifications"
 OPERATION_COLLECTION = "operations"
+STUDY_COLLECTION = "studies"
 _VERDICTS = "verdicts"
 _ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _CALL_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
@@ -43,6 +45,15 @@ def operation_name(operation_id: str) -> str:
 def parse_operation_name(name: str) -> str:
     """The id of `operations/{id}`."""
     return _single(OPERATION_COLLECTION, name)
+
+
+def study_name(study_id: str) -> str:
+    return f"{STUDY_COLLECTION}/{study_id}"
+
+
+def parse_study_name(name: str) -> str:
+    """The id of `studies/{id}`."""
+    return _single(STUDY_COLLECTION, name)
 
 
 def job_name(job_id: str) -> str:

@@ -22,7 +22,18 @@ BELOW = {
     "wire": {"observability", "storage", "judges", "tenancy"},
     "jobs": {"observability", "storage", "judges", "tenancy", "wire"},
     "labeling": {"observability", "storage", "judges", "tenancy", "wire", "jobs"},
-    "rpc": {"observability", "storage", "judges", "tenancy", "wire", "jobs", "labeling"},
+    # Studies: each query a job, the labels and report from their tiers.
+    "studies": {"observability", "storage", "judges", "tenancy", "wire", "jobs", "labeling"},
+    "rpc": {
+        "observability",
+        "storage",
+        "judges",
+        "tenancy",
+        "wire",
+        "jobs",
+        "labeling",
+        "studies",
+    },
 }
 
 

@@ -192,6 +192,14 @@ class JobManager:
                 raise
         return pool, judges
 
+    async def check_judges(self, spec: rank_pb2.JobSpec, tenant: str) -> None:
+        """Raise what creating a job of `spec` would raise about its judges (unknown options,
+        keys the tenant lacks, judges refused on their qualifications); builds and closes them.
+        A study checks its ranking once this way, rather than failing every query's job."""
+        _, judges = await self._build_judges(spec, tenant, admitting=True)
+        for judge in judges:
+            await judge.aclose()
+
     # -- leases -----------------------------------------------------------------------------
 
     async def _keep_beating(self) -> None:

@@ -13,9 +13,10 @@ from tierank.server.labeling.grading import (
     progress_of,
 )
 from tierank.server.labeling.qualify import LabelledSet, QualifySettings, qualification
-from tierank.server.labeling.tier_labeling import tier_labels
+from tierank.server.labeling.tier_labeling import DEFAULT_RANK_BANDS, fixed_mapping, tier_labels
 
 __all__ = [
+    "DEFAULT_RANK_BANDS",
     "GradedPair",
     "GradingTally",
     "LabelledSet",
@@ -23,6 +24,7 @@ __all__ = [
     "PairGrader",
     "QualifySettings",
     "build_grader",
+    "fixed_mapping",
     "progress_of",
     "qualification",
     "tier_labels",

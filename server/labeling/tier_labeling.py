@@ -34,6 +34,8 @@ from tierank.server.wire.jobs import TIER_EVENT_KINDS, job_detail
 from tierank.server.wire.specs import pool_context
 from tierank.v1 import eval_pb2, rank_pb2
 
+# (last position, grade): the rank bands of TierMapping when none are given (eval.proto).
+DEFAULT_RANK_BANDS = ((10, 3), (30, 2), (100, 1))
 # Calls in flight across the jobs being anchored at once.
 _ANCHOR_IN_FLIGHT = 8
 _RETRY_AFTER_S = 1.0
@@ -92,7 +94,7 @@ def _tier_lists(job: rank_pb2.Job) -> list[list[str]]:
     return [list(t.candidate_ids) for t in job.tiers]
 
 
-def _fixed_mapping(
+def fixed_mapping(
     field: str, mapping: eval_pb2.TierMapping
 ) -> Callable[[list[list[str]]], dict[str, int]]:
     kind = mapping.WhichOneof("mapping")
@@ -105,11 +107,7 @@ def _fixed_mapping(
         lowest = mapping.grade_levels.lowest
         return lambda tiers: labels_from_grade_levels(tiers, levels, lowest)
     bands_message = mapping.rank_bands
-    bands = tuple((b.last_position, b.grade) for b in bands_message.bands) or (
-        (10, 3),
-        (30, 2),
-        (100, 1),
-    )
+    bands = tuple((b.last_position, b.grade) for b in bands_message.bands) or DEFAULT_RANK_BANDS
     lasts = [last for last, _ in bands]
     if lasts != sorted(set(lasts)) or lasts[0] < 1:
         raise InvalidInput(
@@ -158,7 +156,7 @@ async def tier_labels(
             grader,
             tenant,
         )
-    mapping = _fixed_mapping(field, labels.mapping)
+    mapping = fixed_mapping(field, labels.mapping)
     qrels: Qrels = {}
     reports = []
     for labeled in jobs:

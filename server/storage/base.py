@@ -12,7 +12,8 @@ backend implements.
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator, Sequence
+import enum
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -248,6 +249,59 @@ class OperationRecord:
     error_code: int = 0
     error_message: str = ""
     cancel_requested: bool = False
+
+
+@dataclass(frozen=True)
+class StudyRecord:
+    """A study as stored: its spec, inputs' counts, progress and final report are opaque
+    bytes (StudySpec, StudyInputs, StudyProgress, StudyReport); `owner` is the replica that
+    drives it while its lease (`lease_until`, seconds since the epoch) runs."""
+
+    study_id: str
+    tenant: str
+    request_id: str
+    state: int
+    spec: bytes
+    create_time: float
+    update_time: float
+    start_time: float = 0.0
+    end_time: float = 0.0
+    inputs: bytes = b""
+    progress: bytes = b""
+    error_code: int = 0
+    error_message: str = ""
+    cancel_requested: bool = False
+    report: bytes = b""
+
+
+@dataclass(frozen=True)
+class StudyQueryRow:
+    """One query of a started study: its pool (opaque bytes, read on its own with
+    `read_study_pool`), the budget and deadline its job gets (`assignment`, fixed before the
+    job is created, so that a retry creates the same job), the job, and its outcome once the
+    job has ended."""
+
+    query_id: str
+    position: int
+    pool_size: int
+    job_id: str = ""
+    assignment: bytes = b""
+    outcome: bytes = b""
+
+
+class ChunkAdded(enum.Enum):
+    ADDED = "added"
+    SEEN = "seen"  # the study has a chunk with this request_id
+    NOT_DRAFT = "not_draft"  # the study has started (or ended)
+    NO_STUDY = "no_study"  # the tenant has no such study
+
+
+@dataclass(frozen=True)
+class StudyChunk:
+    """One AddStudyInputs chunk: its inputs, opaque bytes."""
+
+    request_id: str
+    payload: bytes
 
 
 @dataclass(frozen=True)
@@ -555,6 +609,100 @@ class OperationStore(Protocol):
         many. Where one process owns the database, that is every other owner's."""
 
 
+class StudyStore(Protocol):
+    """Studies: their inputs (chunks), their queries (one job each) and their state."""
+
+    @abc.abstractmethod
+    async def create_study(self, record: StudyRecord) -> StudyRecord:
+        """Insert a study; when the tenant has one with the same non-empty request_id, insert
+        nothing and return that one instead."""
+
+    @abc.abstractmethod
+    async def get_study(self, tenant: str, study_id: str) -> StudyRecord | None:
+        """The study, if it exists and belongs to `tenant`, without its report."""
+
+    @abc.abstractmethod
+    async def study_report(self, tenant: str, study_id: str) -> bytes:
+        """The final report stored with the tenant's study (empty until it has ended)."""
+
+    @abc.abstractmethod
+    async def list_studies(
+        self, tenant: str, page_size: int, before_study_id: str | None
+    ) -> list[StudyRecord]:
+        """Newest first, without their reports."""
+
+    @abc.abstractmethod
+    async def add_study_chunk(
+        self, tenant: str, study_id: str, chunk: StudyChunk, count: Callable[[bytes], bytes]
+    ) -> ChunkAdded:
+        """Add a chunk to the tenant's draft study, and set the study's input counts to
+        `count(its counts so far)`, in one transaction (chunks added at once are counted one
+        after the other); anything but ADDED adds nothing."""
+
+    @abc.abstractmethod
+    async def read_study_chunks(self, study_id: str) -> list[bytes]:
+        """Every chunk's payload, in the order they were added."""
+
+    @abc.abstractmethod
+    async def start_study(
+        self, study_id: str, queries: Sequence[tuple[StudyQueryRow, bytes]], progress: bytes
+    ) -> bool:
+        """Turn the draft study into a running one with its queries (each with its pool), in
+        one transaction; False when it was not a draft any more."""
+
+    @abc.abstractmethod
+    async def study_queries(
+        self, study_id: str, after_position: int, limit: int, *, unfinished: bool = False
+    ) -> list[StudyQueryRow]:
+        """The study's queries in topic order from `after_position` on (exclusive), at most
+        `limit`; with `unfinished`, only those whose job has no outcome yet."""
+
+    @abc.abstractmethod
+    async def read_study_pool(self, study_id: str, query_id: str) -> bytes:
+        """The query's pool as stored by start_study."""
+
+    @abc.abstractmethod
+    async def assign_study_query(self, study_id: str, query_id: str, assignment: bytes) -> None:
+        """Fix the budget and deadline the query's job gets, before the job is created."""
+
+    @abc.abstractmethod
+    async def set_study_query_job(self, study_id: str, query_id: str, job_id: str) -> None:
+        """Record the query's job."""
+
+    @abc.abstractmethod
+    async def finish_study_query(
+        self, study_id: str, query_id: str, outcome: bytes, progress: bytes
+    ) -> None:
+        """Record the outcome of the query's job and the study's progress, together."""
+
+    @abc.abstractmethod
+    async def update_study_progress(self, study_id: str, progress: bytes) -> None:
+        """Record the running study's progress."""
+
+    @abc.abstractmethod
+    async def claim_studies(self, owner: str, lease_s: float, limit: int) -> list[StudyRecord]:
+        """Running studies this replica may drive now: those whose lease has run out or is
+        already `owner`'s, leased to `owner` for `lease_s` seconds (their leases renewed)."""
+
+    @abc.abstractmethod
+    async def request_study_cancel(self, tenant: str, study_id: str) -> bool:
+        """Mark the tenant's draft or running study as to be cancelled; False when there is no
+        such unfinished study."""
+
+    @abc.abstractmethod
+    async def finish_study(
+        self,
+        study_id: str,
+        state: int,
+        progress: bytes,
+        report: bytes,
+        error_code: int = 0,
+        error_message: str = "",
+    ) -> bool:
+        """End an unfinished study with its final progress and report; False when it had
+        ended already."""
+
+
 class Database(Protocol):
     """The database as a whole: whether it answers, and its end."""
 
@@ -580,6 +728,7 @@ class Storage(
     QualificationStore,
     VerdictCache,
     OperationStore,
+    StudyStore,
     Database,
 ):
     """Every role: what a backend implements (SqliteStorage, PostgresStorage) and what the

@@ -6,7 +6,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from tierank.server.errors import QuotaExceeded
-from tierank.server.storage.base import LIMIT_NAMES, Limits, OperationRecord, Spend, TenantRecord
+from tierank.server.storage.base import (
+    LIMIT_NAMES,
+    Limits,
+    OperationRecord,
+    Spend,
+    StudyRecord,
+    TenantRecord,
+)
 
 RATE_WINDOW_S = 60.0
 # A retry hint of zero would invite a client to spin on a window that has not moved yet.
@@ -48,6 +55,37 @@ def operation_from_row(row: Sequence[Any], error_message: str) -> OperationRecor
         error_code=error_code,
         error_message=error_message,
         cancel_requested=bool(cancel_requested),
+    )
+
+
+STUDY_COLUMNS = (
+    "study_id, tenant, request_id, state, spec, create_time, update_time, start_time, "
+    "end_time, inputs, progress, error_code, error_message, cancel_requested, report"
+)
+STUDY_QUERY_COLUMNS = "query_id, position, pool_size, job_id, assignment, outcome"
+
+
+def study_from_row(row: Sequence[Any], error_message: str | None = None) -> StudyRecord:
+    """A study as both backends select it (STUDY_COLUMNS); `error_message` where the backend
+    decodes it itself."""
+    (study_id, tenant, request_id, state, spec, created, updated, started, ended) = row[:9]
+    inputs, progress, error_code, stored_message, cancel_requested, report = row[9:]
+    return StudyRecord(
+        study_id,
+        tenant,
+        request_id,
+        state,
+        bytes(spec),
+        created,
+        updated,
+        started,
+        ended,
+        inputs=bytes(inputs),
+        progress=bytes(progress),
+        error_code=error_code,
+        error_message=stored_message if error_message is None else error_message,
+        cancel_requested=bool(cancel_requested),
+        report=bytes(report),
     )
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
-from tierank.server.job_states import TERMINAL_STATES
+from tierank.server.job_states import STUDY_RUNNING, TERMINAL_STATES
 
 
 @dataclass(frozen=True)
@@ -212,12 +212,61 @@ _JOB_TRACES = f"""
 ALTER TABLE jobs ADD COLUMN trace_context {_TEXT} NOT NULL DEFAULT '';
 """
 
+# Studies: the study, its input chunks as sent (read again to pool and to report), and its
+# queries, one job each. `owner` and `lease_until` (the database's clock) say which replica
+# drives a running study.
+_STUDIES = f"""
+CREATE TABLE studies (
+    study_id {_TEXT} PRIMARY KEY,
+    tenant {_TEXT} NOT NULL,
+    request_id {_TEXT} NOT NULL,
+    state INTEGER NOT NULL,
+    spec BYTEA NOT NULL,
+    create_time DOUBLE PRECISION NOT NULL,
+    update_time DOUBLE PRECISION NOT NULL,
+    start_time DOUBLE PRECISION NOT NULL DEFAULT 0,
+    end_time DOUBLE PRECISION NOT NULL DEFAULT 0,
+    inputs BYTEA NOT NULL DEFAULT '',
+    progress BYTEA NOT NULL DEFAULT '',
+    error_code INTEGER NOT NULL DEFAULT 0,
+    error_message BYTEA NOT NULL DEFAULT '',
+    cancel_requested BOOLEAN NOT NULL DEFAULT FALSE,
+    report BYTEA NOT NULL DEFAULT '',
+    owner {_TEXT} NOT NULL DEFAULT '',
+    lease_until DOUBLE PRECISION NOT NULL DEFAULT 0
+);
+CREATE UNIQUE INDEX studies_request ON studies (tenant, request_id) WHERE request_id <> '';
+CREATE INDEX studies_tenant ON studies (tenant, study_id);
+CREATE INDEX studies_running ON studies (study_id) WHERE state = {STUDY_RUNNING};
+CREATE TABLE study_chunks (
+    study_id {_TEXT} NOT NULL,
+    seq INTEGER NOT NULL,
+    request_id {_TEXT} NOT NULL,
+    payload BYTEA NOT NULL,
+    PRIMARY KEY (study_id, seq)
+);
+CREATE UNIQUE INDEX study_chunks_request ON study_chunks (study_id, request_id);
+CREATE TABLE study_queries (
+    study_id {_TEXT} NOT NULL,
+    position INTEGER NOT NULL,
+    query_id {_TEXT} NOT NULL,
+    pool_size INTEGER NOT NULL,
+    pool BYTEA NOT NULL,
+    job_id {_TEXT} NOT NULL DEFAULT '',
+    assignment BYTEA NOT NULL DEFAULT '',
+    outcome BYTEA NOT NULL DEFAULT '',
+    PRIMARY KEY (study_id, position)
+);
+CREATE UNIQUE INDEX study_queries_id ON study_queries (study_id, query_id);
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "jobs, events, journal, verdicts; tenants, keys, usage, reservations", _INITIAL),
     Migration(2, "job leases, replicas, reservation owners, watchers", _REPLICAS),
     Migration(3, "judge qualifications", _QUALIFICATIONS),
     Migration(4, "operations: long-running QualifyJudge and FillQrels", _OPERATIONS),
     Migration(5, "jobs' trace context", _JOB_TRACES),
+    Migration(6, "studies: their input chunks and queries", _STUDIES),
 )
 
 _LEDGER = """

@@ -21,6 +21,7 @@ from tierank.server.storage.postgres.leases import PostgresLeases, PostgresWatch
 from tierank.server.storage.postgres.operations import PostgresOperations
 from tierank.server.storage.postgres.qualifications import PostgresQualifications
 from tierank.server.storage.postgres.spend import PostgresSpend
+from tierank.server.storage.postgres.studies import PostgresStudies
 from tierank.server.storage.postgres.tenants import PostgresTenants
 
 # How long a caller waits for a pooled connection when statements have no timeout.
@@ -37,6 +38,7 @@ class PostgresStorage(
     PostgresQualifications,
     PostgresVerdictCache,
     PostgresOperations,
+    PostgresStudies,
     Storage,
 ):
     """Open one with `PostgresStorage.connect`."""

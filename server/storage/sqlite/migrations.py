@@ -174,6 +174,52 @@ CREATE UNIQUE INDEX IF NOT EXISTS operations_request
 CREATE INDEX IF NOT EXISTS operations_tenant ON operations (tenant, operation_id);
 """
 
+# Studies: the study, its input chunks as sent (read again to pool and to report), and its
+# queries, one job each. `owner` and `lease_until` say which process drives a running study.
+_STUDIES = """
+CREATE TABLE studies (
+    study_id TEXT PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    request_id TEXT NOT NULL,
+    state INTEGER NOT NULL,
+    spec BLOB NOT NULL,
+    create_time REAL NOT NULL,
+    update_time REAL NOT NULL,
+    start_time REAL NOT NULL DEFAULT 0,
+    end_time REAL NOT NULL DEFAULT 0,
+    inputs BLOB NOT NULL DEFAULT x'',
+    progress BLOB NOT NULL DEFAULT x'',
+    error_code INTEGER NOT NULL DEFAULT 0,
+    error_message TEXT NOT NULL DEFAULT '',
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    report BLOB NOT NULL DEFAULT x'',
+    owner TEXT NOT NULL DEFAULT '',
+    lease_until REAL NOT NULL DEFAULT 0
+);
+CREATE UNIQUE INDEX studies_request ON studies (tenant, request_id) WHERE request_id <> '';
+CREATE INDEX studies_tenant ON studies (tenant, study_id);
+CREATE TABLE study_chunks (
+    study_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    request_id TEXT NOT NULL,
+    payload BLOB NOT NULL,
+    PRIMARY KEY (study_id, seq)
+);
+CREATE UNIQUE INDEX study_chunks_request ON study_chunks (study_id, request_id);
+CREATE TABLE study_queries (
+    study_id TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    query_id TEXT NOT NULL,
+    pool_size INTEGER NOT NULL,
+    pool BLOB NOT NULL,
+    job_id TEXT NOT NULL DEFAULT '',
+    assignment BLOB NOT NULL DEFAULT x'',
+    outcome BLOB NOT NULL DEFAULT x'',
+    PRIMARY KEY (study_id, position)
+);
+CREATE UNIQUE INDEX study_queries_id ON study_queries (study_id, query_id);
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -182,6 +228,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         _INITIAL,
         missing_columns=(("jobs", "trace_context", "TEXT NOT NULL DEFAULT ''"),),
     ),
+    Migration(2, "studies: their input chunks and queries", _STUDIES),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

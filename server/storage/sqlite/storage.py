@@ -24,6 +24,7 @@ from tierank.server.storage.sqlite.leases import SqliteLeases, SqliteWatchers
 from tierank.server.storage.sqlite.operations import SqliteOperations
 from tierank.server.storage.sqlite.qualifications import SqliteQualifications
 from tierank.server.storage.sqlite.spend import SqliteSpend
+from tierank.server.storage.sqlite.studies import SqliteStudies
 from tierank.server.storage.sqlite.tenants import SqliteTenants
 
 
@@ -37,6 +38,7 @@ class SqliteStorage(
     SqliteQualifications,
     SqliteVerdictCache,
     SqliteOperations,
+    SqliteStudies,
     Storage,
 ):
     def __init__(self, path: str | os.PathLike[str], synchronous: str) -> None:

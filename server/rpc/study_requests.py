@@ -1,0 +1,77 @@
+"""Validation of a StudySpec at the API edge: every rule broken is reported, by field."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from tierank.evaluation import MeasureError, parse_measure
+from tierank.limits import (
+    MAX_DISPLAY_NAME_BYTES,
+    MAX_LIVE_QUERIES,
+    MAX_STUDY_DEPTH,
+    MAX_STUDY_MEASURES,
+)
+from tierank.server.errors import FieldViolation, InvalidInput
+from tierank.server.labeling import fixed_mapping
+from tierank.server.rpc.validation import resolve_preset, validate_spec
+from tierank.v1 import rank_pb2, study_pb2
+
+# The ranking parameters are checked as a job's, on a stand-in query and pool.
+_PROBE_QUERY = "study"
+
+
+def probe_job(ranking: rank_pb2.JobSpec) -> rank_pb2.JobSpec:
+    """A job of the study's ranking parameters on a stand-in query and pool."""
+    probe = rank_pb2.JobSpec()
+    probe.CopyFrom(ranking)
+    probe.query = _PROBE_QUERY
+    for i in range(max(2, ranking.top_k)):
+        probe.candidates.add(id=f"d{i}", text="passage")
+    return probe
+
+
+def validate_study_spec(
+    spec: study_pb2.StudySpec, knows_provider: Callable[[str], bool]
+) -> list[FieldViolation]:
+    """Every rule `spec` breaks; resolves a preset rubric in place (as a job's)."""
+    violations: list[FieldViolation] = []
+
+    def bad(field: str, rule: str) -> None:
+        violations.append(FieldViolation(f"spec.{field}", rule))
+
+    if len(spec.display_name.encode()) > MAX_DISPLAY_NAME_BYTES or "\0" in spec.display_name:
+        bad("display_name", f"must be at most {MAX_DISPLAY_NAME_BYTES} bytes, without NUL")
+    if spec.depth and not 1 <= spec.depth <= MAX_STUDY_DEPTH:
+        bad("depth", f"must be between 1 and {MAX_STUDY_DEPTH} (0: the default)")
+    if spec.max_live_queries and not 1 <= spec.max_live_queries <= MAX_LIVE_QUERIES:
+        bad("max_live_queries", f"must be between 1 and {MAX_LIVE_QUERIES} (0: the default)")
+    for name in ("max_judge_calls", "max_input_tokens", "max_cost_usd"):
+        value = getattr(spec.budget, name)
+        if value < 0 or not math.isfinite(value):
+            bad(f"budget.{name}", "must be a finite number, not negative (0 means unlimited)")
+    if spec.deadline_seconds < 0 or not math.isfinite(spec.deadline_seconds):
+        bad("deadline_seconds", "must be a finite number, not negative (0 means no deadline)")
+    if len(spec.measures) > MAX_STUDY_MEASURES:
+        bad("measures", f"at most {MAX_STUDY_MEASURES}")
+    for i, measure in enumerate(spec.measures):
+        try:
+            parse_measure(measure)
+        except MeasureError as error:
+            bad(f"measures[{i}]", str(error))
+    if spec.labels.WhichOneof("mapping") == "pointwise":
+        bad("labels.pointwise", "a study's labels are rank bands or grade levels of its tiers")
+    else:
+        try:
+            fixed_mapping("spec.labels", spec.labels)
+        except InvalidInput as invalid:
+            violations.extend(invalid.violations)
+    ranking = spec.ranking
+    for name in ("query", "candidates", "budget", "deadline_seconds"):
+        if ranking.HasField(name) if name == "budget" else bool(getattr(ranking, name)):
+            bad(f"ranking.{name}", "must be empty: the study sets it for each query")
+    own = resolve_preset(ranking) + validate_spec(probe_job(ranking), knows_provider)
+    violations.extend(
+        FieldViolation(v.field.replace("spec.", "spec.ranking.", 1), v.rule) for v in own
+    )
+    return violations

@@ -1,0 +1,310 @@
+"""StudyService over grpc.aio: a study's creation, inputs, start, state, report and labels.
+
+Every RPC acts on the caller's tenant's studies only; another tenant's study is NOT_FOUND,
+exactly like one that does not exist. The work itself (each query's job, the budget, the final
+report) is the study driver's (server/studies/driver.py).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Protocol
+
+import anyio
+import anyio.to_thread
+import grpc
+
+from tierank.evaluation import format_qrels
+from tierank.limits import (
+    DEFAULT_PAGE_SIZE,
+    DEFAULT_QRELS_PAGE_QUERIES,
+    DEFAULT_STUDY_DEPTH,
+    DEFAULT_STUDY_QUERIES_PAGE_SIZE,
+    MAX_QRELS_PAGE_QUERIES,
+    MAX_STUDIES_PAGE_SIZE,
+    MAX_STUDY_QUERIES_PAGE_SIZE,
+)
+from tierank.server.errors import FieldViolation, InvalidInput, NotFound, PreconditionFailed
+from tierank.server.job_states import FINAL_STUDY_STATES, STUDY_DRAFT
+from tierank.server.jobs.manager import JobManager
+from tierank.server.names import BadName, new_sortable_id, parse_study_name, study_name
+from tierank.server.rpc import page_tokens
+from tierank.server.rpc.auth import current_caller
+from tierank.server.rpc.study_requests import validate_study_spec
+from tierank.server.rpc.validation import validate_request_id
+from tierank.server.storage.base import (
+    ChunkAdded,
+    StudyChunk,
+    StudyRecord,
+    TenantStore,
+    WatcherStore,
+)
+from tierank.server.studies.driver import DriverStore, StudyDriver, query_job_spec
+from tierank.server.studies.inputs import assemble, chunk_violations, counter
+from tierank.server.studies.pools import PlannedQuery, plan_queries
+from tierank.server.studies.progress import initial_progress
+from tierank.server.studies.report import (
+    ReportStore,
+    build_report,
+    labels_of,
+    query_tiers,
+)
+from tierank.server.tenancy.quotas import WatcherSlots, limits_of
+from tierank.server.wire.studies import study_view
+from tierank.v1 import rank_pb2, study_pb2, study_pb2_grpc
+
+STUDY_SERVICE = study_pb2.DESCRIPTOR.services_by_name["StudyService"].full_name
+# How often WatchStudy looks at the study (its progress changes as queries end).
+_WATCH_POLL_S = 0.5
+# How long CancelStudy waits for the study's jobs to stop before answering.
+_CANCEL_WAIT_S = 30.0
+_NO_FILTER = 0
+
+
+class StudyServiceStore(DriverStore, ReportStore, TenantStore, WatcherStore, Protocol):
+    """Studies, their jobs, the tenants' limits and watch slots."""
+
+
+class StudyServicer(study_pb2_grpc.StudyServiceServicer):
+    def __init__(
+        self,
+        storage: StudyServiceStore,
+        manager: JobManager,
+        driver: StudyDriver,
+        replica: str,
+    ) -> None:
+        self._storage = storage
+        self._manager = manager
+        self._driver = driver
+        self._watchers = WatcherSlots(storage, replica)
+
+    async def _record(self, name: str, field: str = "name") -> StudyRecord:
+        try:
+            study_id = parse_study_name(name)
+        except BadName as bad:
+            raise InvalidInput([FieldViolation(field, str(bad))]) from None
+        record = await self._storage.get_study(current_caller().tenant, study_id)
+        if record is None:
+            raise NotFound(name, "tierank.v1.Study")
+        return record
+
+    async def CreateStudy(
+        self, request: study_pb2.CreateStudyRequest, context: grpc.aio.ServicerContext
+    ) -> study_pb2.Study:
+        spec = study_pb2.StudySpec()
+        spec.CopyFrom(request.spec)
+        violations = validate_study_spec(spec, self._manager.knows_provider)
+        violations += validate_request_id(request.request_id)
+        if violations:
+            raise InvalidInput(violations)
+        if not spec.depth:
+            spec.depth = DEFAULT_STUDY_DEPTH
+        tenant = current_caller().tenant
+        now = time.time()
+        record = StudyRecord(
+            study_id=new_sortable_id(),
+            tenant=tenant,
+            request_id=request.request_id,
+            state=STUDY_DRAFT,
+            spec=spec.SerializeToString(deterministic=True),
+            create_time=now,
+            update_time=now,
+            inputs=study_pb2.StudyInputs().SerializeToString(),
+            progress=study_pb2.StudyProgress().SerializeToString(),
+        )
+        stored = await self._storage.create_study(record)
+        if stored.study_id != record.study_id and stored.spec != record.spec:
+            raise InvalidInput(
+                [
+                    FieldViolation(
+                        "request_id",
+                        f"was used for {study_name(stored.study_id)} with a different spec",
+                    )
+                ]
+            )
+        return study_view(stored)
+
+    async def AddStudyInputs(
+        self, request: study_pb2.AddStudyInputsRequest, context: grpc.aio.ServicerContext
+    ) -> study_pb2.AddStudyInputsResponse:
+        try:
+            study_id = parse_study_name(request.study)
+        except BadName as bad:
+            raise InvalidInput([FieldViolation("study", str(bad))]) from None
+        violations = chunk_violations(request)
+        if violations:
+            raise InvalidInput(violations)
+        tenant = current_caller().tenant
+        chunk = StudyChunk(request.request_id, request.SerializeToString())
+        added = await self._storage.add_study_chunk(tenant, study_id, chunk, counter(request))
+        if added is ChunkAdded.NO_STUDY:
+            raise NotFound(request.study, "tierank.v1.Study")
+        if added is ChunkAdded.NOT_DRAFT:
+            raise PreconditionFailed(
+                f"{request.study} has started: it takes no more inputs", "STUDY_STARTED"
+            )
+        record = await self._record(request.study, "study")
+        return study_pb2.AddStudyInputsResponse(
+            study=study_view(record), added=added is ChunkAdded.ADDED
+        )
+
+    async def StartStudy(
+        self, request: study_pb2.StartStudyRequest, context: grpc.aio.ServicerContext
+    ) -> study_pb2.Study:
+        record = await self._record(request.name)
+        if record.state != STUDY_DRAFT:
+            return study_view(record)
+        if record.cancel_requested:
+            return await self._cancel_draft(record)
+        spec = study_pb2.StudySpec.FromString(record.spec)
+        chunks = await self._storage.read_study_chunks(record.study_id)
+
+        def plan() -> tuple[list[PlannedQuery], list[FieldViolation]]:
+            return plan_queries(assemble(chunks), spec.depth or DEFAULT_STUDY_DEPTH)
+
+        planned, violations = await anyio.to_thread.run_sync(plan)
+        if violations:
+            raise InvalidInput(violations)
+        # The judges as the first query's job will have them (keys, qualifications, what a
+        # judge needs of a pool), so that a study that cannot judge fails here, not per query.
+        first = query_job_spec(spec.ranking, planned[0].pool, rank_pb2.JobSpec())
+        try:
+            await self._manager.check_judges(first, record.tenant)
+        except InvalidInput as invalid:
+            raise InvalidInput(
+                [
+                    FieldViolation(v.field.replace("spec.", "spec.ranking.", 1), v.rule)
+                    for v in invalid.violations
+                ]
+            ) from None
+        pooled = sum(query.row.pool_size for query in planned)
+        progress = initial_progress(len(planned), pooled).SerializeToString()
+        await self._storage.start_study(
+            record.study_id, [(query.row, query.pool) for query in planned], progress
+        )
+        self._driver.nudge()
+        return study_view(await self._record(request.name))
+
+    async def GetStudy(
+        self, request: study_pb2.GetStudyRequest, context: grpc.aio.ServicerContext
+    ) -> study_pb2.Study:
+        return study_view(await self._record(request.name))
+
+    async def ListStudies(
+        self, request: study_pb2.ListStudiesRequest, context: grpc.aio.ServicerContext
+    ) -> study_pb2.ListStudiesResponse:
+        if request.page_size < 0:
+            raise InvalidInput([FieldViolation("page_size", "must not be negative")])
+        page_size = min(request.page_size or DEFAULT_PAGE_SIZE, MAX_STUDIES_PAGE_SIZE)
+        before = page_tokens.decode(request.page_token, _NO_FILTER)
+        records = await self._storage.list_studies(current_caller().tenant, page_size + 1, before)
+        response = study_pb2.ListStudiesResponse(
+            studies=[study_view(r) for r in records[:page_size]]
+        )
+        if len(records) > page_size:
+            response.next_page_token = page_tokens.encode(
+                records[page_size - 1].study_id, _NO_FILTER
+            )
+        return response
+
+    async def CancelStudy(
+        self, request: study_pb2.CancelStudyRequest, context: grpc.aio.ServicerContext
+    ) -> study_pb2.Study:
+        record = await self._record(request.name)
+        if record.state in FINAL_STUDY_STATES:
+            return study_view(record)
+        await self._storage.request_study_cancel(record.tenant, record.study_id)
+        if record.state == STUDY_DRAFT:
+            return await self._cancel_draft(record)
+        self._driver.nudge()
+        with anyio.move_on_after(_CANCEL_WAIT_S):
+            while record.state not in FINAL_STUDY_STATES:
+                await anyio.sleep(0.1)
+                record = await self._record(request.name)
+        return study_view(record)
+
+    async def _cancel_draft(self, record: StudyRecord) -> study_pb2.Study:
+        # A draft has no driver: it ends here, with nothing judged.
+        await self._storage.finish_study(
+            record.study_id, study_pb2.STUDY_STATE_CANCELLED, record.progress, b""
+        )
+        return study_view(await self._record(study_name(record.study_id)))
+
+    async def WatchStudy(
+        self, request: study_pb2.WatchStudyRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[study_pb2.Study]:
+        record = await self._record(request.name)
+        limits = await limits_of(self._storage, record.tenant)
+        sent: tuple[int, bytes] | None = None
+        async with self._watchers.hold(record.tenant, limits):
+            while True:
+                shown = (record.state, record.progress)
+                if shown != sent:
+                    yield study_view(record)
+                    sent = shown
+                if record.state in FINAL_STUDY_STATES:
+                    return
+                await anyio.sleep(_WATCH_POLL_S)
+                record = await self._record(request.name)
+
+    async def _report(self, record: StudyRecord) -> study_pb2.StudyReport:
+        if record.state in FINAL_STUDY_STATES:
+            stored = await self._storage.study_report(record.tenant, record.study_id)
+            if stored:
+                return study_pb2.StudyReport.FromString(stored)
+        progress = study_pb2.StudyProgress.FromString(record.progress)
+        return await build_report(self._storage, record, progress)
+
+    async def GetStudyReport(
+        self, request: study_pb2.GetStudyReportRequest, context: grpc.aio.ServicerContext
+    ) -> study_pb2.StudyReport:
+        report = await self._report(await self._record(request.name))
+        report.ClearField("queries")
+        return report
+
+    async def ListStudyQueries(
+        self, request: study_pb2.ListStudyQueriesRequest, context: grpc.aio.ServicerContext
+    ) -> study_pb2.ListStudyQueriesResponse:
+        if request.page_size < 0:
+            raise InvalidInput([FieldViolation("page_size", "must not be negative")])
+        page_size = min(
+            request.page_size or DEFAULT_STUDY_QUERIES_PAGE_SIZE, MAX_STUDY_QUERIES_PAGE_SIZE
+        )
+        after = int(page_tokens.decode(request.page_token, _NO_FILTER) or 0)
+        record = await self._record(request.name)
+        if record.state in FINAL_STUDY_STATES:
+            queries = list((await self._report(record)).queries)[after : after + page_size + 1]
+        else:
+            rows = await self._storage.study_queries(record.study_id, after, page_size + 1)
+            queries = [
+                study_pb2.StudyQuery.FromString(row.outcome)
+                if row.outcome
+                else study_pb2.StudyQuery(
+                    query_id=row.query_id,
+                    job=f"jobs/{row.job_id}" if row.job_id else "",
+                    pool_size=row.pool_size,
+                )
+                for row in rows
+            ]
+        response = study_pb2.ListStudyQueriesResponse(queries=queries[:page_size])
+        if len(queries) > page_size:
+            response.next_page_token = page_tokens.encode(str(after + page_size), _NO_FILTER)
+        return response
+
+    async def ExportStudyQrels(
+        self, request: study_pb2.ExportStudyQrelsRequest, context: grpc.aio.ServicerContext
+    ) -> study_pb2.ExportStudyQrelsResponse:
+        if request.page_size < 0:
+            raise InvalidInput([FieldViolation("page_size", "must not be negative")])
+        page_size = min(request.page_size or DEFAULT_QRELS_PAGE_QUERIES, MAX_QRELS_PAGE_QUERIES)
+        after = int(page_tokens.decode(request.page_token, _NO_FILTER) or 0)
+        record = await self._record(request.name)
+        rows = await self._storage.study_queries(record.study_id, after, page_size + 1)
+        page = rows[:page_size]
+        tiers = await query_tiers(self._storage, record, page)
+        labels = labels_of(study_pb2.StudySpec.FromString(record.spec), tiers)
+        response = study_pb2.ExportStudyQrelsResponse(qrels=format_qrels(labels))
+        if len(rows) > page_size:
+            response.next_page_token = page_tokens.encode(str(page[-1].position), _NO_FILTER)
+        return response

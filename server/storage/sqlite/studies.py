@@ -1,0 +1,258 @@
+"""Studies in SQLite."""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from tierank.server.job_states import STUDY_DRAFT, STUDY_RUNNING
+from tierank.server.storage.base import (
+    ChunkAdded,
+    StudyChunk,
+    StudyQueryRow,
+    StudyRecord,
+    StudyStore,
+)
+from tierank.server.storage.rules import STUDY_COLUMNS, STUDY_QUERY_COLUMNS, study_from_row
+from tierank.server.storage.sqlite.connection import SqliteState
+
+_UNFINISHED = f"state IN ({STUDY_DRAFT}, {STUDY_RUNNING})"
+# Listing leaves the report out: it can be large, and only GetStudyReport reads it.
+_LISTED_COLUMNS = STUDY_COLUMNS.replace("report", "x''")
+
+
+def _query(row: Sequence[Any]) -> StudyQueryRow:
+    query_id, position, pool_size, job_id, assignment, outcome = row
+    return StudyQueryRow(query_id, position, pool_size, job_id, bytes(assignment), bytes(outcome))
+
+
+class SqliteStudies(SqliteState, StudyStore):
+    async def create_study(self, record: StudyRecord) -> StudyRecord:
+        def write(conn: sqlite3.Connection) -> StudyRecord:
+            if record.request_id:
+                row = conn.execute(
+                    f"SELECT {_LISTED_COLUMNS} FROM studies WHERE tenant = ? AND request_id = ?",
+                    (record.tenant, record.request_id),
+                ).fetchone()
+                if row:
+                    return study_from_row(row)
+            values = dataclasses.astuple(record)
+            conn.execute(
+                f"INSERT INTO studies ({STUDY_COLUMNS}) VALUES ({', '.join('?' * len(values))})",
+                values,
+            )
+            return record
+
+        return await self._writer.submit(write)
+
+    async def get_study(self, tenant: str, study_id: str) -> StudyRecord | None:
+        def read(conn: sqlite3.Connection) -> StudyRecord | None:
+            row = conn.execute(
+                f"SELECT {_LISTED_COLUMNS} FROM studies WHERE study_id = ? AND tenant = ?",
+                (study_id, tenant),
+            ).fetchone()
+            return study_from_row(row) if row else None
+
+        return await self._reader.submit(read)
+
+    async def study_report(self, tenant: str, study_id: str) -> bytes:
+        def read(conn: sqlite3.Connection) -> bytes:
+            row = conn.execute(
+                "SELECT report FROM studies WHERE study_id = ? AND tenant = ?", (study_id, tenant)
+            ).fetchone()
+            return bytes(row[0]) if row else b""
+
+        return await self._reader.submit(read)
+
+    async def list_studies(
+        self, tenant: str, page_size: int, before_study_id: str | None
+    ) -> list[StudyRecord]:
+        clauses, params = ["tenant = ?"], [tenant]
+        if before_study_id is not None:
+            clauses.append("study_id < ?")
+            params.append(before_study_id)
+        sql = (
+            f"SELECT {_LISTED_COLUMNS} FROM studies WHERE {' AND '.join(clauses)} "
+            "ORDER BY study_id DESC LIMIT ?"
+        )
+
+        def read(conn: sqlite3.Connection) -> list[StudyRecord]:
+            return [study_from_row(row) for row in conn.execute(sql, (*params, page_size))]
+
+        return await self._reader.submit(read)
+
+    async def add_study_chunk(
+        self, tenant: str, study_id: str, chunk: StudyChunk, count: Callable[[bytes], bytes]
+    ) -> ChunkAdded:
+        def write(conn: sqlite3.Connection) -> ChunkAdded:
+            row = conn.execute(
+                "SELECT state, inputs FROM studies WHERE study_id = ? AND tenant = ?",
+                (study_id, tenant),
+            ).fetchone()
+            if row is None:
+                return ChunkAdded.NO_STUDY
+            seen = conn.execute(
+                "SELECT 1 FROM study_chunks WHERE study_id = ? AND request_id = ?",
+                (study_id, chunk.request_id),
+            ).fetchone()
+            if seen:
+                return ChunkAdded.SEEN
+            if row[0] != STUDY_DRAFT:
+                return ChunkAdded.NOT_DRAFT
+            conn.execute(
+                "INSERT INTO study_chunks (study_id, seq, request_id, payload) VALUES (?, "
+                "(SELECT COALESCE(MAX(seq), 0) + 1 FROM study_chunks WHERE study_id = ?), ?, ?)",
+                (study_id, study_id, chunk.request_id, chunk.payload),
+            )
+            conn.execute(
+                "UPDATE studies SET inputs = ?, update_time = ? WHERE study_id = ?",
+                (count(bytes(row[1])), time.time(), study_id),
+            )
+            return ChunkAdded.ADDED
+
+        return await self._writer.submit(write)
+
+    async def read_study_chunks(self, study_id: str) -> list[bytes]:
+        def read(conn: sqlite3.Connection) -> list[bytes]:
+            rows = conn.execute(
+                "SELECT payload FROM study_chunks WHERE study_id = ? ORDER BY seq", (study_id,)
+            )
+            return [bytes(row[0]) for row in rows]
+
+        return await self._reader.submit(read)
+
+    async def start_study(
+        self, study_id: str, queries: Sequence[tuple[StudyQueryRow, bytes]], progress: bytes
+    ) -> bool:
+        def write(conn: sqlite3.Connection) -> bool:
+            now = time.time()
+            started = conn.execute(
+                "UPDATE studies SET state = ?, start_time = ?, update_time = ?, progress = ? "
+                "WHERE study_id = ? AND state = ?",
+                (STUDY_RUNNING, now, now, progress, study_id, STUDY_DRAFT),
+            )
+            if started.rowcount == 0:
+                return False
+            conn.executemany(
+                "INSERT INTO study_queries (study_id, position, query_id, pool_size, pool) "
+                "VALUES (?, ?, ?, ?, ?)",
+                [
+                    (study_id, row.position, row.query_id, row.pool_size, pool)
+                    for row, pool in queries
+                ],
+            )
+            return True
+
+        return await self._writer.submit(write)
+
+    async def study_queries(
+        self, study_id: str, after_position: int, limit: int, *, unfinished: bool = False
+    ) -> list[StudyQueryRow]:
+        sql = (
+            f"SELECT {STUDY_QUERY_COLUMNS} FROM study_queries WHERE study_id = ? "
+            f"AND position > ? {'AND length(outcome) = 0' if unfinished else ''} "
+            "ORDER BY position LIMIT ?"
+        )
+
+        def read(conn: sqlite3.Connection) -> list[StudyQueryRow]:
+            return [_query(row) for row in conn.execute(sql, (study_id, after_position, limit))]
+
+        return await self._reader.submit(read)
+
+    async def read_study_pool(self, study_id: str, query_id: str) -> bytes:
+        def read(conn: sqlite3.Connection) -> bytes:
+            row = conn.execute(
+                "SELECT pool FROM study_queries WHERE study_id = ? AND query_id = ?",
+                (study_id, query_id),
+            ).fetchone()
+            return bytes(row[0]) if row else b""
+
+        return await self._reader.submit(read)
+
+    async def assign_study_query(self, study_id: str, query_id: str, assignment: bytes) -> None:
+        await self._set_query(study_id, query_id, "assignment", assignment)
+
+    async def set_study_query_job(self, study_id: str, query_id: str, job_id: str) -> None:
+        await self._set_query(study_id, query_id, "job_id", job_id)
+
+    async def _set_query(self, study_id: str, query_id: str, column: str, value: object) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                f"UPDATE study_queries SET {column} = ? WHERE study_id = ? AND query_id = ?",
+                (value, study_id, query_id),
+            )
+
+        await self._writer.submit(write)
+
+    async def finish_study_query(
+        self, study_id: str, query_id: str, outcome: bytes, progress: bytes
+    ) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "UPDATE study_queries SET outcome = ? WHERE study_id = ? AND query_id = ?",
+                (outcome, study_id, query_id),
+            )
+            conn.execute(
+                "UPDATE studies SET progress = ?, update_time = ? WHERE study_id = ?",
+                (progress, time.time(), study_id),
+            )
+
+        await self._writer.submit(write)
+
+    async def update_study_progress(self, study_id: str, progress: bytes) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                f"UPDATE studies SET progress = ?, update_time = ? WHERE study_id = ? AND "
+                f"{_UNFINISHED}",
+                (progress, time.time(), study_id),
+            )
+
+        await self._writer.submit(write)
+
+    async def claim_studies(self, owner: str, lease_s: float, limit: int) -> list[StudyRecord]:
+        def write(conn: sqlite3.Connection) -> list[StudyRecord]:
+            now = time.time()
+            rows = conn.execute(
+                f"UPDATE studies SET owner = ?, lease_until = ? WHERE study_id IN ("
+                "SELECT study_id FROM studies WHERE state = ? AND (lease_until < ? OR owner = ?) "
+                f"ORDER BY study_id LIMIT ?) RETURNING {_LISTED_COLUMNS}",
+                (owner, now + lease_s, STUDY_RUNNING, now, owner, limit),
+            ).fetchall()
+            return [study_from_row(row) for row in rows]
+
+        return await self._writer.submit(write)
+
+    async def request_study_cancel(self, tenant: str, study_id: str) -> bool:
+        def write(conn: sqlite3.Connection) -> bool:
+            marked = conn.execute(
+                f"UPDATE studies SET cancel_requested = 1, update_time = ? "
+                f"WHERE study_id = ? AND tenant = ? AND {_UNFINISHED}",
+                (time.time(), study_id, tenant),
+            )
+            return marked.rowcount > 0
+
+        return await self._writer.submit(write)
+
+    async def finish_study(
+        self,
+        study_id: str,
+        state: int,
+        progress: bytes,
+        report: bytes,
+        error_code: int = 0,
+        error_message: str = "",
+    ) -> bool:
+        def write(conn: sqlite3.Connection) -> bool:
+            now = time.time()
+            ended = conn.execute(
+                "UPDATE studies SET state = ?, progress = ?, report = ?, error_code = ?, "
+                "error_message = ?, end_time = ?, update_time = ?, owner = '', lease_until = 0 "
+                f"WHERE study_id = ? AND {_UNFINISHED}",
+                (state, progress, report, error_code, error_message, now, now, study_id),
+            )
+            return ended.rowcount > 0
+
+        return await self._writer.submit(write)

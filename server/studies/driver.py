@@ -1,0 +1,294 @@
+"""Running studies: each query's pool becomes a job, a bounded number at a time, within the
+study's budget and deadline, until every query's job has ended.
+
+Everything the driver decides is in storage before it acts on it, and every action can be
+taken twice: a query's budget and deadline are fixed (`assign_study_query`) before its job is
+created, and the job's request_id is the study's and the query's, so a driver that stopped
+anywhere (a restart, kill -9, another replica taking the lease over) creates the same job
+again, which the job store answers with the one it made. A study is driven by one replica at a
+time, under a lease it renews on each pass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol
+
+import anyio
+import structlog
+
+from tierank.limits import DEFAULT_LIVE_QUERIES
+from tierank.server.errors import QuotaExceeded, TierankError, Unavailable
+from tierank.server.job_states import FINAL_STUDY_STATES, TERMINAL_STATES
+from tierank.server.jobs.manager import JobManager
+from tierank.server.storage.base import (
+    JobReader,
+    StudyQueryRow,
+    StudyRecord,
+    StudyStore,
+    TenantStore,
+)
+from tierank.server.studies.progress import ProgressBook, outcome_of
+from tierank.server.tenancy.quotas import limits_of
+from tierank.server.wire.jobs import TIER_EVENT_KINDS
+from tierank.v1 import rank_pb2, study_pb2
+
+log = structlog.get_logger()
+
+# How often a driver looks at its studies' jobs, and renews its leases on them.
+PASS_INTERVAL_S = 0.25
+# A study whose driver stops renewing is taken over after this long.
+STUDY_LEASE_S = 15.0
+# Studies one replica drives at once.
+MAX_DRIVEN_STUDIES = 64
+
+
+class DriverStore(StudyStore, JobReader, TenantStore, Protocol):
+    """What the driver reads and writes: studies, their jobs, their tenants' limits."""
+
+
+def study_request_id(study_id: str, position: int) -> str:
+    """The request_id of a study query's job: the same on every try, so a job is made once."""
+    return f"study-{study_id}-q{position}"
+
+
+# The final report (StudyReport bytes) of a study, from its record and final progress.
+ReportBuilder = Callable[[StudyRecord, study_pb2.StudyProgress], Awaitable[bytes]]
+
+
+class StudyDriver:
+    def __init__(
+        self,
+        storage: DriverStore,
+        manager: JobManager,
+        replica_id: str,
+        build_report: ReportBuilder,
+    ) -> None:
+        self.storage = storage
+        self.manager = manager
+        self.replica_id = replica_id
+        self.build_report = build_report
+        self._driven: set[str] = set()
+        self._nudged = anyio.Event()
+
+    def nudge(self) -> None:
+        """Look for studies now (one was started or cancelled here)."""
+        self._nudged.set()
+
+    async def run(self) -> None:
+        """Drive the studies this replica may, until cancelled."""
+        async with anyio.create_task_group() as studies:
+            while True:
+                try:
+                    claimed = await self.storage.claim_studies(
+                        self.replica_id, STUDY_LEASE_S, MAX_DRIVEN_STUDIES
+                    )
+                except TierankError as error:
+                    log.warning("could not claim studies", error=str(error))
+                    claimed = []
+                for record in claimed:
+                    if record.study_id not in self._driven:
+                        self._driven.add(record.study_id)
+                        studies.start_soon(self._drive_guarded, record)
+                with anyio.move_on_after(PASS_INTERVAL_S * 8):
+                    await self._nudged.wait()
+                self._nudged = anyio.Event()
+
+    async def _drive_guarded(self, record: StudyRecord) -> None:
+        study_log = log.bind(study=record.study_id, tenant=record.tenant)
+        try:
+            await _Drive(self, record, study_log).run()
+        except TierankError as error:
+            # Storage gone or the like: the lease runs out and this or another replica resumes.
+            study_log.warning("study paused", error=str(error))
+        except Exception:
+            study_log.exception("study failed")
+            try:
+                await self.storage.finish_study(
+                    record.study_id,
+                    study_pb2.STUDY_STATE_FAILED,
+                    record.progress,
+                    b"",
+                    error_code=13,
+                    error_message="internal error while running the study",
+                )
+            except TierankError:
+                study_log.exception("could not record the study's failure")
+        finally:
+            self._driven.discard(record.study_id)
+
+
+class _Drive:
+    """One study, driven pass by pass."""
+
+    def __init__(self, driver: StudyDriver, record: StudyRecord, study_log: Any) -> None:
+        self._driver = driver
+        self._storage = driver.storage
+        self._record = record
+        self._log = study_log
+        self._spec = study_pb2.StudySpec.FromString(record.spec)
+        self._live_limit = self._spec.max_live_queries or DEFAULT_LIVE_QUERIES
+        self._progress = ProgressBook.from_bytes(record.progress, record.start_time)
+
+    async def run(self) -> None:
+        study_id, tenant = self._record.study_id, self._record.tenant
+        while True:
+            record = await self._storage.get_study(tenant, study_id)
+            if record is None or record.state in FINAL_STUDY_STATES:
+                return
+            # The live queries come first: jobs start in topic order.
+            unfinished = await self._storage.study_queries(
+                study_id, 0, 2 * self._live_limit, unfinished=True
+            )
+            live = [row for row in unfinished if row.job_id]
+            if record.cancel_requested:
+                await self._cancel(live)
+                return
+            still_live = [row for row in live if not await self._ended(row)]
+            assignments = [rank_pb2.JobSpec.FromString(row.assignment) for row in still_live]
+            for row in (row for row in unfinished if not row.job_id):
+                if len(assignments) >= self._live_limit:
+                    break
+                started = await self._start(row, assignments)
+                if started is None:
+                    break  # the tenant's quota: the next pass tries again
+                if isinstance(started, rank_pb2.JobSpec):
+                    assignments.append(started)
+            if not unfinished:
+                await self._finish(study_pb2.STUDY_STATE_SUCCEEDED)
+                return
+            await self._storage.update_study_progress(study_id, self._progress.to_bytes())
+            # Renews the lease; a study another replica took over is left to it.
+            if not await self._still_ours():
+                return
+            await anyio.sleep(PASS_INTERVAL_S)
+
+    async def _still_ours(self) -> bool:
+        claimed = await self._storage.claim_studies(
+            self._driver.replica_id, STUDY_LEASE_S, MAX_DRIVEN_STUDIES
+        )
+        return any(r.study_id == self._record.study_id for r in claimed)
+
+    async def _ended(self, row: StudyQueryRow) -> bool:
+        """Whether the query's job has ended; its outcome is then recorded."""
+        tenant = self._record.tenant
+        job = await self._storage.get_job(tenant, row.job_id)
+        if job is None or job.state not in TERMINAL_STATES:
+            return False
+        latest = await self._storage.latest_event(tenant, row.job_id, TIER_EVENT_KINDS)
+        outcome = outcome_of(row, job, latest)
+        self._progress.add(outcome)
+        await self._storage.finish_study_query(
+            self._record.study_id,
+            row.query_id,
+            outcome.SerializeToString(),
+            self._progress.to_bytes(),
+        )
+        return True
+
+    async def _start(
+        self, row: StudyQueryRow, live: Sequence[rank_pb2.JobSpec]
+    ) -> rank_pb2.JobSpec | bool | None:
+        """Create the query's job (or find the one made before a restart) and return its
+        assignment; False when the query is not judged (nothing left to spend, or no time);
+        None when the tenant's quota says wait."""
+        study_id, tenant = self._record.study_id, self._record.tenant
+        if row.assignment:
+            assignment = rank_pb2.JobSpec.FromString(row.assignment)
+        else:
+            assigned = self._assign(live)
+            if assigned is None:
+                outcome = study_pb2.StudyQuery(
+                    query_id=row.query_id,
+                    state=rank_pb2.JOB_STATE_CANCELLED,
+                    completion_reason=self._exhausted_reason(),
+                    pool_size=row.pool_size,
+                )
+                self._progress.add(outcome, had_job=False)
+                await self._storage.finish_study_query(
+                    study_id, row.query_id, outcome.SerializeToString(), self._progress.to_bytes()
+                )
+                return False
+            assignment = assigned
+            await self._storage.assign_study_query(
+                study_id, row.query_id, assignment.SerializeToString()
+            )
+        pool = await self._storage.read_study_pool(study_id, row.query_id)
+        spec = query_job_spec(self._spec.ranking, pool, assignment)
+        limits = await limits_of(self._storage, tenant)
+        try:
+            job, _ = await self._driver.manager.create(
+                spec, study_request_id(study_id, row.position), tenant, limits
+            )
+        except (QuotaExceeded, Unavailable) as wait:
+            self._log.info("study waits for its tenant's quota", reason=str(wait))
+            return None
+        await self._storage.set_study_query_job(study_id, row.query_id, job.job_id)
+        self._progress.started()
+        return assignment
+
+    def _assign(self, live: Sequence[rank_pb2.JobSpec]) -> rank_pb2.JobSpec | None:
+        """The next query's share of what is left of the study's budget and time: what is
+        left, less what the live queries may still spend, split evenly over the queries not
+        started. None when a limit has nothing left for it."""
+        assignment = rank_pb2.JobSpec()
+        budget = self._spec.budget
+        waiting = max(1, self._progress.progress.pending)
+        left = self._progress.budget_left(budget, live)
+        if budget.max_judge_calls:
+            calls = left.max_judge_calls // waiting
+            if calls < 1:
+                return None
+            assignment.budget.max_judge_calls = calls
+        if budget.max_input_tokens:
+            tokens = left.max_input_tokens // waiting
+            if tokens < 1:
+                return None
+            assignment.budget.max_input_tokens = tokens
+        if budget.max_cost_usd:
+            cost = left.max_cost_usd / waiting
+            if cost <= 0:
+                return None
+            assignment.budget.max_cost_usd = cost
+        if self._spec.deadline_seconds:
+            remaining = self._record.start_time + self._spec.deadline_seconds - time.time()
+            if remaining <= 0:
+                return None
+            assignment.deadline_seconds = remaining
+        return assignment
+
+    def _exhausted_reason(self) -> rank_pb2.CompletionReason:
+        deadline = self._spec.deadline_seconds
+        if deadline and time.time() >= self._record.start_time + deadline:
+            return rank_pb2.COMPLETION_REASON_DEADLINE_EXCEEDED
+        return rank_pb2.COMPLETION_REASON_BUDGET_EXHAUSTED
+
+    async def _cancel(self, live: list[StudyQueryRow]) -> None:
+        for row in live:
+            record = await self._storage.get_job(self._record.tenant, row.job_id)
+            if record is not None:
+                await self._driver.manager.cancel(record)
+            await self._ended(row)
+        await self._finish(study_pb2.STUDY_STATE_CANCELLED)
+
+    async def _finish(self, state: int) -> None:
+        ended = dataclasses.replace(self._record, state=state)
+        report = await self._driver.build_report(ended, self._progress.progress)
+        if await self._storage.finish_study(
+            self._record.study_id, state, self._progress.to_bytes(), report
+        ):
+            self._log.info("study ended", state=study_pb2.StudyState.Name(state))
+
+
+def query_job_spec(
+    ranking: rank_pb2.JobSpec, pool: bytes, assignment: rank_pb2.JobSpec
+) -> rank_pb2.JobSpec:
+    """A query's job: its pool, ranked as the study says, with its share of budget and time."""
+    spec = rank_pb2.JobSpec.FromString(pool)
+    spec.MergeFrom(ranking)
+    spec.budget.CopyFrom(assignment.budget)
+    spec.deadline_seconds = assignment.deadline_seconds
+    spec.top_k = min(spec.top_k, len(spec.candidates))
+    return spec

@@ -1,0 +1,226 @@
+"""A study's results, from its jobs' tiers: labels, each system's measures with bootstrap
+intervals, the ranking and its paired tests, agreement with human qrels, cost.
+
+The statistics run in a worker thread (thousands of queries, thousands of resamples): the
+event loop only reads storage.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import anyio.to_thread
+
+from tierank.evaluation import Qrels, StudyResults, study_results
+from tierank.evaluation.comparison import Interval
+from tierank.limits import DEFAULT_STUDY_MEASURES
+from tierank.server.labeling import DEFAULT_RANK_BANDS, fixed_mapping
+from tierank.server.storage.base import JobReader, StudyQueryRow, StudyRecord, StudyStore
+from tierank.server.studies.inputs import assemble
+from tierank.server.studies.progress import is_settled
+from tierank.server.wire.jobs import TIER_EVENT_KINDS
+from tierank.v1 import rank_pb2, study_pb2
+
+CONFIDENCE = 0.95
+ALPHA = 0.05
+_PAGE = 1000
+
+
+class ReportStore(StudyStore, JobReader, Protocol):
+    """The study's chunks and queries, and its jobs' tiers."""
+
+
+async def all_queries(storage: StudyStore, study_id: str) -> list[StudyQueryRow]:
+    rows: list[StudyQueryRow] = []
+    while True:
+        page = await storage.study_queries(study_id, rows[-1].position if rows else 0, _PAGE)
+        rows.extend(page)
+        if len(page) < _PAGE:
+            return rows
+
+
+async def query_tiers(
+    storage: ReportStore, record: StudyRecord, rows: list[StudyQueryRow]
+) -> dict[str, list[list[str]]]:
+    """Each judged query's tiers, best first: its job's latest, or, for a pool of one
+    document (no job: nothing to compare), that document alone."""
+    tiers: dict[str, list[list[str]]] = {}
+    for row in rows:
+        if row.job_id:
+            latest = await storage.latest_event(record.tenant, row.job_id, TIER_EVENT_KINDS)
+            if latest is None:
+                continue
+            event = rank_pb2.JobEvent.FromString(latest.payload)
+            source = event.completed if event.HasField("completed") else event.tiers_updated
+            if source.tiers:
+                tiers[row.query_id] = [list(t.candidate_ids) for t in source.tiers]
+        elif row.outcome and is_settled(study_pb2.StudyQuery.FromString(row.outcome)):
+            pool = rank_pb2.JobSpec.FromString(
+                await storage.read_study_pool(record.study_id, row.query_id)
+            )
+            tiers[row.query_id] = [[c.id for c in pool.candidates]]
+    return tiers
+
+
+def labels_of(spec: study_pb2.StudySpec, tiers: dict[str, list[list[str]]]) -> Qrels:
+    mapping = fixed_mapping("spec.labels", spec.labels)
+    return {qid: mapping(query_tiers) for qid, query_tiers in tiers.items()}
+
+
+async def build_report(
+    storage: ReportStore, record: StudyRecord, progress: study_pb2.StudyProgress
+) -> study_pb2.StudyReport:
+    spec = study_pb2.StudySpec.FromString(record.spec)
+    rows = await all_queries(storage, record.study_id)
+    tiers = await query_tiers(storage, record, rows)
+    chunks = await storage.read_study_chunks(record.study_id)
+
+    def compute() -> study_pb2.StudyReport:
+        inputs = assemble(chunks, passages=False)
+        queries = {row.query_id for row in rows}
+        labels = labels_of(spec, tiers)
+        runs = {
+            system: {qid: docs for qid, docs in run.items() if qid in queries}
+            for system, run in inputs.runs.items()
+        }
+        human = {qid: grades for qid, grades in inputs.human.items() if qid in queries}
+        measures = list(spec.measures) or list(DEFAULT_STUDY_MEASURES)
+        results = study_results(
+            labels,
+            runs,
+            measures,
+            primary=measures[0],
+            human=human or None,
+            confidence=CONFIDENCE,
+            alpha=ALPHA,
+        )
+        return _report(record, spec, progress, rows, results)
+
+    return await anyio.to_thread.run_sync(compute)
+
+
+def _interval(measure: str, interval: Interval, count: int) -> study_pb2.MeasureInterval:
+    result = study_pb2.MeasureInterval(measure=measure, count=count)
+    if interval.mean is not None:
+        result.mean = interval.mean
+    if interval.low is not None:
+        result.low = interval.low
+    if interval.high is not None:
+        result.high = interval.high
+    return result
+
+
+def _report(
+    record: StudyRecord,
+    spec: study_pb2.StudySpec,
+    progress: study_pb2.StudyProgress,
+    rows: list[StudyQueryRow],
+    results: StudyResults,
+) -> study_pb2.StudyReport:
+    report = study_pb2.StudyReport(
+        study=f"studies/{record.study_id}",
+        state=record.state,  # type: ignore[arg-type]
+        progress=progress,
+        primary_measure=results.primary_measure,
+        confidence=results.confidence,
+        ranking=results.ranking,
+        labels=describe_labels(spec),
+    )
+    report.complete = progress.settled == progress.queries
+    for system in results.systems:
+        counts = {
+            measure: sum(
+                1
+                for values in results.per_query.values()
+                if values.get(system.name, {}).get(measure) is not None
+            )
+            for measure in results.measures
+        }
+        report.systems.append(
+            study_pb2.SystemResult(
+                system=system.name,
+                measures=[_interval(m, system.measures[m], counts[m]) for m in results.measures],
+            )
+        )
+    for adjacent in results.comparisons:
+        test = adjacent.test
+        report.comparisons.append(
+            study_pb2.SystemComparison(
+                better=adjacent.better,
+                worse=adjacent.worse,
+                measure=results.primary_measure,
+                difference=test.difference or 0.0,
+                low=test.low or 0.0,
+                high=test.high or 0.0,
+                p_value=1.0 if test.p_value is None else test.p_value,
+                distinguishable=adjacent.distinguishable,
+                queries=test.count,
+            )
+        )
+    if results.agreement is not None:
+        _agreement(report.agreement, results)
+    cost = report.cost
+    cost.judge_calls = progress.judge_calls
+    cost.usage.CopyFrom(progress.usage)
+    cost.critical_path = progress.critical_path
+    for row in rows:
+        query = (
+            study_pb2.StudyQuery.FromString(row.outcome)
+            if row.outcome
+            else study_pb2.StudyQuery(query_id=row.query_id, pool_size=row.pool_size)
+        )
+        if row.job_id and not query.job:
+            query.job = f"jobs/{row.job_id}"
+        for system_name, values in results.per_query.get(row.query_id, {}).items():
+            for measure, value in values.items():
+                entry = query.measures.add(system=system_name, measure=measure)
+                if value is not None:
+                    entry.value = value
+        report.queries.append(query)
+    return report
+
+
+def _agreement(target: study_pb2.LabelAgreement, results: StudyResults) -> None:
+    agreement = results.agreement
+    assert agreement is not None
+    target.pairs = agreement.pairs
+    if agreement.kappa is not None:
+        target.kappa = agreement.kappa
+    if agreement.weighted_kappa is not None:
+        target.weighted_kappa = agreement.weighted_kappa
+    if agreement.kendall_tau is not None:
+        target.kendall_tau = agreement.kendall_tau
+    target.rbo = agreement.rbo
+    target.human_ranking.extend(agreement.human_ranking)
+    confusion = agreement.confusion
+    # The categories are the labels' grades, ints.
+    target.confusion.grades.extend(int(str(grade)) for grade in confusion.categories)
+    for counts in confusion.counts:
+        target.confusion.rows.add(counts=counts)
+    for system, means in agreement.human_measures.items():
+        human = target.human_results.add(system=system)
+        for measure, mean in means.items():
+            entry = human.measures.add(measure=measure)
+            if mean is not None:
+                entry.mean = mean
+
+
+def describe_labels(spec: study_pb2.StudySpec) -> str:
+    """How tiers became grades, in words."""
+    labels = spec.labels
+    if labels.WhichOneof("mapping") == "grade_levels":
+        levels = labels.grade_levels.levels or 4
+        lowest = labels.grade_levels.lowest
+        return f"grade levels: tiers split evenly over {levels} grades from {lowest}"
+    bands = [(b.last_position, b.grade) for b in labels.rank_bands.bands] or list(
+        DEFAULT_RANK_BANDS
+    )
+    text, first = [], 1
+    for last, grade in bands:
+        text.append(f"{first}-{last}:{grade}")
+        first = last + 1
+    position = "mean" if labels.rank_bands.mean_position else "first"
+    return (
+        f"rank bands {' '.join(text)} below:{labels.rank_bands.below} "
+        f"(a tier by its {position} position)"
+    )
