@@ -89,3 +89,13 @@ def position_bias_note(stats: rank_pb2.JobStats) -> str:
         for judge in stats.judges
         if judge.position_bias.biased
     )
+
+
+STUDY_NAME_PREFIX = "studies/"
+
+
+def study_name(name_or_id: str) -> str:
+    """Accept "studies/abc" or just "abc"."""
+    return (
+        name_or_id if name_or_id.startswith(STUDY_NAME_PREFIX) else STUDY_NAME_PREFIX + name_or_id
+    )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TypeVar
 
 import grpc
@@ -22,7 +22,7 @@ from tierank.client._errors import (
     is_handshake_failure,
     not_answered,
 )
-from tierank.client._names import job_name, job_view, parse_state, verdict_name
+from tierank.client._names import job_name, job_view, parse_state, study_name, verdict_name
 from tierank.client._operations import is_done, operation_name, with_request_id
 from tierank.client._resume import (
     CONNECT_CHECK_SECONDS,
@@ -35,8 +35,15 @@ from tierank.client._resume import (
     ended_cleanly,
     interrupted_stream_error,
 )
-from tierank.v1 import eval_pb2, eval_pb2_grpc, rank_pb2, rank_pb2_grpc
+from tierank.v1 import eval_pb2, eval_pb2_grpc, rank_pb2, rank_pb2_grpc, study_pb2, study_pb2_grpc
 
+FINAL_STUDY_STATES = frozenset(
+    {
+        study_pb2.STUDY_STATE_SUCCEEDED,
+        study_pb2.STUDY_STATE_FAILED,
+        study_pb2.STUDY_STATE_CANCELLED,
+    }
+)
 _Request = TypeVar("_Request")
 _Response = TypeVar("_Response")
 
@@ -74,6 +81,7 @@ class Client:
         )
         self._stub = rank_pb2_grpc.RankServiceStub(self._channel)
         self._evals = eval_pb2_grpc.EvalServiceStub(self._channel)
+        self._studies = study_pb2_grpc.StudyServiceStub(self._channel)
         self._reconnect = reconnect
         self._on_reconnect = on_reconnect
 
@@ -260,6 +268,102 @@ class Client:
             finally:
                 call.cancel()
             time.sleep(attempts.next_delay(error, deadline))
+
+    # -- studies: many queries, several systems' runs (study.proto) ----------------------------
+
+    def create_study(
+        self, spec: study_pb2.StudySpec, *, request_id: str = "", timeout: float | None = None
+    ) -> study_pb2.Study:
+        """Create a draft study; without a request_id one is generated, so that a retry never
+        creates a second one. Send its inputs with `add_study_inputs`, then `start_study`."""
+        request = study_pb2.CreateStudyRequest(spec=spec, request_id=request_id or uuid.uuid4().hex)
+        return self._unary(self._studies.CreateStudy, request, timeout)
+
+    def add_study_inputs(
+        self,
+        name: str,
+        chunks: Iterable[study_pb2.AddStudyInputsRequest],
+        *,
+        timeout: float | None = None,
+    ) -> study_pb2.Study:
+        """Send input chunks (each with its own request_id: see tierank.client._study.chunks)
+        one by one; a chunk sent before adds nothing. Returns the study after the last one."""
+        study = self.get_study(name, timeout=timeout)
+        for chunk in chunks:
+            chunk.study = study.name
+            study = self._unary(self._studies.AddStudyInputs, chunk, timeout).study
+        return study
+
+    def start_study(self, name: str, *, timeout: float | None = None) -> study_pb2.Study:
+        request = study_pb2.StartStudyRequest(name=study_name(name))
+        return self._unary(self._studies.StartStudy, request, timeout)
+
+    def get_study(self, name: str, *, timeout: float | None = None) -> study_pb2.Study:
+        request = study_pb2.GetStudyRequest(name=study_name(name))
+        return self._unary(self._studies.GetStudy, request, timeout)
+
+    def list_studies(self, *, timeout: float | None = None) -> Iterator[study_pb2.Study]:
+        """Every study of the caller's tenant, newest first, a page at a time."""
+        request = study_pb2.ListStudiesRequest()
+        while True:
+            page = self._unary(self._studies.ListStudies, request, timeout)
+            yield from page.studies
+            if not page.next_page_token:
+                return
+            request.page_token = page.next_page_token
+
+    def cancel_study(self, name: str, *, timeout: float | None = None) -> study_pb2.Study:
+        request = study_pb2.CancelStudyRequest(name=study_name(name))
+        return self._unary(self._studies.CancelStudy, request, timeout)
+
+    def watch_study(self, name: str, *, timeout: float | None = None) -> Iterator[study_pb2.Study]:
+        """The study now and at each change of its progress or state, until it ends. A lost
+        connection is reopened; `timeout` bounds the whole watch."""
+        deadline = Deadline(timeout)
+        attempts = Attempts(self.target, self._reconnect, self._on_reconnect)
+        request = study_pb2.WatchStudyRequest(name=study_name(name))
+        while True:
+            call = self._studies.WatchStudy(request, timeout=deadline.remaining())
+            try:
+                for study in call:
+                    attempts.progressed()
+                    yield study
+                    if study.state in FINAL_STUDY_STATES:
+                        return
+                attempts.answered()
+                error = interrupted_stream_error()
+            except grpc.RpcError as rpc_error:
+                error = error_from_rpc(rpc_error)
+            finally:
+                call.cancel()
+            time.sleep(attempts.next_delay(error, deadline))
+
+    def get_study_report(self, name: str, *, timeout: float | None = None) -> study_pb2.StudyReport:
+        request = study_pb2.GetStudyReportRequest(name=study_name(name))
+        return self._unary(self._studies.GetStudyReport, request, timeout)
+
+    def list_study_queries(
+        self, name: str, *, timeout: float | None = None
+    ) -> Iterator[study_pb2.StudyQuery]:
+        """Every query of the study, in topic order, a page at a time."""
+        request = study_pb2.ListStudyQueriesRequest(name=study_name(name))
+        while True:
+            page = self._unary(self._studies.ListStudyQueries, request, timeout)
+            yield from page.queries
+            if not page.next_page_token:
+                return
+            request.page_token = page.next_page_token
+
+    def export_study_qrels(self, name: str, *, timeout: float | None = None) -> str:
+        """The labels of the study's tiers as TREC qrels text."""
+        request = study_pb2.ExportStudyQrelsRequest(name=study_name(name))
+        parts = []
+        while True:
+            page = self._unary(self._studies.ExportStudyQrels, request, timeout)
+            parts.append(page.qrels)
+            if not page.next_page_token:
+                return "".join(parts)
+            request.page_token = page.next_page_token
 
     def _unary(
         self,

@@ -67,9 +67,12 @@ def validate_study_spec(
         except InvalidInput as invalid:
             violations.extend(invalid.violations)
     ranking = spec.ranking
-    for name in ("query", "candidates", "budget", "deadline_seconds"):
-        if ranking.HasField(name) if name == "budget" else bool(getattr(ranking, name)):
+    # An empty budget message is no budget: clients in some languages always send one.
+    for name in ("query", "candidates", "deadline_seconds"):
+        if getattr(ranking, name):
             bad(f"ranking.{name}", "must be empty: the study sets it for each query")
+    if ranking.budget.ByteSize():
+        bad("ranking.budget", "must be empty: set the study's own budget (spec.budget)")
     own = resolve_preset(ranking) + validate_spec(probe_job(ranking), knows_provider)
     violations.extend(
         FieldViolation(v.field.replace("spec.", "spec.ranking.", 1), v.rule) for v in own

@@ -1,0 +1,185 @@
+"""A study's inputs as the files IR people have them, cut into AddStudyInputs chunks.
+
+- topics: `qid<TAB>text` TSV, or JSONL with `qid`/`query_id`/`id` and `query`/`text`;
+- runs: TREC run files (`qid Q0 docid rank score tag`), each under a system name;
+- passages: JSONL (`{"id"|"docid", "text"|"contents", "metadata"?}`) or `docid<TAB>text` TSV;
+  only the passages of pooled documents are read into memory and sent;
+- human qrels: TREC qrels (`qid iter docid grade`).
+
+Chunks are cut by their encoded size, well under gRPC's default 4 MiB message limit, and each
+has a request_id derived from the study's, so that an upload that is started again sends the
+same chunks and the server adds none twice.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tierank.client._inputs import InputError, read_lines, read_text
+from tierank.evaluation import FormatError, Qrels, Run, parse_qrels, parse_run, pool_runs
+from tierank.v1 import study_pb2
+
+# Each chunk's encoded size stays under this: a quarter of gRPC's default receive limit, so that
+# a server with the default accepts it with room to spare.
+CHUNK_BYTES = 1024 * 1024
+_TOPIC_ID_KEYS = ("qid", "query_id", "id")
+_TOPIC_TEXT_KEYS = ("query", "text")
+_PASSAGE_ID_KEYS = ("id", "docid", "doc_id")
+_PASSAGE_TEXT_KEYS = ("text", "contents")
+
+
+@dataclass
+class StudyFiles:
+    """What a study is made of, read from files."""
+
+    topics: dict[str, str]
+    runs: dict[str, Run]
+    passages: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)
+    human: Qrels = field(default_factory=dict)
+
+
+def read_topics(path: Path) -> dict[str, str]:
+    topics: dict[str, str] = {}
+    for line_number, line in read_lines(path):
+        if line.lstrip().startswith("{"):
+            record = _json(line, path, line_number)
+            qid = _first(record, _TOPIC_ID_KEYS)
+            text = _first(record, _TOPIC_TEXT_KEYS)
+        else:
+            qid, tab, text = line.partition("\t")
+            if not tab:
+                raise InputError(f"{path}:{line_number}: expected 'qid<TAB>text' or JSON")
+        if not qid or not str(text).strip():
+            raise InputError(f"{path}:{line_number}: a topic needs a query id and a text")
+        if str(qid) in topics:
+            raise InputError(f"{path}:{line_number}: query {qid!r} is listed twice")
+        topics[str(qid)] = str(text).strip()
+    return topics
+
+
+def read_run_file(path: Path) -> Run:
+    try:
+        return parse_run(read_text(path).split("\n"), source=str(path))
+    except FormatError as error:
+        raise InputError(str(error)) from None
+
+
+def read_qrels_file(path: Path) -> Qrels:
+    try:
+        return parse_qrels(read_text(path).split("\n"), source=str(path))
+    except FormatError as error:
+        raise InputError(str(error)) from None
+
+
+def pooled_documents(runs: Mapping[str, Run], depth: int) -> set[str]:
+    """The documents the server will pool: every run's top `depth` of each query."""
+    return {d.docid for pool in pool_runs(runs, depth).values() for d in pool}
+
+
+def read_passages(path: Path, wanted: set[str]) -> dict[str, tuple[str, dict[str, str]]]:
+    """The wanted passages (text and metadata), streamed: collections run to millions of
+    lines. Passages the runs never pool are skipped."""
+    passages: dict[str, tuple[str, dict[str, str]]] = {}
+    for line_number, line in read_lines(path):
+        if line.lstrip().startswith("{"):
+            record = _json(line, path, line_number)
+            doc_id = _first(record, _PASSAGE_ID_KEYS)
+            text = _first(record, _PASSAGE_TEXT_KEYS)
+            metadata = record.get("metadata") or {}
+            if not isinstance(metadata, dict):
+                raise InputError(f"{path}:{line_number}: metadata must be a JSON object")
+        else:
+            doc_id, tab, text = line.partition("\t")
+            metadata = {}
+            if not tab:
+                raise InputError(f"{path}:{line_number}: expected 'docid<TAB>text' or JSON")
+        if str(doc_id) in wanted:
+            passages[str(doc_id)] = (str(text), {str(k): str(v) for k, v in metadata.items()})
+    return passages
+
+
+def chunks(files: StudyFiles, request_id: str) -> Iterator[study_pb2.AddStudyInputsRequest]:
+    """The inputs as AddStudyInputs requests (without `study`), each under CHUNK_BYTES."""
+    builder = _Chunks(request_id)
+    for qid, text in files.topics.items():
+        yield from builder.add("topics", study_pb2.StudyTopic(query_id=qid, text=text))
+    yield from builder.flush()
+    for system, run in files.runs.items():
+        for qid, scores in run.items():
+            entries = [
+                study_pb2.RunEntry(query_id=qid, doc_id=doc, score=score)
+                for doc, score in scores.items()
+            ]
+            yield from builder.add_entries(system, entries)
+        yield from builder.flush()
+    for doc_id, (text, metadata) in files.passages.items():
+        passage = study_pb2.StudyPassage(doc_id=doc_id, text=text, metadata=metadata)
+        yield from builder.add("passages", passage)
+    for qid, grades in files.human.items():
+        for doc_id, grade in grades.items():
+            judgment = study_pb2.HumanJudgment(query_id=qid, doc_id=doc_id, grade=grade)
+            yield from builder.add("human_qrels", judgment)
+    yield from builder.flush()
+
+
+class _Chunks:
+    """Fills one request at a time, handing it out before it would pass CHUNK_BYTES."""
+
+    def __init__(self, request_id: str) -> None:
+        self._request_id = request_id
+        self._count = 0
+        self._current = self._new()
+
+    def _new(self) -> study_pb2.AddStudyInputsRequest:
+        self._count += 1
+        return study_pb2.AddStudyInputsRequest(request_id=f"{self._request_id}-c{self._count}")
+
+    def _full_after(self, size: int) -> bool:
+        # A field's tag and length take a few bytes besides the message itself.
+        return self._current.ByteSize() + size + 16 > CHUNK_BYTES
+
+    def add(self, field_name: str, item: object) -> Iterator[study_pb2.AddStudyInputsRequest]:
+        size = item.ByteSize()  # type: ignore[attr-defined]
+        if self._full_after(size):
+            yield from self.flush()
+        getattr(self._current, field_name).append(item)
+
+    def add_entries(
+        self, system: str, entries: Iterable[study_pb2.RunEntry]
+    ) -> Iterator[study_pb2.AddStudyInputsRequest]:
+        run = self._run_of(system)
+        for entry in entries:
+            if self._full_after(entry.ByteSize()):
+                yield from self.flush()
+                run = self._run_of(system)
+            run.entries.append(entry)
+
+    def _run_of(self, system: str) -> study_pb2.StudyRunChunk:
+        if self._current.runs and self._current.runs[-1].system == system:
+            return self._current.runs[-1]
+        return self._current.runs.add(system=system)
+
+    def flush(self) -> Iterator[study_pb2.AddStudyInputsRequest]:
+        if self._current.ByteSize() > len(self._current.request_id) + 2:
+            yield self._current
+            self._current = self._new()
+
+
+def _first(record: Mapping[str, object], keys: tuple[str, ...]) -> str:
+    for key in keys:
+        if key in record:
+            return str(record[key])
+    return ""
+
+
+def _json(line: str, path: Path, line_number: int) -> dict[str, object]:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise InputError(f"{path}:{line_number}: not JSON ({error.msg})") from None
+    if not isinstance(record, dict):
+        raise InputError(f"{path}:{line_number}: expected a JSON object")
+    return record

@@ -1,0 +1,149 @@
+"""A study's results as report.json (schema "tierank.study.report/1", docs/studies.md), from
+the StudyReport, the study and its queries as the server gives them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from tierank.client._names import reason_name, state_name
+from tierank.v1 import rank_pb2, study_pb2
+
+SCHEMA = "tierank.study.report/1"
+_STATES: dict[int, str] = {
+    study_pb2.STUDY_STATE_DRAFT: "draft",
+    study_pb2.STUDY_STATE_RUNNING: "running",
+    study_pb2.STUDY_STATE_SUCCEEDED: "succeeded",
+    study_pb2.STUDY_STATE_FAILED: "failed",
+    study_pb2.STUDY_STATE_CANCELLED: "cancelled",
+}
+
+
+def study_state(state: int) -> str:
+    return _STATES.get(state, "unspecified")
+
+
+def _optional(message: Any, field: str) -> float | None:
+    return getattr(message, field) if message.HasField(field) else None
+
+
+def _interval(measure: study_pb2.MeasureInterval) -> dict[str, float | None]:
+    return {
+        "mean": _optional(measure, "mean"),
+        "low": _optional(measure, "low"),
+        "high": _optional(measure, "high"),
+    }
+
+
+def _cost(query: study_pb2.StudyQuery) -> dict[str, Any]:
+    return {
+        "calls": query.judge_calls,
+        "input_tokens": query.usage.input_tokens,
+        "output_tokens": query.usage.output_tokens,
+        "cost_usd": query.usage.cost_usd,
+        "critical_path": query.critical_path,
+        "wall_seconds": query.wall_seconds,
+    }
+
+
+def report_json(
+    study: study_pb2.Study,
+    report: study_pb2.StudyReport,
+    queries: Iterable[study_pb2.StudyQuery],
+) -> dict[str, Any]:
+    progress = report.progress
+    measures = [m.measure for m in report.systems[0].measures] if report.systems else []
+    per_query = []
+    for query in queries:
+        values: dict[str, dict[str, float | None]] = {}
+        for entry in query.measures:
+            values.setdefault(entry.system, {})[entry.measure] = _optional(entry, "value")
+        per_query.append(
+            {
+                "query_id": query.query_id,
+                "job": query.job,
+                "settled": query.state == rank_pb2.JOB_STATE_SUCCEEDED
+                and query.completion_reason == rank_pb2.COMPLETION_REASON_SETTLED,
+                "state": state_name(query.state) if query.job else "not judged",
+                "reason": reason_name(query.completion_reason),
+                "pool_size": query.pool_size,
+                "measures": values,
+                "cost": _cost(query),
+            }
+        )
+    agreement = None
+    if report.HasField("agreement"):
+        found = report.agreement
+        grades = list(found.confusion.grades)
+        agreement = {
+            "pairs": found.pairs,
+            "kappa": _optional(found, "kappa"),
+            "weighted_kappa": _optional(found, "weighted_kappa"),
+            "confusion": {
+                "grades": grades,
+                "matrix": [list(r.counts) for r in found.confusion.rows],
+            },
+            "kendall_tau": _optional(found, "kendall_tau"),
+            "rbo": _optional(found, "rbo"),
+            "human_ranking": list(found.human_ranking),
+            "human_measures": {
+                system.system: {m.measure: _optional(m, "mean") for m in system.measures}
+                for system in found.human_results
+            },
+        }
+    wall = 0.0
+    if study.HasField("start_time"):
+        end = study.end_time if study.HasField("end_time") else study.update_time
+        wall = max(0.0, (end.ToNanoseconds() - study.start_time.ToNanoseconds()) / 1e9)
+    return {
+        "schema": SCHEMA,
+        "study": study.name,
+        "display_name": study.spec.display_name,
+        "state": study_state(study.state),
+        "complete": report.complete,
+        "depth": study.spec.depth,
+        "labels": report.labels,
+        "queries": {
+            "total": progress.queries,
+            "settled": progress.settled,
+            "provisional": progress.provisional,
+            "unjudged": progress.pending + progress.running + progress.failed,
+        },
+        "primary_measure": report.primary_measure,
+        "measures": measures,
+        "confidence": report.confidence,
+        "systems": [
+            {
+                "name": system.system,
+                "queries": next(
+                    (m.count for m in system.measures if m.measure == report.primary_measure), 0
+                ),
+                "measures": {m.measure: _interval(m) for m in system.measures},
+            }
+            for system in report.systems
+        ],
+        "ranking": list(report.ranking),
+        "comparisons": [
+            {
+                "better": c.better,
+                "worse": c.worse,
+                "measure": c.measure,
+                "difference": c.difference,
+                "low": c.low,
+                "high": c.high,
+                "p_value": c.p_value,
+                "distinguishable": c.distinguishable,
+            }
+            for c in report.comparisons
+        ],
+        "per_query": per_query,
+        "agreement": agreement,
+        "cost": {
+            "calls": report.cost.judge_calls,
+            "input_tokens": report.cost.usage.input_tokens,
+            "output_tokens": report.cost.usage.output_tokens,
+            "cost_usd": report.cost.usage.cost_usd,
+            "critical_path": report.cost.critical_path,
+            "wall_seconds": wall,
+        },
+    }

@@ -1,0 +1,448 @@
+"""`tierank study`: judge a whole collection (many queries, several systems' runs) and compare
+the systems: `run`, `list`, `show`, `watch`, `cancel`, `report`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from tierank import limits
+from tierank.client._inputs import read_rubric
+from tierank.client._names import study_name
+from tierank.client._resume import ReconnectPolicy
+from tierank.client._spec import ENSEMBLE_MODES, JUDGE_KEYS, JUDGE_SYNTAX, job_spec
+from tierank.client._study import (
+    StudyFiles,
+    chunks,
+    pooled_documents,
+    read_passages,
+    read_qrels_file,
+    read_run_file,
+    read_topics,
+)
+from tierank.client._study_html import render_report_html
+from tierank.client._study_report import report_json, study_state
+from tierank.client.commands._shared import (
+    EXIT_INTERRUPTED,
+    EXIT_NO_VERDICTS,
+    EXIT_OK,
+    EXIT_PROVISIONAL,
+    EXIT_SERVER_ERROR,
+    CommandError,
+    Connection,
+    UsageError,
+    add_reconnect_option,
+    add_rubric_option,
+    add_server_options,
+    judge_argument,
+    positive_int,
+    same_server,
+    server_connection,
+)
+from tierank.client.sync import FINAL_STUDY_STATES, Client
+from tierank.v1 import study_pb2
+
+# How often `study run` and `study watch` redraw their progress line on a terminal; without
+# one, a line is written when the progress changes, at most this often.
+_PROGRESS_EVERY_S = 2.0
+_EXIT_HELP = (
+    f"Exit status: {EXIT_OK} every query settled, {EXIT_SERVER_ERROR} error, 2 usage error,"
+    f" {EXIT_NO_VERDICTS} no judge answered, {EXIT_PROVISIONAL} provisional (a query not"
+    f" settled: budget, deadline, cancel), {EXIT_INTERRUPTED} interrupted (the study goes on)."
+)
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "study",
+        help="judge a collection: many queries, several systems' runs, one comparison",
+        description="A study pools several systems' runs (each one's top --depth per query),"
+        " judges every query's pool as a job, turns the tiers into labels and compares the"
+        " systems with bootstrap intervals and paired tests (docs/studies.md).",
+    )
+    commands = parser.add_subparsers(dest="study_command", metavar="SUBCOMMAND", required=True)
+    _add_run(commands)
+    listing = commands.add_parser("list", help="the studies, newest first")
+    listing.add_argument("--json", action="store_true", help="one JSON object per line")
+    add_server_options(listing)
+    listing.set_defaults(handler=_list)
+    for name, help_text, handler in (
+        ("show", "a study's state and progress", _show),
+        ("watch", "follow a study's progress until it ends", _watch),
+        ("cancel", "stop a study and its queries' jobs (what was judged is kept)", _cancel),
+    ):
+        sub = commands.add_parser(name, help=help_text, epilog=_EXIT_HELP)
+        sub.add_argument("study", metavar="STUDY", help='"studies/ID" or just ID')
+        if name != "watch":
+            sub.add_argument("--json", action="store_true", help="the study as JSON")
+        add_server_options(sub)
+        if name == "watch":
+            add_reconnect_option(sub)
+        sub.set_defaults(handler=handler)
+    report = commands.add_parser(
+        "report",
+        help="write a study's qrels.txt, report.json and report.html",
+        epilog=_EXIT_HELP,
+    )
+    report.add_argument("study", metavar="STUDY", help='"studies/ID" or just ID')
+    _add_output_options(report)
+    add_server_options(report)
+    report.set_defaults(handler=_report)
+
+
+def _add_output_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--output-dir",
+        type=Path,
+        help="where qrels.txt, report.json and report.html go (default ./study-ID/)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print report.json to stdout instead of a table"
+    )
+
+
+def _add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser(
+        "run",
+        help="create a study, judge it and report",
+        description="Create a study from topics, passages and systems' runs, judge it with"
+        " progress on stderr, then print the system table and write qrels.txt, report.json"
+        " and report.html.",
+        epilog=_EXIT_HELP,
+    )
+    inputs = parser.add_argument_group("inputs")
+    inputs.add_argument(
+        "--topics", type=Path, required=True, help="qid<TAB>text per line, or JSONL"
+    )
+    inputs.add_argument(
+        "--passages",
+        type=Path,
+        required=True,
+        help='passage texts: JSONL ({"docid","contents"} or {"id","text","metadata"?}) or'
+        " docid<TAB>text; only pooled documents are read",
+    )
+    inputs.add_argument(
+        "--run",
+        dest="runs",
+        action="append",
+        required=True,
+        metavar="NAME=RUN.trec",
+        help="a system's TREC run, repeatable",
+    )
+    inputs.add_argument(
+        "--depth",
+        type=positive_int,
+        default=limits.DEFAULT_STUDY_DEPTH,
+        help=f"pool depth: each run's top D per query is judged (default"
+        f" {limits.DEFAULT_STUDY_DEPTH}, at most {limits.MAX_STUDY_DEPTH})",
+    )
+    inputs.add_argument(
+        "--human-qrels", type=Path, help="human labels (TREC qrels), for agreement figures"
+    )
+    inputs.add_argument("--name", default="", help="the study's display name")
+    judging = parser.add_argument_group("judging (as `tierank rank`)")
+    judging.add_argument(
+        "--judge",
+        dest="judges",
+        action="append",
+        type=judge_argument,
+        metavar=JUDGE_SYNTAX,
+        help=f"a judge, repeatable (default: lexical). Keys: {', '.join(JUDGE_KEYS)}",
+    )
+    add_rubric_option(judging, "the server's definition")
+    judging.add_argument(
+        "--k",
+        type=positive_int,
+        help=f"candidates per judge call ({limits.MIN_BATCH_SIZE}-{limits.MAX_BATCH_SIZE})",
+    )
+    judging.add_argument(
+        "--top-k", type=int, default=10, help="settle each query's top K (default 10; 0: all)"
+    )
+    judging.add_argument("--seed", type=int, default=0, help="seed (default 0)")
+    judging.add_argument(
+        "--ensemble", choices=sorted(ENSEMBLE_MODES), default="all", help="(default all)"
+    )
+    judging.add_argument(
+        "--max-live",
+        type=positive_int,
+        help=f"queries judged at once (default {limits.DEFAULT_LIVE_QUERIES},"
+        f" at most {limits.MAX_LIVE_QUERIES})",
+    )
+    judging.add_argument(
+        "--max-calls", type=int, default=0, help="study-wide judge call budget (0: unlimited)"
+    )
+    judging.add_argument(
+        "--max-input-tokens", type=int, default=0, help="study-wide input token budget"
+    )
+    judging.add_argument(
+        "--max-cost", type=float, default=0.0, help="study-wide cost budget in USD"
+    )
+    judging.add_argument(
+        "--deadline", type=float, default=0.0, help="study deadline in seconds (0: none)"
+    )
+    judging.add_argument(
+        "--measure",
+        dest="measures",
+        action="append",
+        help="a measure of the report, repeatable; the first ranks the systems (default:"
+        f" {', '.join(limits.DEFAULT_STUDY_MEASURES)})",
+    )
+    judging.add_argument(
+        "--request-id",
+        default="",
+        help="idempotency key: rerunning with it never makes a second study",
+    )
+    _add_output_options(parser)
+    add_server_options(parser)
+    parser.set_defaults(handler=_run)
+
+
+def _systems(values: list[str]) -> dict[str, Path]:
+    systems: dict[str, Path] = {}
+    for value in values:
+        name, equals, path = value.partition("=")
+        if not equals or not name or not path:
+            raise UsageError(f"--run {value!r}: expected NAME=RUN.trec")
+        if name in systems:
+            raise UsageError(f"--run: system {name!r} given twice")
+        systems[name] = Path(path)
+    return systems
+
+
+def _read_files(args: argparse.Namespace) -> StudyFiles:
+    if not 1 <= args.depth <= limits.MAX_STUDY_DEPTH:
+        raise UsageError(f"--depth must be between 1 and {limits.MAX_STUDY_DEPTH}")
+    runs = {name: read_run_file(path) for name, path in _systems(args.runs).items()}
+    files = StudyFiles(topics=read_topics(args.topics), runs=runs)
+    files.passages = read_passages(args.passages, pooled_documents(runs, args.depth))
+    if args.human_qrels is not None:
+        files.human = read_qrels_file(args.human_qrels)
+    return files
+
+
+def _spec(args: argparse.Namespace) -> study_pb2.StudySpec:
+    ranking = job_spec(
+        "",
+        [],
+        judges=args.judges or ["lexical"],
+        rubric=read_rubric(args.rubric),
+        batch_size=args.k,
+        top_k=args.top_k,
+        seed=args.seed,
+        ensemble=args.ensemble,
+    )
+    spec = study_pb2.StudySpec(
+        display_name=args.name,
+        depth=args.depth,
+        ranking=ranking,
+        deadline_seconds=args.deadline,
+        measures=args.measures or [],
+        max_live_queries=args.max_live or 0,
+    )
+    spec.budget.max_judge_calls = args.max_calls
+    spec.budget.max_input_tokens = args.max_input_tokens
+    spec.budget.max_cost_usd = args.max_cost
+    return spec
+
+
+def _run(args: argparse.Namespace) -> int:
+    files = _read_files(args)
+    spec = _spec(args)
+    request_id = args.request_id or uuid.uuid4().hex
+    with server_connection(args, resume_jobs=True) as connection, connection.client() as client:
+        study = client.create_study(spec, request_id=request_id)
+        try:
+            client.add_study_inputs(study.name, chunks(files, request_id))
+            study = client.start_study(study.name)
+            progress = study.progress
+            print(
+                f"{study.name}: {progress.queries} queries,"
+                f" {progress.pooled_documents} documents to judge",
+                file=sys.stderr,
+            )
+            study = _follow(connection, study.name, args)
+        except KeyboardInterrupt:
+            raise _interrupted(study.name, args) from None
+        return _write_results(client, study, args)
+
+
+def _follow(connection: Connection, name: str, args: argparse.Namespace) -> study_pb2.Study:
+    """Show the study's progress on stderr until it ends; returns it as it ended."""
+    live = sys.stderr.isatty()
+    shown = ""
+    last_write = 0.0
+    reconnect = ReconnectPolicy(window=getattr(args, "reconnect_for", 60.0))
+    with connection.client(reconnect=reconnect) as client:
+        study = client.get_study(name)
+        for study in client.watch_study(name):
+            line = progress_line(study)
+            now = time.monotonic()
+            if line != shown and (live or now - last_write >= _PROGRESS_EVERY_S
+                                  or study.state in FINAL_STUDY_STATES):  # fmt: skip
+                if live:
+                    print(f"\r\x1b[2K{line}", end="", file=sys.stderr, flush=True)
+                else:
+                    print(line, file=sys.stderr, flush=True)
+                shown, last_write = line, now
+        if live:
+            print(file=sys.stderr)
+    return study
+
+
+def progress_line(study: study_pb2.Study) -> str:
+    progress = study.progress
+    ended = progress.settled + progress.provisional + progress.failed
+    usage = progress.usage
+    parts = [
+        f"{ended}/{progress.queries} queries ended ({progress.settled} settled,"
+        f" {progress.running} running)",
+        f"{progress.judge_calls:,} calls",
+        f"{usage.input_tokens:,} input tokens",
+        f"${usage.cost_usd:.4f}",
+    ]
+    if progress.HasField("eta_seconds") and study.state not in FINAL_STUDY_STATES:
+        parts.append(f"ETA {progress.eta_seconds:.0f}s")
+    return f"{study.name} {study_state(study.state)}: " + " · ".join(parts)
+
+
+def _interrupted(name: str, args: argparse.Namespace) -> CommandError:
+    where = same_server(args)
+    if args.server:
+        return CommandError(
+            f"interrupted; {name} goes on at {args.server}: follow it with `tierank study watch"
+            f" {name}{where}`, or stop it with `tierank study cancel {name}{where}`",
+            EXIT_INTERRUPTED,
+        )
+    return CommandError(
+        f"interrupted; {name} stops with the embedded server and goes on when a later command"
+        f" starts it: `tierank study watch {name}{where}`, or `tierank study cancel {name}{where}`",
+        EXIT_INTERRUPTED,
+    )
+
+
+def _write_results(client: Client, study: study_pb2.Study, args: argparse.Namespace) -> int:
+    report = client.get_study_report(study.name)
+    queries = list(client.list_study_queries(study.name))
+    document = report_json(study, report, queries)
+    out_dir = args.output_dir or Path(f"study-{study.name.removeprefix('studies/')}")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "qrels.txt").write_text(client.export_study_qrels(study.name))
+        (out_dir / "report.json").write_text(json.dumps(document, indent=2) + "\n")
+        (out_dir / "report.html").write_text(render_report_html(document))
+    except OSError as error:
+        raise CommandError(f"cannot write the results to {out_dir}: {error.strerror}") from None
+    if args.json:
+        print(json.dumps(document, indent=2))
+    else:
+        _print_table(document)
+        print(f"wrote {out_dir}/qrels.txt, report.json, report.html", file=sys.stderr)
+    return _exit_code(study)
+
+
+def _exit_code(study: study_pb2.Study) -> int:
+    progress = study.progress
+    if study.state == study_pb2.STUDY_STATE_FAILED:
+        return EXIT_SERVER_ERROR
+    if progress.judge_calls == 0 and progress.settled == 0:
+        return EXIT_NO_VERDICTS
+    if study.state != study_pb2.STUDY_STATE_SUCCEEDED or progress.settled < progress.queries:
+        print(
+            f"tierank study: warning: provisional result ({progress.settled} of"
+            f" {progress.queries} queries settled; {study_state(study.state)})",
+            file=sys.stderr,
+        )
+        return EXIT_PROVISIONAL
+    return EXIT_OK
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def _print_table(document: dict[str, Any]) -> None:
+    primary = document["primary_measure"]
+    measures = document["measures"]
+    print(f"{'system':<20} " + " ".join(f"{m:>24}" for m in measures))
+    for system in document["systems"]:
+        cells = []
+        for measure in measures:
+            value = system["measures"][measure]
+            interval = (
+                f"{_number(value['mean'])} [{_number(value['low'])},{_number(value['high'])}]"
+            )
+            cells.append(f"{interval:>24}")
+        print(f"{system['name']:<20} " + " ".join(cells))
+    print(f"ranking by {primary}: {' > '.join(document['ranking'])}")
+    for comparison in document["comparisons"]:
+        verdict = "distinguishable" if comparison["distinguishable"] else "not distinguishable"
+        low, high = comparison["low"], comparison["high"]
+        print(
+            f"  {comparison['better']} vs {comparison['worse']}:"
+            f" {comparison['difference']:+.4f} [{low:+.4f}, {high:+.4f}],"
+            f" p={comparison['p_value']:.3f}, {verdict}"
+        )
+    agreement = document["agreement"]
+    if agreement is not None:
+        print(
+            f"agreement with the human qrels: kappa {_number(agreement['kappa'])},"
+            f" Kendall tau of the system orderings {_number(agreement['kendall_tau'])}"
+        )
+
+
+def _list(args: argparse.Namespace) -> int:
+    with server_connection(args) as connection, connection.client() as client:
+        for study in client.list_studies():
+            if args.json:
+                print(json.dumps(_study_json(study)))
+            else:
+                print(progress_line(study))
+    return EXIT_OK
+
+
+def _study_json(study: study_pb2.Study) -> dict[str, Any]:
+    from google.protobuf import json_format
+
+    return json_format.MessageToDict(study, preserving_proto_field_name=True)
+
+
+def _show(args: argparse.Namespace) -> int:
+    with server_connection(args) as connection, connection.client() as client:
+        study = client.get_study(study_name(args.study))
+    if args.json:
+        print(json.dumps(_study_json(study), indent=2))
+    else:
+        print(progress_line(study))
+        if study.error.message:
+            print(f"error: {study.error.message}")
+    return EXIT_OK
+
+
+def _watch(args: argparse.Namespace) -> int:
+    with server_connection(args, resume_jobs=True) as connection:
+        try:
+            study = _follow(connection, study_name(args.study), args)
+        except KeyboardInterrupt:
+            raise _interrupted(study_name(args.study), args) from None
+    return _exit_code(study)
+
+
+def _cancel(args: argparse.Namespace) -> int:
+    with server_connection(args) as connection, connection.client() as client:
+        study = client.cancel_study(study_name(args.study))
+    if args.json:
+        print(json.dumps(_study_json(study), indent=2))
+    else:
+        print(progress_line(study))
+    return EXIT_OK
+
+
+def _report(args: argparse.Namespace) -> int:
+    with server_connection(args) as connection, connection.client() as client:
+        study = client.get_study(study_name(args.study))
+        return _write_results(client, study, args)
