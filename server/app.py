@@ -226,7 +226,13 @@ async def serve(
             async def final_report(record: StudyRecord, progress: study_pb2.StudyProgress) -> bytes:
                 return (await build_report(storage, record, progress)).SerializeToString()
 
-            studies = StudyDriver(storage, manager, replica.replica_id, final_report)
+            studies = StudyDriver(
+                storage,
+                manager,
+                replica.replica_id,
+                final_report,
+                drives_all=settings.resume_jobs,
+            )
             study_pb2_grpc.add_StudyServiceServicer_to_server(
                 StudyServicer(storage, manager, studies, replica.replica_id), server
             )

@@ -61,22 +61,7 @@ def add_tier_options(parser: argparse.ArgumentParser) -> None:
         help="a job whose tiers label query QID, e.g. 1037798=jobs/01a2... or 1037798=01a2...;"
         " repeatable",
     )
-    group.add_argument(
-        "--mapping",
-        choices=MAPPINGS,
-        default="bands",
-        help="tiers to grades: rank bands, grade levels, or pointwise anchoring (default bands)",
-    )
-    group.add_argument(
-        "--bands",
-        default="",
-        metavar="LAST:GRADE,...",
-        help="rank bands for --mapping bands (default 10:3,30:2,100:1: positions 1-10 get 3, ...)",
-    )
-    group.add_argument("--below", type=int, default=0, help="grade below the last band (default 0)")
-    group.add_argument(
-        "--levels", type=int, default=4, help="grade levels for --mapping levels (default 4: 0-3)"
-    )
+    add_mapping_options(group, MAPPINGS)
     group.add_argument(
         "--anchor-judge",
         type=judge_argument,
@@ -94,6 +79,28 @@ def add_tier_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--anchor-seed", type=int, default=0, help="seed for the pointwise judge (default 0)"
+    )
+
+
+def add_mapping_options(
+    group: argparse._ArgumentGroup, mappings: tuple[str, ...] | list[str]
+) -> None:
+    """How tiers become grades: --mapping, --bands, --below, --levels."""
+    group.add_argument(
+        "--mapping",
+        choices=mappings,
+        default="bands",
+        help=f"tiers to grades: {', '.join(mappings)} (default bands)",
+    )
+    group.add_argument(
+        "--bands",
+        default="",
+        metavar="LAST:GRADE,...",
+        help="rank bands for --mapping bands (default 10:3,30:2,100:1: positions 1-10 get 3, ...)",
+    )
+    group.add_argument("--below", type=int, default=0, help="grade below the last band (default 0)")
+    group.add_argument(
+        "--levels", type=int, default=4, help="grade levels for --mapping levels (default 4: 0-3)"
     )
 
 
@@ -126,14 +133,20 @@ def _bands(text: str) -> list[eval_pb2.RankBand]:
     return bands
 
 
-def tier_labels(args: argparse.Namespace) -> eval_pb2.TierLabels:
-    jobs = [eval_pb2.JobTiers(query_id=q, job=job_name(j)) for q, j in _pairs(args.jobs, "--job")]
+def fixed_mapping(args: argparse.Namespace) -> eval_pb2.TierMapping:
+    """The --mapping bands or levels of add_mapping_options (empty for another mapping)."""
     mapping = eval_pb2.TierMapping()
     if args.mapping == "bands":
         mapping.rank_bands.CopyFrom(eval_pb2.RankBands(bands=_bands(args.bands), below=args.below))
     elif args.mapping == "levels":
         mapping.grade_levels.CopyFrom(eval_pb2.GradeLevels(levels=args.levels))
-    else:
+    return mapping
+
+
+def tier_labels(args: argparse.Namespace) -> eval_pb2.TierLabels:
+    jobs = [eval_pb2.JobTiers(query_id=q, job=job_name(j)) for q, j in _pairs(args.jobs, "--job")]
+    mapping = fixed_mapping(args)
+    if args.mapping == "pointwise":
         if not args.anchor_judge:
             raise UsageError("--mapping pointwise needs --anchor-judge")
         anchor = args.anchor_judge

@@ -27,6 +27,7 @@ from tierank.client._study import (
 )
 from tierank.client._study_html import render_report_html
 from tierank.client._study_report import report_json, study_state
+from tierank.client.commands._eval_shared import add_mapping_options, fixed_mapping
 from tierank.client.commands._shared import (
     EXIT_INTERRUPTED,
     EXIT_NO_VERDICTS,
@@ -192,6 +193,7 @@ def _add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="a measure of the report, repeatable; the first ranks the systems (default:"
         f" {', '.join(limits.DEFAULT_STUDY_MEASURES)})",
     )
+    add_mapping_options(parser.add_argument_group("labels from tiers"), ("bands", "levels"))
     judging.add_argument(
         "--request-id",
         default="",
@@ -243,6 +245,7 @@ def _spec(args: argparse.Namespace) -> study_pb2.StudySpec:
         deadline_seconds=args.deadline,
         measures=args.measures or [],
         max_live_queries=args.max_live or 0,
+        labels=fixed_mapping(args),
     )
     spec.budget.max_judge_calls = args.max_calls
     spec.budget.max_input_tokens = args.max_input_tokens

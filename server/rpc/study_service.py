@@ -183,7 +183,7 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
         await self._storage.start_study(
             record.study_id, [(query.row, query.pool) for query in planned], progress
         )
-        self._driver.nudge()
+        self._driver.nudge(record.study_id)
         return study_view(await self._record(request.name))
 
     async def GetStudy(
@@ -217,7 +217,7 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
         await self._storage.request_study_cancel(record.tenant, record.study_id)
         if record.state == STUDY_DRAFT:
             return await self._cancel_draft(record)
-        self._driver.nudge()
+        self._driver.nudge(record.study_id)
         with anyio.move_on_after(_CANCEL_WAIT_S):
             while record.state not in FINAL_STUDY_STATES:
                 await anyio.sleep(0.1)

@@ -65,16 +65,23 @@ class StudyDriver:
         manager: JobManager,
         replica_id: str,
         build_report: ReportBuilder,
+        *,
+        drives_all: bool = True,
     ) -> None:
+        """`drives_all`: drive every running study of the database; else only those started
+        or cancelled through this server (an embedded server that runs only its own work)."""
         self.storage = storage
+        self._drives_all = drives_all
+        self._asked: set[str] = set()
         self.manager = manager
         self.replica_id = replica_id
         self.build_report = build_report
         self._driven: set[str] = set()
         self._nudged = anyio.Event()
 
-    def nudge(self) -> None:
-        """Look for studies now (one was started or cancelled here)."""
+    def nudge(self, study_id: str) -> None:
+        """Drive `study_id` now: it was started or cancelled through this server."""
+        self._asked.add(study_id)
         self._nudged.set()
 
     async def run(self) -> None:
@@ -89,6 +96,8 @@ class StudyDriver:
                     log.warning("could not claim studies", error=str(error))
                     claimed = []
                 for record in claimed:
+                    if not self._drives_all and record.study_id not in self._asked:
+                        continue
                     if record.study_id not in self._driven:
                         self._driven.add(record.study_id)
                         studies.start_soon(self._drive_guarded, record)
