@@ -53,7 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
         f" interrupted (Ctrl-C); {EXIT_BROKEN_PIPE} the output was closed early.",
     )
     parser.add_argument("--version", action="version", version=f"tierank {__version__}")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    subparsers = parser.add_subparsers(
+        dest="command", metavar="COMMAND", required=True, help="see tierank COMMAND --help"
+    )
     for module_info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         if not module_info.name.startswith("_"):
             module = importlib.import_module(f"{commands.__name__}.{module_info.name}")

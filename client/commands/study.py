@@ -66,7 +66,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         " judges every query's pool as a job, turns the tiers into labels and compares the"
         " systems with bootstrap intervals and paired tests (docs/studies.md).",
     )
-    commands = parser.add_subparsers(dest="study_command", metavar="SUBCOMMAND", required=True)
+    commands = parser.add_subparsers(
+        dest="study_command",
+        metavar="SUBCOMMAND",
+        required=True,
+        help="run, list, show, watch, cancel or report",
+    )
     _add_run(commands)
     listing = commands.add_parser("list", help="the studies, newest first")
     listing.add_argument("--json", action="store_true", help="one JSON object per line")

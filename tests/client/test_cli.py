@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 import json
 import os
 import pty
@@ -168,11 +170,14 @@ def test_usage_errors_exit_2(args: list[str], message: str) -> None:
 def test_every_flag_has_help() -> None:
     from tierank.client.cli import build_parser
 
-    parser = build_parser()
-    subparsers = next(a for a in parser._actions if a.choices and isinstance(a.choices, dict))
-    for name, subparser in subparsers.choices.items():
-        for action in subparser._actions:
-            assert action.help, f"tierank {name} {action.dest} has no help"
+    def check(parser: argparse.ArgumentParser, command: str) -> None:
+        for action in parser._actions:
+            assert action.help, f"{command} {action.dest} has no help"
+            if isinstance(action, argparse._SubParsersAction):
+                for name, subparser in action.choices.items():
+                    check(subparser, f"{command} {name}")
+
+    check(build_parser(), "tierank")
 
 
 def test_serve_runs_the_server_until_sigterm(tmp_path: Path) -> None:
