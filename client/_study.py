@@ -25,6 +25,9 @@ from tierank.v1 import study_pb2
 # Each chunk's encoded size stays under this: a quarter of gRPC's default receive limit, so that
 # a server with the default accepts it with room to spare.
 CHUNK_BYTES = 1024 * 1024
+# Bytes a repeated field's tag and length prefix add to an item, at most (a 1 MiB item's
+# length takes 3 bytes): counted generously, the chunk stays under CHUNK_BYTES.
+_FIELD_OVERHEAD_BYTES = 8
 _TOPIC_ID_KEYS = ("qid", "query_id", "id")
 _TOPIC_TEXT_KEYS = ("query", "text")
 _PASSAGE_ID_KEYS = ("id", "docid", "doc_id")
@@ -135,16 +138,25 @@ class _Chunks:
 
     def _new(self) -> study_pb2.AddStudyInputsRequest:
         self._count += 1
+        # The size is counted as items are added: ByteSize() of the growing message each time
+        # would make cutting quadratic (minutes for a big run).
+        self._size = 0
         return study_pb2.AddStudyInputsRequest(request_id=f"{self._request_id}-c{self._count}")
 
-    def _full_after(self, size: int) -> bool:
-        # A field's tag and length take a few bytes besides the message itself.
-        return self._current.ByteSize() + size + 16 > CHUNK_BYTES
+    def _take(self, size: int) -> bool:
+        """Count an item of `size` bytes in; False (counting nothing) if it does not fit."""
+        # An item's field tag and length prefix, and its run's, take a few bytes more.
+        size += _FIELD_OVERHEAD_BYTES
+        if self._size and self._size + size > CHUNK_BYTES:
+            return False
+        self._size += size
+        return True
 
     def add(self, field_name: str, item: object) -> Iterator[study_pb2.AddStudyInputsRequest]:
         size = item.ByteSize()  # type: ignore[attr-defined]
-        if self._full_after(size):
+        if not self._take(size):
             yield from self.flush()
+            self._take(size)
         getattr(self._current, field_name).append(item)
 
     def add_entries(
@@ -152,18 +164,21 @@ class _Chunks:
     ) -> Iterator[study_pb2.AddStudyInputsRequest]:
         run = self._run_of(system)
         for entry in entries:
-            if self._full_after(entry.ByteSize()):
+            size = entry.ByteSize()
+            if not self._take(size):
                 yield from self.flush()
                 run = self._run_of(system)
+                self._take(size)
             run.entries.append(entry)
 
     def _run_of(self, system: str) -> study_pb2.StudyRunChunk:
         if self._current.runs and self._current.runs[-1].system == system:
             return self._current.runs[-1]
+        self._size += len(system.encode()) + _FIELD_OVERHEAD_BYTES
         return self._current.runs.add(system=system)
 
     def flush(self) -> Iterator[study_pb2.AddStudyInputsRequest]:
-        if self._current.ByteSize() > len(self._current.request_id) + 2:
+        if self._size:
             yield self._current
             self._current = self._new()
 
