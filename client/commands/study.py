@@ -369,6 +369,11 @@ def _exit_code(study: study_pb2.Study) -> int:
     return EXIT_OK
 
 
+def _p_value(p: float) -> str:
+    # The randomization test's smallest p is 1/(draws + 1): below 0.001 it says only that.
+    return "p<0.001" if p < 0.001 else f"p={p:.3f}"
+
+
 def _number(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
 
@@ -393,7 +398,7 @@ def _print_table(document: dict[str, Any]) -> None:
         print(
             f"  {comparison['better']} vs {comparison['worse']}:"
             f" {comparison['difference']:+.4f} [{low:+.4f}, {high:+.4f}],"
-            f" p={comparison['p_value']:.3f}, {verdict}"
+            f" {_p_value(comparison['p_value'])}, {verdict}"
         )
     agreement = document["agreement"]
     if agreement is not None:
