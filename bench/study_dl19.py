@@ -85,8 +85,10 @@ def main() -> int:
         report = json.loads(result.stdout)
     agreement = report["agreement"]
     human = agreement["human_measures"]
-    print(f"DL19, {len(RUNS)} systems, depth {args.depth}, oracle noise {args.noise},"
-          f" top-k {args.top_k}, k {args.k}, seed {args.seed}; labels: {report['labels']}")  # fmt: skip
+    print(
+        f"DL19, {len(RUNS)} systems, depth {args.depth}, oracle noise {args.noise},"
+        f" top-k {args.top_k}, k {args.k}, seed {args.seed}; labels: {report['labels']}"
+    )
     print(f"{'system':<12} {'study nDCG@10':>24} {'human nDCG@10':>14}")
     for system in report["systems"]:
         ndcg = system["measures"]["nDCG@10"]
