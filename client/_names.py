@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import cast
 
-from tierank.v1 import rank_pb2
+from tierank.v1 import rank_pb2, study_pb2
 
 JOB_NAME_PREFIX = "jobs/"
 
@@ -99,3 +99,13 @@ def study_name(name_or_id: str) -> str:
     return (
         name_or_id if name_or_id.startswith(STUDY_NAME_PREFIX) else STUDY_NAME_PREFIX + name_or_id
     )
+
+
+# A study in one of these states has ended: its watch stream closes after it.
+FINAL_STUDY_STATES = frozenset(
+    {
+        study_pb2.STUDY_STATE_SUCCEEDED,
+        study_pb2.STUDY_STATE_FAILED,
+        study_pb2.STUDY_STATE_CANCELLED,
+    }
+)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from typing import Any, TypeVar
 
 import grpc
@@ -29,7 +29,14 @@ from tierank.client._errors import (
     is_handshake_failure,
     not_answered,
 )
-from tierank.client._names import job_name, job_view, parse_state, verdict_name
+from tierank.client._names import (
+    FINAL_STUDY_STATES,
+    job_name,
+    job_view,
+    parse_state,
+    study_name,
+    verdict_name,
+)
 from tierank.client._operations import is_done, operation_name, with_request_id
 from tierank.client._resume import (
     CONNECT_CHECK_SECONDS,
@@ -42,7 +49,7 @@ from tierank.client._resume import (
     ended_cleanly,
     interrupted_stream_error,
 )
-from tierank.v1 import eval_pb2, eval_pb2_grpc, rank_pb2, rank_pb2_grpc
+from tierank.v1 import eval_pb2, eval_pb2_grpc, rank_pb2, rank_pb2_grpc, study_pb2, study_pb2_grpc
 
 _Request = TypeVar("_Request")
 _Response = TypeVar("_Response")
@@ -81,6 +88,7 @@ class AsyncClient:
         )
         self._stub = rank_pb2_grpc.RankServiceStub(self._channel)
         self._evals = eval_pb2_grpc.EvalServiceStub(self._channel)
+        self._studies = study_pb2_grpc.StudyServiceStub(self._channel)
         self._reconnect = reconnect
         self._on_reconnect = on_reconnect
 
@@ -268,6 +276,68 @@ class AsyncClient:
             finally:
                 call.cancel()
             await asyncio.sleep(attempts.next_delay(error, deadline))
+
+    # -- studies: many queries, several systems' runs (study.proto; as Client's) -------------
+
+    async def create_study(
+        self, spec: study_pb2.StudySpec, *, request_id: str = "", timeout: float | None = None
+    ) -> study_pb2.Study:
+        request = study_pb2.CreateStudyRequest(spec=spec, request_id=request_id or uuid.uuid4().hex)
+        return await self._unary(self._studies.CreateStudy, request, timeout)
+
+    async def add_study_inputs(
+        self,
+        name: str,
+        chunks: Iterable[study_pb2.AddStudyInputsRequest],
+        *,
+        timeout: float | None = None,
+    ) -> study_pb2.Study:
+        study = await self.get_study(name, timeout=timeout)
+        for chunk in chunks:
+            chunk.study = study.name
+            study = (await self._unary(self._studies.AddStudyInputs, chunk, timeout)).study
+        return study
+
+    async def start_study(self, name: str, *, timeout: float | None = None) -> study_pb2.Study:
+        request = study_pb2.StartStudyRequest(name=study_name(name))
+        return await self._unary(self._studies.StartStudy, request, timeout)
+
+    async def get_study(self, name: str, *, timeout: float | None = None) -> study_pb2.Study:
+        request = study_pb2.GetStudyRequest(name=study_name(name))
+        return await self._unary(self._studies.GetStudy, request, timeout)
+
+    async def cancel_study(self, name: str, *, timeout: float | None = None) -> study_pb2.Study:
+        request = study_pb2.CancelStudyRequest(name=study_name(name))
+        return await self._unary(self._studies.CancelStudy, request, timeout)
+
+    async def watch_study(
+        self, name: str, *, timeout: float | None = None
+    ) -> AsyncIterator[study_pb2.Study]:
+        """The study now and at each change of its progress or state, until it ends."""
+        deadline = Deadline(timeout)
+        attempts = Attempts(self.target, self._reconnect, self._on_reconnect)
+        request = study_pb2.WatchStudyRequest(name=study_name(name))
+        while True:
+            call = self._studies.WatchStudy(request, timeout=deadline.remaining())
+            try:
+                async for study in call:
+                    attempts.progressed()
+                    yield study
+                    if study.state in FINAL_STUDY_STATES:
+                        return
+                attempts.answered()
+                error = interrupted_stream_error()
+            except grpc.RpcError as rpc_error:
+                error = error_from_rpc(rpc_error)
+            finally:
+                call.cancel()
+            await asyncio.sleep(attempts.next_delay(error, deadline))
+
+    async def get_study_report(
+        self, name: str, *, timeout: float | None = None
+    ) -> study_pb2.StudyReport:
+        request = study_pb2.GetStudyReportRequest(name=study_name(name))
+        return await self._unary(self._studies.GetStudyReport, request, timeout)
 
     async def _unary(
         self,

@@ -22,7 +22,14 @@ from tierank.client._errors import (
     is_handshake_failure,
     not_answered,
 )
-from tierank.client._names import job_name, job_view, parse_state, study_name, verdict_name
+from tierank.client._names import (
+    FINAL_STUDY_STATES,
+    job_name,
+    job_view,
+    parse_state,
+    study_name,
+    verdict_name,
+)
 from tierank.client._operations import is_done, operation_name, with_request_id
 from tierank.client._resume import (
     CONNECT_CHECK_SECONDS,
@@ -37,13 +44,6 @@ from tierank.client._resume import (
 )
 from tierank.v1 import eval_pb2, eval_pb2_grpc, rank_pb2, rank_pb2_grpc, study_pb2, study_pb2_grpc
 
-FINAL_STUDY_STATES = frozenset(
-    {
-        study_pb2.STUDY_STATE_SUCCEEDED,
-        study_pb2.STUDY_STATE_FAILED,
-        study_pb2.STUDY_STATE_CANCELLED,
-    }
-)
 _Request = TypeVar("_Request")
 _Response = TypeVar("_Response")
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from tierank import limits
 from tierank.client._inputs import read_rubric
-from tierank.client._names import study_name
+from tierank.client._names import FINAL_STUDY_STATES, study_name
 from tierank.client._resume import ReconnectPolicy
 from tierank.client._spec import ENSEMBLE_MODES, JUDGE_KEYS, JUDGE_SYNTAX, job_spec
 from tierank.client._study import (
@@ -45,7 +45,7 @@ from tierank.client.commands._shared import (
     same_server,
     server_connection,
 )
-from tierank.client.sync import FINAL_STUDY_STATES, Client
+from tierank.client.sync import Client
 from tierank.v1 import study_pb2
 
 # How often `study run` and `study watch` redraw their progress line on a terminal; without
