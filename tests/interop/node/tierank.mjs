@@ -8,6 +8,7 @@ import { fileURLToPath } from "node:url";
 
 import grpc from "@grpc/grpc-js";
 import protoLoader from "@grpc/proto-loader";
+import protobuf from "protobufjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const protoRoot = path.resolve(here, "../../../proto");
@@ -51,4 +52,32 @@ export function unary(client, method, request, deadlineMs = 10_000) {
       error ? reject(error) : resolve(response),
     );
   });
+}
+
+// The fields of google/rpc/status.proto and error_details.proto that the tests read (those
+// files are not in proto/); field numbers as Google's, so they decode the real messages.
+const rpcTypes = protobuf.Root.fromJSON(protobuf.common.get("google/protobuf/any.proto"));
+protobuf.parse(
+  `syntax = "proto3";
+  package google.rpc;
+  import "google/protobuf/any.proto";
+  message Status { int32 code = 1; string message = 2; repeated google.protobuf.Any details = 3; }
+  message BadRequest {
+    message FieldViolation { string field = 1; string description = 2; }
+    repeated FieldViolation field_violations = 1;
+  }`,
+  rpcTypes,
+  { keepCase: true },
+);
+const RpcStatus = rpcTypes.lookupType("google.rpc.Status");
+const BadRequest = rpcTypes.lookupType("google.rpc.BadRequest");
+
+// The google.rpc.BadRequest field violations of a failed call ({field, description} each),
+// from its `grpc-status-details-bin` trailer; none when the error carries no BadRequest.
+export function fieldViolations(error) {
+  const [details] = error.metadata?.get("grpc-status-details-bin") ?? [];
+  if (!details) return [];
+  return RpcStatus.decode(details)
+    .details.filter((detail) => detail.type_url.endsWith("/google.rpc.BadRequest"))
+    .flatMap((detail) => BadRequest.decode(detail.value).field_violations);
 }
