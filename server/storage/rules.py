@@ -58,6 +58,12 @@ def operation_from_row(row: Sequence[Any], error_message: str) -> OperationRecor
     )
 
 
+# Appended to a lookup by (tenant, request_id): the request indexes are partial (request_id <>
+# ''), and a planner uses a partial index only where the query itself implies its predicate. A
+# bound `request_id = ?` does not, and without this a lookup scans all of a tenant's rows (5 ms
+# at 10,000 jobs, for every CreateJob with a request_id).
+BY_REQUEST_INDEX = "AND request_id <> ''"
+
 STUDY_COLUMNS = (
     "study_id, tenant, request_id, state, spec, create_time, update_time, start_time, "
     "end_time, inputs, progress, error_code, error_message, cancel_requested, report"

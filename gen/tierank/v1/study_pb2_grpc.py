@@ -107,8 +107,8 @@ class StudyServiceServicer:
 
     def StartStudy(self, request, context):
         """Checks the inputs (every run's query has a topic, every pooled document has a passage),
-        pools the runs and starts judging. Bad inputs are FAILED_PRECONDITION with field
-        violations naming what is missing; the study stays a draft and can take more inputs.
+        pools the runs and starts judging. Bad inputs are INVALID_ARGUMENT with field violations
+        naming what is missing; the study stays a draft and can take more inputs.
         Starting a study that runs or has ended returns it as it is.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

@@ -56,8 +56,8 @@ class StudyServiceStub:
     """
     StartStudy: _grpc.UnaryUnaryMultiCallable[_study_pb2.StartStudyRequest, _study_pb2.Study]
     """Checks the inputs (every run's query has a topic, every pooled document has a passage),
-    pools the runs and starts judging. Bad inputs are FAILED_PRECONDITION with field
-    violations naming what is missing; the study stays a draft and can take more inputs.
+    pools the runs and starts judging. Bad inputs are INVALID_ARGUMENT with field violations
+    naming what is missing; the study stays a draft and can take more inputs.
     Starting a study that runs or has ended returns it as it is.
     """
     GetStudy: _grpc.UnaryUnaryMultiCallable[_study_pb2.GetStudyRequest, _study_pb2.Study]
@@ -95,8 +95,8 @@ class StudyServiceAsyncStub(StudyServiceStub):
     """
     StartStudy: _aio.UnaryUnaryMultiCallable[_study_pb2.StartStudyRequest, _study_pb2.Study]  # type: ignore[assignment]
     """Checks the inputs (every run's query has a topic, every pooled document has a passage),
-    pools the runs and starts judging. Bad inputs are FAILED_PRECONDITION with field
-    violations naming what is missing; the study stays a draft and can take more inputs.
+    pools the runs and starts judging. Bad inputs are INVALID_ARGUMENT with field violations
+    naming what is missing; the study stays a draft and can take more inputs.
     Starting a study that runs or has ended returns it as it is.
     """
     GetStudy: _aio.UnaryUnaryMultiCallable[_study_pb2.GetStudyRequest, _study_pb2.Study]  # type: ignore[assignment]
@@ -149,8 +149,8 @@ class StudyServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_study_pb2.Study, _abc.Awaitable[_study_pb2.Study]]:
         """Checks the inputs (every run's query has a topic, every pooled document has a passage),
-        pools the runs and starts judging. Bad inputs are FAILED_PRECONDITION with field
-        violations naming what is missing; the study stays a draft and can take more inputs.
+        pools the runs and starts judging. Bad inputs are INVALID_ARGUMENT with field violations
+        naming what is missing; the study stays a draft and can take more inputs.
         Starting a study that runs or has ended returns it as it is.
         """
 

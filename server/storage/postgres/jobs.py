@@ -25,7 +25,7 @@ from tierank.server.storage.postgres.cache import CACHE_CONFLICT, CACHE_SELECT, 
 from tierank.server.storage.postgres.connection import JOB_QUOTA_LOCK, PostgresConnection, text
 from tierank.server.storage.postgres.migrations import UNFINISHED_JOBS
 from tierank.server.storage.postgres.spend import ADD_USAGE
-from tierank.server.storage.rules import MIN_RETRY_AFTER_S, RATE_WINDOW_S
+from tierank.server.storage.rules import BY_REQUEST_INDEX, MIN_RETRY_AFTER_S, RATE_WINDOW_S
 
 _NO_LIMITS = Limits()
 JOB_COLUMNS = (
@@ -294,7 +294,7 @@ class PostgresJobs(PostgresConnection, JobStore):
 
 async def _job_by_request(conn: psycopg.AsyncConnection, job: JobRecord) -> JobRecord | None:
     cursor = await conn.execute(
-        f"SELECT {JOB_COLUMNS} FROM jobs WHERE tenant = %s AND request_id = %s",
+        f"SELECT {JOB_COLUMNS} FROM jobs WHERE tenant = %s AND request_id = %s {BY_REQUEST_INDEX}",
         (job.tenant, job.request_id),
         binary=True,
     )

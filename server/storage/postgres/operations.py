@@ -9,7 +9,7 @@ from typing import Any
 from tierank.server.storage.base import OperationRecord, OperationStore
 from tierank.server.storage.postgres.connection import LIVE, NOW, PostgresConnection, text
 from tierank.server.storage.postgres.migrations import UNFINISHED_JOBS
-from tierank.server.storage.rules import operation_from_row
+from tierank.server.storage.rules import BY_REQUEST_INDEX, operation_from_row
 
 _OPERATION_COLUMNS = (
     "operation_id, tenant, request_id, request_digest, method, state, owner, create_time, "
@@ -36,7 +36,8 @@ class PostgresOperations(PostgresConnection, OperationStore):
         if row is not None:
             return record
         existing = await self._fetchone(
-            f"SELECT {_OPERATION_COLUMNS} FROM operations WHERE tenant = %s AND request_id = %s",
+            f"SELECT {_OPERATION_COLUMNS} FROM operations WHERE tenant = %s AND request_id = %s "
+            f"{BY_REQUEST_INDEX}",
             (record.tenant, record.request_id),
         )
         return _operation(existing)

@@ -15,7 +15,12 @@ from tierank.server.storage.base import (
     StudyStore,
 )
 from tierank.server.storage.postgres.connection import NOW, PostgresConnection, text
-from tierank.server.storage.rules import STUDY_COLUMNS, STUDY_QUERY_COLUMNS, study_from_row
+from tierank.server.storage.rules import (
+    BY_REQUEST_INDEX,
+    STUDY_COLUMNS,
+    STUDY_QUERY_COLUMNS,
+    study_from_row,
+)
 
 _UNFINISHED = f"state IN ({STUDY_DRAFT}, {STUDY_RUNNING})"
 # Listing leaves the report out: it can be large, and only GetStudyReport reads it.
@@ -44,7 +49,8 @@ class PostgresStudies(PostgresConnection, StudyStore):
         if row is not None:
             return record
         existing = await self._fetchone(
-            f"SELECT {_LISTED_COLUMNS} FROM studies WHERE tenant = %s AND request_id = %s",
+            f"SELECT {_LISTED_COLUMNS} FROM studies WHERE tenant = %s AND request_id = %s "
+            f"{BY_REQUEST_INDEX}",
             (record.tenant, record.request_id),
         )
         return _study(existing)

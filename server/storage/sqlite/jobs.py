@@ -19,7 +19,7 @@ from tierank.server.storage.base import (
     Limits,
     VerdictAudit,
 )
-from tierank.server.storage.rules import MIN_RETRY_AFTER_S, RATE_WINDOW_S
+from tierank.server.storage.rules import BY_REQUEST_INDEX, MIN_RETRY_AFTER_S, RATE_WINDOW_S
 from tierank.server.storage.sqlite.cache import put_cache
 from tierank.server.storage.sqlite.connection import SqliteState
 from tierank.server.storage.sqlite.migrations import UNFINISHED_JOBS
@@ -32,6 +32,9 @@ _OWNED = "EXISTS (SELECT 1 FROM jobs WHERE jobs.job_id = ? AND jobs.tenant = ?)"
 JOB_COLUMNS = (
     "job_id, tenant, request_id, state, spec, query, candidate_count, create_time, "
     "update_time, last_sequence, completion_reason, error_code, error_message, trace_context"
+)
+JOB_BY_REQUEST = (
+    f"SELECT {JOB_COLUMNS} FROM jobs WHERE tenant = ? AND request_id = ? {BY_REQUEST_INDEX}"
 )
 
 
@@ -58,7 +61,7 @@ class SqliteJobs(SqliteState, JobStore):
         def write(conn: sqlite3.Connection) -> JobRecord | None:
             if job.request_id:
                 row = conn.execute(
-                    f"SELECT {JOB_COLUMNS} FROM jobs WHERE tenant = ? AND request_id = ?",
+                    JOB_BY_REQUEST,
                     (job.tenant, job.request_id),
                 ).fetchone()
                 if row:

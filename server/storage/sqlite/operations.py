@@ -9,13 +9,19 @@ from collections.abc import Sequence
 from typing import Any
 
 from tierank.server.storage.base import OperationRecord, OperationStore
-from tierank.server.storage.rules import operation_from_row
+from tierank.server.storage.rules import BY_REQUEST_INDEX, operation_from_row
 from tierank.server.storage.sqlite.connection import SqliteState
 from tierank.server.storage.sqlite.migrations import UNFINISHED_JOBS
 
 _OPERATION_COLUMNS = (
     "operation_id, tenant, request_id, request_digest, method, state, owner, create_time, "
     "update_time, progress, result, error_code, error_message, cancel_requested"
+)
+
+
+OPERATION_BY_REQUEST = (
+    f"SELECT {_OPERATION_COLUMNS} FROM operations WHERE tenant = ? AND request_id = ? "
+    f"{BY_REQUEST_INDEX}"
 )
 
 
@@ -28,8 +34,7 @@ class SqliteOperations(SqliteState, OperationStore):
         def write(conn: sqlite3.Connection) -> OperationRecord:
             if record.request_id:
                 row = conn.execute(
-                    f"SELECT {_OPERATION_COLUMNS} FROM operations "
-                    "WHERE tenant = ? AND request_id = ?",
+                    OPERATION_BY_REQUEST,
                     (record.tenant, record.request_id),
                 ).fetchone()
                 if row:

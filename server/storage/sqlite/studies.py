@@ -16,12 +16,20 @@ from tierank.server.storage.base import (
     StudyRecord,
     StudyStore,
 )
-from tierank.server.storage.rules import STUDY_COLUMNS, STUDY_QUERY_COLUMNS, study_from_row
+from tierank.server.storage.rules import (
+    BY_REQUEST_INDEX,
+    STUDY_COLUMNS,
+    STUDY_QUERY_COLUMNS,
+    study_from_row,
+)
 from tierank.server.storage.sqlite.connection import SqliteState
 
 _UNFINISHED = f"state IN ({STUDY_DRAFT}, {STUDY_RUNNING})"
 # Listing leaves the report out: it can be large, and only GetStudyReport reads it.
 _LISTED_COLUMNS = STUDY_COLUMNS.replace("report", "x''")
+STUDY_BY_REQUEST = (
+    f"SELECT {_LISTED_COLUMNS} FROM studies WHERE tenant = ? AND request_id = ? {BY_REQUEST_INDEX}"
+)
 
 
 def _query(row: Sequence[Any]) -> StudyQueryRow:
@@ -34,7 +42,7 @@ class SqliteStudies(SqliteState, StudyStore):
         def write(conn: sqlite3.Connection) -> StudyRecord:
             if record.request_id:
                 row = conn.execute(
-                    f"SELECT {_LISTED_COLUMNS} FROM studies WHERE tenant = ? AND request_id = ?",
+                    STUDY_BY_REQUEST,
                     (record.tenant, record.request_id),
                 ).fetchone()
                 if row:
