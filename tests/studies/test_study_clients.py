@@ -3,10 +3,12 @@ sent (twice: the second upload adds nothing), started, watched to the end and re
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import anyio
 from study_data import collection, oracle_ranking
 
-from tierank.client import AsyncClient, Client
+from tierank.client import AsyncClient, Client, LocalServer
 from tierank.client._study import StudyFiles, chunks
 from tierank.v1 import study_pb2
 
@@ -39,9 +41,10 @@ async def test_the_async_client_runs_a_study_to_its_report(server_address: str) 
     assert not report.queries  # per query: ListStudyQueries
 
 
-def test_the_blocking_client_runs_a_study_and_pages_its_queries(server_address: str) -> None:
+def test_the_blocking_client_runs_a_study_and_pages_its_queries(tmp_path: Path) -> None:
     files = study_files()
-    with Client(server_address) as client:
+    # A server process of its own: a blocking client would block an in-process server's loop.
+    with LocalServer(db=tmp_path / "tierank.db") as server, Client(server.address) as client:
         study = client.create_study(spec())
         client.add_study_inputs(study.name, chunks(files, "up"))
         client.start_study(study.name)
