@@ -43,6 +43,8 @@ PASS_INTERVAL_S = 0.25
 STUDY_LEASE_S = 15.0
 # Studies one replica drives at once.
 MAX_DRIVEN_STUDIES = 64
+# Queries read at once when a driver takes a study up.
+_QUERIES_PAGE = 1000
 
 
 class DriverStore(StudyStore, JobReader, TenantStore, Protocol):
@@ -52,6 +54,16 @@ class DriverStore(StudyStore, JobReader, TenantStore, Protocol):
 def study_request_id(study_id: str, position: int) -> str:
     """The request_id of a study query's job: the same on every try, so a job is made once."""
     return f"study-{study_id}-q{position}"
+
+
+async def every_query(storage: StudyStore, study_id: str) -> list[StudyQueryRow]:
+    """The study's queries in topic order, read a page at a time."""
+    rows: list[StudyQueryRow] = []
+    while page := await storage.study_queries(
+        study_id, rows[-1].position if rows else 0, _QUERIES_PAGE
+    ):
+        rows.extend(page)
+    return rows
 
 
 # The final report (StudyReport bytes) of a study, from its record and final progress.
@@ -108,7 +120,9 @@ class StudyDriver:
     async def _drive_guarded(self, record: StudyRecord) -> None:
         study_log = log.bind(study=record.study_id, tenant=record.tenant)
         try:
-            await _Drive(self, record, study_log).run()
+            rows = await every_query(self.storage, record.study_id)
+            progress = ProgressBook.recounted(record.progress, record.start_time, rows)
+            await _Drive(self, record, study_log, progress).run()
         except TierankError as error:
             # Storage gone or the like: the lease runs out and this or another replica resumes.
             study_log.warning("study paused", error=str(error))
@@ -132,14 +146,16 @@ class StudyDriver:
 class _Drive:
     """One study, driven pass by pass."""
 
-    def __init__(self, driver: StudyDriver, record: StudyRecord, study_log: Any) -> None:
+    def __init__(
+        self, driver: StudyDriver, record: StudyRecord, study_log: Any, progress: ProgressBook
+    ) -> None:
         self._driver = driver
         self._storage = driver.storage
         self._record = record
         self._log = study_log
         self._spec = study_pb2.StudySpec.FromString(record.spec)
         self._live_limit = self._spec.max_live_queries or DEFAULT_LIVE_QUERIES
-        self._progress = ProgressBook.from_bytes(record.progress, record.start_time)
+        self._progress = progress
 
     async def run(self) -> None:
         study_id, tenant = self._record.study_id, self._record.tenant
