@@ -39,8 +39,6 @@ log = structlog.get_logger()
 
 # How often a driver looks at its studies' jobs, and renews its leases on them.
 PASS_INTERVAL_S = 0.25
-# A study whose driver stops renewing is taken over after this long.
-STUDY_LEASE_S = 15.0
 # Studies one replica drives at once.
 MAX_DRIVEN_STUDIES = 64
 # Queries read at once when a driver takes a study up.
@@ -77,16 +75,20 @@ class StudyDriver:
         manager: JobManager,
         replica_id: str,
         build_report: ReportBuilder,
+        lease_s: float,
         *,
         drives_all: bool = True,
     ) -> None:
-        """`drives_all`: drive every running study of the database; else only those started
-        or cancelled through this server (an embedded server that runs only its own work)."""
+        """`lease_s`: a study whose driver stops renewing (a replica killed) is taken over after
+        this long, as its jobs are (--lease-seconds). `drives_all`: drive every running study of
+        the database; else only those started or cancelled through this server (an embedded
+        server that runs only its own work)."""
         self.storage = storage
         self._drives_all = drives_all
         self._asked: set[str] = set()
         self.manager = manager
         self.replica_id = replica_id
+        self.lease_s = lease_s
         self.build_report = build_report
         self._driven: set[str] = set()
         self._nudged = anyio.Event()
@@ -102,7 +104,7 @@ class StudyDriver:
             while True:
                 try:
                     claimed = await self.storage.claim_studies(
-                        self.replica_id, STUDY_LEASE_S, MAX_DRIVEN_STUDIES
+                        self.replica_id, self.lease_s, MAX_DRIVEN_STUDIES
                     )
                 except TierankError as error:
                     log.warning("could not claim studies", error=str(error))
@@ -192,7 +194,7 @@ class _Drive:
 
     async def _still_ours(self) -> bool:
         claimed = await self._storage.claim_studies(
-            self._driver.replica_id, STUDY_LEASE_S, MAX_DRIVEN_STUDIES
+            self._driver.replica_id, self._driver.lease_s, MAX_DRIVEN_STUDIES
         )
         return any(r.study_id == self._record.study_id for r in claimed)
 
@@ -257,21 +259,21 @@ class _Drive:
     def _assign(self, live: Sequence[rank_pb2.JobSpec]) -> rank_pb2.JobSpec | None:
         """The next query's share of what is left of the study's budget and time: what is
         left, less what the live queries may still spend, split evenly over the queries not
-        started. None when a limit has nothing left for it."""
+        started, and at least one call (or token) while any is left, so that a budget too
+        small for every query pays for the first ones in topic order. None when a limit has
+        nothing left for it."""
         assignment = rank_pb2.JobSpec()
         budget = self._spec.budget
         waiting = max(1, self._progress.progress.pending)
         left = self._progress.budget_left(budget, live)
         if budget.max_judge_calls:
-            calls = left.max_judge_calls // waiting
-            if calls < 1:
+            if left.max_judge_calls < 1:
                 return None
-            assignment.budget.max_judge_calls = calls
+            assignment.budget.max_judge_calls = max(1, left.max_judge_calls // waiting)
         if budget.max_input_tokens:
-            tokens = left.max_input_tokens // waiting
-            if tokens < 1:
+            if left.max_input_tokens < 1:
                 return None
-            assignment.budget.max_input_tokens = tokens
+            assignment.budget.max_input_tokens = max(1, left.max_input_tokens // waiting)
         if budget.max_cost_usd:
             cost = left.max_cost_usd / waiting
             if cost <= 0:
