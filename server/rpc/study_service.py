@@ -140,11 +140,13 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
         added = await self._storage.add_study_chunk(tenant, study_id, chunk, counter(request))
         if added is ChunkAdded.NO_STUDY:
             raise NotFound(request.study, "tierank.v1.Study")
-        if added is ChunkAdded.NOT_DRAFT:
-            raise PreconditionFailed(
-                f"{request.study} has started: it takes no more inputs", "STUDY_STARTED"
-            )
         record = await self._record(request.study, "study")
+        if added is ChunkAdded.NOT_DRAFT:
+            state = study_pb2.StudyState.Name(record.state).removeprefix("STUDY_STATE_").lower()
+            raise PreconditionFailed(
+                f"{request.study} is {state}, not a draft: it takes no more inputs",
+                "STUDY_NOT_DRAFT",
+            )
         return study_pb2.AddStudyInputsResponse(
             study=study_view(record), added=added is ChunkAdded.ADDED
         )
@@ -180,9 +182,14 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
             ) from None
         pooled = sum(query.row.pool_size for query in planned)
         progress = initial_progress(len(planned), pooled).SerializeToString()
-        await self._storage.start_study(
+        if not await self._storage.start_study(
             record.study_id, [(query.row, query.pool) for query in planned], progress
-        )
+        ):
+            # Started by another call meanwhile, or cancelled: a cancelled draft ends here.
+            record = await self._record(request.name)
+            if record.state == STUDY_DRAFT and record.cancel_requested:
+                return await self._cancel_draft(record)
+            return study_view(record)
         self._driver.nudge(record.study_id)
         return study_view(await self._record(request.name))
 
@@ -215,6 +222,9 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
         if record.state in FINAL_STUDY_STATES:
             return study_view(record)
         await self._storage.request_study_cancel(record.tenant, record.study_id)
+        # Read again: a StartStudy may have started the draft before the cancel was marked
+        # (none can after: a draft marked cancelled does not start).
+        record = await self._record(request.name)
         if record.state == STUDY_DRAFT:
             return await self._cancel_draft(record)
         self._driver.nudge(record.study_id)

@@ -648,7 +648,8 @@ class StudyStore(Protocol):
         self, study_id: str, queries: Sequence[tuple[StudyQueryRow, bytes]], progress: bytes
     ) -> bool:
         """Turn the draft study into a running one with its queries (each with its pool), in
-        one transaction; False when it was not a draft any more."""
+        one transaction; False when it was not a draft any more, or its cancel was asked for
+        (so that a cancel and a start never both win)."""
 
     @abc.abstractmethod
     async def study_queries(

@@ -176,8 +176,8 @@ class _Drive:
             still_live = [row for row in live if not await self._ended(row)]
             assignments = [rank_pb2.JobSpec.FromString(row.assignment) for row in still_live]
             for row in (row for row in unfinished if not row.job_id):
-                if len(assignments) >= self._live_limit:
-                    break
+                if len(assignments) >= self._live_limit or await self._cancel_asked():
+                    break  # a cancel asked for meanwhile is the next pass's
                 started = await self._start(row, assignments)
                 if started is None:
                     break  # the tenant's quota: the next pass tries again
@@ -191,6 +191,11 @@ class _Drive:
             if not await self._still_ours():
                 return
             await anyio.sleep(PASS_INTERVAL_S)
+
+    async def _cancel_asked(self) -> bool:
+        """Whether the study was cancelled (or ended) since the pass began: no job starts then."""
+        record = await self._storage.get_study(self._record.tenant, self._record.study_id)
+        return record is None or record.cancel_requested or record.state in FINAL_STUDY_STATES
 
     async def _still_ours(self) -> bool:
         claimed = await self._storage.claim_studies(
@@ -302,10 +307,10 @@ class _Drive:
 
     async def _finish(self, state: int) -> None:
         ended = dataclasses.replace(self._record, state=state)
-        report = await self._driver.build_report(ended, self._progress.progress)
-        if await self._storage.finish_study(
-            self._record.study_id, state, self._progress.to_bytes(), report
-        ):
+        # The report holds the progress the study ends with.
+        final = self._progress.to_bytes(final=True)
+        report = await self._driver.build_report(ended, study_pb2.StudyProgress.FromString(final))
+        if await self._storage.finish_study(self._record.study_id, state, final, report):
             self._log.info("study ended", state=study_pb2.StudyState.Name(state))
 
 

@@ -111,13 +111,15 @@ class ProgressBook:
             - sum(a.budget.max_cost_usd for a in live_assignments),
         )
 
-    def to_bytes(self) -> bytes:
+    def to_bytes(self, *, final: bool = False) -> bytes:
+        """The progress with its estimate of the time left; `final`: the study has ended, and
+        queries still not judged (a cancelled study's) never will be: no estimate."""
         progress = self.progress
         ended = progress.settled + progress.provisional + progress.failed
         left = progress.pending + progress.running
         progress.ClearField("eta_seconds")
-        if ended and left:
-            progress.eta_seconds = (time.time() - self._start_time) / ended * left
-        elif not left:
+        if not left:
             progress.eta_seconds = 0.0
+        elif ended and not final:
+            progress.eta_seconds = (time.time() - self._start_time) / ended * left
         return progress.SerializeToString()

@@ -175,6 +175,15 @@ async def test_a_study_starts_once_with_its_queries(storage: Storage):
     assert not await storage.start_study("missing", _queries(1), b"p")
 
 
+async def test_a_draft_marked_cancelled_never_starts(storage: Storage):
+    await storage.create_study(_study("s1"))
+    assert await storage.request_study_cancel("acme", "s1")
+    assert not await storage.start_study("s1", _queries(2), b"p")
+    record = await storage.get_study("acme", "s1")
+    assert record is not None and record.state == STUDY_DRAFT
+    assert await storage.study_queries("s1", 0, 10) == []
+
+
 async def test_queries_are_paged_in_topic_order_and_unfinished_ones_picked_out(
     storage: Storage,
 ):

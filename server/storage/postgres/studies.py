@@ -123,7 +123,8 @@ class PostgresStudies(PostgresConnection, StudyStore):
         async with self._transaction() as conn:
             cursor = await conn.execute(
                 f"UPDATE studies SET state = %s, start_time = {NOW}, update_time = {NOW}, "
-                "progress = %s WHERE study_id = %s AND state = %s RETURNING 1",
+                "progress = %s WHERE study_id = %s AND state = %s AND NOT cancel_requested "
+                "RETURNING 1",
                 (STUDY_RUNNING, progress, study_id, STUDY_DRAFT),
             )
             if await cursor.fetchone() is None:

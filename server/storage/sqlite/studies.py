@@ -139,7 +139,7 @@ class SqliteStudies(SqliteState, StudyStore):
             now = time.time()
             started = conn.execute(
                 "UPDATE studies SET state = ?, start_time = ?, update_time = ?, progress = ? "
-                "WHERE study_id = ? AND state = ?",
+                "WHERE study_id = ? AND state = ? AND NOT cancel_requested",
                 (STUDY_RUNNING, now, now, progress, study_id, STUDY_DRAFT),
             )
             if started.rowcount == 0:
