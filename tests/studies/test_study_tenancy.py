@@ -1,0 +1,143 @@
+"""With --auth keys, every StudyService RPC that names another tenant's study answers exactly
+as for a study that does not exist (the whole status, details and all, byte for byte but for
+the name asked about), and changes nothing."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_status import rpc_status
+from study_calls import Stubs, started_study, until_final
+from study_data import collection, inputs_request, oracle_ranking
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tenancy"))
+
+from keyed import KeyedServer, keyed_server_on
+
+from tierank.v1 import rank_pb2, study_pb2
+
+MISSING = "studies/" + "0" * 24
+
+
+@pytest.fixture
+async def keyed_server(tmp_path: Path) -> AsyncIterator[KeyedServer]:
+    async with keyed_server_on(tmp_path / "tierank.db") as server:
+        yield server
+
+
+def _spec() -> study_pb2.StudySpec:
+    return study_pb2.StudySpec(depth=3, ranking=oracle_ranking(top_k=3), max_live_queries=2)
+
+
+def _calls(stubs: Stubs, name: str) -> dict[str, Callable[[], Awaitable[object]]]:
+    """Every StudyService RPC that names a study, on `name`."""
+    studies, md = stubs.studies, stubs.metadata
+    chunk = inputs_request(name, collection(queries=1, docs=3), request_id="intruder")
+
+    async def watch() -> list[study_pb2.Study]:
+        return [
+            s async for s in studies.WatchStudy(study_pb2.WatchStudyRequest(name=name), metadata=md)
+        ]
+
+    return {
+        "GetStudy": lambda: studies.GetStudy(study_pb2.GetStudyRequest(name=name), metadata=md),
+        "AddStudyInputs": lambda: studies.AddStudyInputs(chunk, metadata=md),
+        "StartStudy": lambda: studies.StartStudy(
+            study_pb2.StartStudyRequest(name=name), metadata=md
+        ),
+        "CancelStudy": lambda: studies.CancelStudy(
+            study_pb2.CancelStudyRequest(name=name), metadata=md
+        ),
+        "WatchStudy": watch,
+        "GetStudyReport": lambda: studies.GetStudyReport(
+            study_pb2.GetStudyReportRequest(name=name), metadata=md
+        ),
+        "ListStudyQueries": lambda: studies.ListStudyQueries(
+            study_pb2.ListStudyQueriesRequest(name=name), metadata=md
+        ),
+        "ExportStudyQrels": lambda: studies.ExportStudyQrels(
+            study_pb2.ExportStudyQrelsRequest(name=name), metadata=md
+        ),
+    }
+
+
+async def _refusal(call: Callable[[], Awaitable[object]]) -> grpc.aio.AioRpcError:
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await call()
+    return refused.value
+
+
+def _status_bytes(error: grpc.aio.AioRpcError) -> bytes:
+    status = rpc_status.from_call(error)
+    assert status is not None, "a google.rpc.Status comes with every error"
+    return status.SerializeToString()
+
+
+async def test_another_tenants_study_is_not_found_exactly_like_a_missing_one(
+    keyed_server: KeyedServer,
+):
+    alice = Stubs.on(
+        keyed_server.channel, keyed_server.session(await keyed_server.member_key("team-a")).metadata
+    )
+    bob = Stubs.on(
+        keyed_server.channel, keyed_server.session(await keyed_server.member_key("team-b")).metadata
+    )
+    data = collection(queries=2, docs=6)
+    ended = await started_study(alice, _spec(), inputs_request("", data, human=True))
+    ended = await until_final(alice, ended.name)
+    assert ended.state == study_pb2.STUDY_STATE_SUCCEEDED
+    draft = await alice.studies.CreateStudy(
+        study_pb2.CreateStudyRequest(spec=_spec()), metadata=alice.metadata
+    )
+    await alice.studies.AddStudyInputs(inputs_request(draft.name, data), metadata=alice.metadata)
+    before = {
+        name: await alice.studies.GetStudy(
+            study_pb2.GetStudyRequest(name=name), metadata=alice.metadata
+        )
+        for name in (ended.name, draft.name)
+    }
+    assert len(MISSING) == len(ended.name) == len(draft.name)
+
+    for theirs in (ended.name, draft.name):
+        crossing, nothing = _calls(bob, theirs), _calls(bob, MISSING)
+        for rpc, call in crossing.items():
+            crossed = await _refusal(call)
+            absent = await _refusal(nothing[rpc])
+            assert crossed.code() == absent.code() == grpc.StatusCode.NOT_FOUND, rpc
+            assert crossed.details().replace(theirs, MISSING) == absent.details(), rpc
+            assert _status_bytes(crossed).replace(
+                theirs.encode(), MISSING.encode()
+            ) == _status_bytes(absent), rpc
+
+    listed = await bob.studies.ListStudies(study_pb2.ListStudiesRequest(), metadata=bob.metadata)
+    assert not listed.studies
+    jobs = await bob.rank.ListJobs(rank_pb2.ListJobsRequest(), metadata=bob.metadata)
+    assert not jobs.jobs, "the study's jobs are its tenant's"
+    for name, was in before.items():
+        now = await alice.studies.GetStudy(
+            study_pb2.GetStudyRequest(name=name), metadata=alice.metadata
+        )
+        assert now == was, "nothing changed"
+    assert before[draft.name].state == study_pb2.STUDY_STATE_DRAFT
+
+    # Alice can do all of it on her own study.
+    for rpc, call in _calls(alice, ended.name).items():
+        if rpc != "AddStudyInputs":  # an ended study takes no inputs
+            await call()
+    mine = await alice.studies.ListStudies(study_pb2.ListStudiesRequest(), metadata=alice.metadata)
+    assert [s.name for s in mine.studies] == [draft.name, ended.name]
+
+
+async def test_a_study_call_without_a_key_is_unauthenticated(keyed_server: KeyedServer):
+    anonymous = Stubs.on(keyed_server.channel)
+    for rpc, call in _calls(anonymous, MISSING).items():
+        refused = await _refusal(call)
+        assert refused.code() == grpc.StatusCode.UNAUTHENTICATED, rpc
+    refused = await _refusal(
+        lambda: anonymous.studies.CreateStudy(study_pb2.CreateStudyRequest(spec=_spec()))
+    )
+    assert refused.code() == grpc.StatusCode.UNAUTHENTICATED
