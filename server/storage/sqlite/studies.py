@@ -236,7 +236,7 @@ class SqliteStudies(SqliteState, StudyStore):
         leases = self._study_leases
         for gone in leases.keys() - {record.study_id for record in running}:
             del leases[gone]
-        claimed = []
+        claimed: list[StudyRecord] = []
         for record in running:
             if len(claimed) >= limit:
                 break
