@@ -8,10 +8,18 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
+import anyio
 import grpc
 import pytest
 from grpc_status import rpc_status
-from study_calls import Stubs, started_study, until_final
+from study_calls import (
+    ENDED_JOB_STATES,
+    FINAL_STUDY_STATES,
+    Stubs,
+    all_jobs,
+    started_study,
+    until_final,
+)
 from study_data import collection, inputs_request, oracle_ranking
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tenancy"))
@@ -141,3 +149,46 @@ async def test_a_study_call_without_a_key_is_unauthenticated(keyed_server: Keyed
         lambda: anonymous.studies.CreateStudy(study_pb2.CreateStudyRequest(spec=_spec()))
     )
     assert refused.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+async def _unfinished_jobs_at_most(stubs: Stubs, name: str) -> int:
+    """The most unfinished jobs the tenant had at once, looked at until the study ended."""
+    most = 0
+    with anyio.fail_after(60):
+        while True:
+            jobs = await all_jobs(stubs)
+            most = max(most, sum(job.state not in ENDED_JOB_STATES for job in jobs))
+            study = await stubs.studies.GetStudy(
+                study_pb2.GetStudyRequest(name=name), metadata=stubs.metadata
+            )
+            if study.state in FINAL_STUDY_STATES:
+                return most
+            await anyio.sleep(0.01)
+
+
+async def test_a_study_keeps_within_its_tenants_concurrency_quota(keyed_server: KeyedServer):
+    key = await keyed_server.member_key("team-a", max_concurrent_jobs=1)
+    alice = Stubs.on(keyed_server.channel, keyed_server.session(key).metadata)
+    ranking = oracle_ranking(noise=0.5, latency_ms=60, top_k=3, batch_size=4, max_in_flight=2)
+    spec = study_pb2.StudySpec(depth=3, ranking=ranking, max_live_queries=3)
+    data = collection(queries=4, docs=6)
+    study = await started_study(alice, spec, inputs_request("", data))
+    assert await _unfinished_jobs_at_most(alice, study.name) == 1
+    ended = await until_final(alice, study.name)
+    assert ended.state == study_pb2.STUDY_STATE_SUCCEEDED
+    assert ended.progress.settled + ended.progress.provisional == len(data.topics)
+
+
+async def test_a_study_ends_when_its_tenants_daily_calls_run_out(keyed_server: KeyedServer):
+    key = await keyed_server.member_key("team-a", daily_judge_calls=5)
+    alice = Stubs.on(keyed_server.channel, keyed_server.session(key).metadata)
+    ranking = oracle_ranking(noise=0.5, top_k=5, batch_size=4)  # several calls a query
+    spec = study_pb2.StudySpec(depth=5, ranking=ranking, max_live_queries=2)
+    data = collection(queries=4, docs=8)
+    study = await started_study(alice, spec, inputs_request("", data))
+    ended = await until_final(alice, study.name, timeout=30)
+    assert ended.state == study_pb2.STUDY_STATE_SUCCEEDED, ended.error
+    progress = ended.progress
+    assert 0 < progress.judge_calls <= 5
+    assert progress.pending == progress.running == 0
+    assert progress.provisional >= 1
