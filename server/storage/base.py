@@ -686,6 +686,13 @@ class StudyStore(Protocol):
         already `owner`'s, leased to `owner` for `lease_s` seconds (their leases renewed)."""
 
     @abc.abstractmethod
+    async def claim_study(self, study_id: str, owner: str, lease_s: float) -> StudyRecord | None:
+        """The study, leased (or its lease renewed) to `owner` for `lease_s` seconds, if it is
+        running and its lease has run out or is `owner`'s already; else None. What a driver
+        renews its lease with, and what a replica that drives only the studies it is asked to
+        claims them with (claim_studies would take every study it may)."""
+
+    @abc.abstractmethod
     async def request_study_cancel(self, tenant: str, study_id: str) -> bool:
         """Mark the tenant's draft or running study as to be cancelled; False when there is no
         such unfinished study."""

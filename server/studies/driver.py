@@ -103,21 +103,31 @@ class StudyDriver:
         async with anyio.create_task_group() as studies:
             while True:
                 try:
-                    claimed = await self.storage.claim_studies(
-                        self.replica_id, self.lease_s, MAX_DRIVEN_STUDIES
-                    )
+                    claimed = await self._claim()
                 except TierankError as error:
                     log.warning("could not claim studies", error=str(error))
                     claimed = []
                 for record in claimed:
-                    if not self._drives_all and record.study_id not in self._asked:
-                        continue
                     if record.study_id not in self._driven:
                         self._driven.add(record.study_id)
                         studies.start_soon(self._drive_guarded, record)
                 with anyio.move_on_after(PASS_INTERVAL_S * 8):
                     await self._nudged.wait()
                 self._nudged = anyio.Event()
+
+    async def _claim(self) -> list[StudyRecord]:
+        """The studies this replica may drive now: every one it may take, or only those it
+        was asked to drive (leasing no other: a replica that drives all of them takes those)."""
+        if self._drives_all:
+            return await self.storage.claim_studies(
+                self.replica_id, self.lease_s, MAX_DRIVEN_STUDIES
+            )
+        asked = []
+        for study_id in sorted(self._asked - self._driven):
+            record = await self.storage.claim_study(study_id, self.replica_id, self.lease_s)
+            if record is not None:
+                asked.append(record)
+        return asked
 
     async def _drive_guarded(self, record: StudyRecord) -> None:
         study_log = log.bind(study=record.study_id, tenant=record.tenant)
@@ -198,10 +208,10 @@ class _Drive:
         return record is None or record.cancel_requested or record.state in FINAL_STUDY_STATES
 
     async def _still_ours(self) -> bool:
-        claimed = await self._storage.claim_studies(
-            self._driver.replica_id, self._driver.lease_s, MAX_DRIVEN_STUDIES
+        renewed = await self._storage.claim_study(
+            self._record.study_id, self._driver.replica_id, self._driver.lease_s
         )
-        return any(r.study_id == self._record.study_id for r in claimed)
+        return renewed is not None
 
     async def _ended(self, row: StudyQueryRow) -> bool:
         """Whether the query's job has ended; its outcome is then recorded."""

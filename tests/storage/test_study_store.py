@@ -240,6 +240,26 @@ async def test_a_lease_keeps_other_drivers_off_until_it_runs_out(storage: Storag
     assert await storage.claim_studies("a", LEASE_S, 10) == []
 
 
+async def test_one_study_is_claimed_and_renewed_by_one_driver_at_a_time(storage: Storage):
+    await _running(storage, "s1")
+    await _running(storage, "s2")
+    await storage.create_study(_study("draft"))
+    claimed = await storage.claim_study("s1", "a", SHORT_LEASE_S)
+    assert claimed is not None and claimed.study_id == "s1" and claimed.state == STUDY_RUNNING
+    assert await storage.claim_study("s1", "b", LEASE_S) is None
+    assert await storage.claim_study("draft", "a", LEASE_S) is None
+    assert await storage.claim_study("missing", "a", LEASE_S) is None
+    # Only the study asked for: s2 stays free for anyone.
+    assert [r.study_id for r in await storage.claim_studies("b", LEASE_S, 10)] == ["s2"]
+    assert await storage.claim_study("s1", "a", SHORT_LEASE_S) is not None  # renewed
+    await anyio.sleep(SHORT_LEASE_S + 0.3)
+    assert await storage.claim_study("s1", "b", LEASE_S) is not None
+    assert await storage.claim_study("s1", "a", LEASE_S) is None
+    assert await storage.claim_studies("a", LEASE_S, 10) == []
+    assert await storage.finish_study("s1", SUCCEEDED, b"p", b"")
+    assert await storage.claim_study("s1", "b", LEASE_S) is None
+
+
 async def test_claims_are_limited_and_do_not_overlap(storage: Storage):
     for i in range(5):
         await _running(storage, f"s{i}", queries=1)

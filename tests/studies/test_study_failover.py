@@ -98,3 +98,51 @@ async def test_kill_9_the_driving_replica_and_the_other_ends_the_study(schema_ur
     assert not duplicated_request_ids(jobs)
     assert len(jobs) == QUERIES
     assert progress.judge_calls == sum(calls)
+
+
+async def test_a_server_that_drives_only_its_own_studies_never_holds_another_replicas(
+    schema_url: str,
+):
+    """A server with --resume-jobs off (the CLI's embedded one) beside the replicas: a study
+    whose driver died is left for a replica that drives every study, not leased and kept
+    still by the server that will not drive it."""
+    data = collection(queries=3)
+    ranking = oracle_ranking(noise=0.5, latency_ms=100, top_k=3, batch_size=4, max_in_flight=2)
+    spec = study_pb2.StudySpec(depth=4, ranking=ranking, max_live_queries=1)
+    own_only = LocalServer(
+        db=schema_url,
+        extra_args=(
+            "--lease-seconds",
+            str(LEASE_S),
+            "--resume-jobs",
+            "off",
+            "--log-level",
+            "warning",
+        ),
+    )
+    servers = [own_only]
+    try:
+        await anyio.to_thread.run_sync(own_only.start)
+        (first,) = await anyio.to_thread.run_sync(_replicas, schema_url, 1)
+        servers.append(first)
+        async with grpc.aio.insecure_channel(first.address) as channel:
+            stubs = Stubs.on(channel)
+            study = await started_study(stubs, spec, inputs_request("", data))
+            await until_study(stubs, study.name, lambda s: s.progress.running == 1)
+        dead = first.pid
+        os.kill(dead, signal.SIGKILL)
+        first.stop()
+        # Long enough for the other server to have claimed the study, were it to.
+        await anyio.sleep(LEASE_S + CLAIM_LOOP_S + SLACK_S)
+        assert f"-{dead}-" in _owner(schema_url, study.name), "the dead one's, still"
+        (second,) = await anyio.to_thread.run_sync(_replicas, schema_url, 1)
+        servers.append(second)
+        async with grpc.aio.insecure_channel(second.address) as channel:
+            stubs = Stubs.on(channel)
+            ended = await until_final(stubs, study.name, timeout=LEASE_S + CLAIM_LOOP_S + 10)
+            jobs = await study_jobs(stubs, study.name)
+    finally:
+        for server in servers:
+            server.stop()
+    assert ended.state == study_pb2.STUDY_STATE_SUCCEEDED, ended.error
+    assert len(jobs) == len(data.topics) and not duplicated_request_ids(jobs)

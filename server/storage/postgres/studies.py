@@ -200,6 +200,15 @@ class PostgresStudies(PostgresConnection, StudyStore):
         )
         return [_study(row) for row in rows]
 
+    async def claim_study(self, study_id: str, owner: str, lease_s: float) -> StudyRecord | None:
+        row = await self._fetchone(
+            f"UPDATE studies SET owner = %(owner)s, lease_until = {NOW} + %(lease)s "
+            "WHERE study_id = %(study)s AND state = %(running)s "
+            f"AND (lease_until < {NOW} OR owner = %(owner)s) RETURNING {_LISTED_COLUMNS}",
+            {"owner": owner, "lease": lease_s, "running": STUDY_RUNNING, "study": study_id},
+        )
+        return _study(row) if row else None
+
     async def request_study_cancel(self, tenant: str, study_id: str) -> bool:
         row = await self._fetchone(
             f"WITH marked AS (UPDATE studies SET cancel_requested = TRUE, update_time = {NOW} "

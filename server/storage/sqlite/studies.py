@@ -246,6 +246,25 @@ class SqliteStudies(SqliteState, StudyStore):
                 claimed.append(record)
         return claimed
 
+    async def claim_study(self, study_id: str, owner: str, lease_s: float) -> StudyRecord | None:
+        def read(conn: sqlite3.Connection) -> StudyRecord | None:
+            row = conn.execute(
+                f"SELECT {_LISTED_COLUMNS} FROM studies WHERE study_id = ? AND state = ?",
+                (study_id, STUDY_RUNNING),
+            ).fetchone()
+            return study_from_row(row) if row else None
+
+        record = await self._reader.submit(read)
+        if record is None:
+            self._study_leases.pop(study_id, None)
+            return None
+        now = time.time()
+        holder, until = self._study_leases.get(study_id, (owner, 0.0))
+        if holder != owner and until >= now:
+            return None
+        self._study_leases[study_id] = (owner, now + lease_s)
+        return record
+
     async def request_study_cancel(self, tenant: str, study_id: str) -> bool:
         def write(conn: sqlite3.Connection) -> bool:
             marked = conn.execute(
