@@ -264,8 +264,15 @@ class _Drive:
             job, _ = await self._driver.manager.create(
                 spec, study_request_id(study_id, row.position), tenant, limits
             )
-        except (QuotaExceeded, Unavailable) as wait:
+        except QuotaExceeded as wait:
             self._log.info("study waits for its tenant's quota", reason=str(wait))
+            # No job was stored (a quota is checked after the request_id): the query's share
+            # is drawn again when it can start, from the time and budget left then; kept, a
+            # deadline share would count from a job created long after it was fixed.
+            await self._storage.assign_study_query(study_id, row.query_id, b"")
+            return None
+        except Unavailable as wait:  # the server stops: whether the job was stored is unknown
+            self._log.info("study waits for the server", reason=str(wait))
             return None
         await self._storage.set_study_query_job(study_id, row.query_id, job.job_id)
         self._progress.started()

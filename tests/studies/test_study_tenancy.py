@@ -18,6 +18,7 @@ from study_calls import (
     Stubs,
     all_jobs,
     started_study,
+    study_queries,
     until_final,
 )
 from study_data import collection, inputs_request, oracle_ranking
@@ -192,3 +193,37 @@ async def test_a_study_ends_when_its_tenants_daily_calls_run_out(keyed_server: K
     assert 0 < progress.judge_calls <= 5
     assert progress.pending == progress.running == 0
     assert progress.provisional >= 1
+
+
+async def test_a_deadline_holds_while_the_tenants_quota_keeps_queries_waiting(
+    keyed_server: KeyedServer,
+):
+    key = await keyed_server.member_key("team-a", max_concurrent_jobs=1)
+    alice = Stubs.on(keyed_server.channel, keyed_server.session(key).metadata)
+    # Another job of the tenant's holds its one slot for longer than the study may run.
+    blocker_spec = oracle_ranking(latency_ms=500, top_k=10, batch_size=4, max_in_flight=1)
+    blocker_spec.query = "something else"
+    for i in range(40):
+        blocker_spec.candidates.add(id=f"c{i}", text=f"passage {i}", metadata={"score": str(i)})
+    blocker = await alice.rank.CreateJob(
+        rank_pb2.CreateJobRequest(spec=blocker_spec), metadata=alice.metadata
+    )
+    deadline = 1.5
+    spec = study_pb2.StudySpec(
+        depth=3, ranking=oracle_ranking(top_k=3), max_live_queries=2, deadline_seconds=deadline
+    )
+    data = collection(queries=3, docs=6)
+    study = await started_study(alice, spec, inputs_request("", data))
+    ended = await until_final(alice, study.name, timeout=deadline + 3)
+    still = await alice.rank.GetJob(
+        rank_pb2.GetJobRequest(name=blocker.name), metadata=alice.metadata
+    )
+    assert still.state not in ENDED_JOB_STATES, "the quota was held all along"
+    await alice.rank.CancelJob(
+        rank_pb2.CancelJobRequest(name=blocker.name), metadata=alice.metadata
+    )
+    assert ended.state == study_pb2.STUDY_STATE_SUCCEEDED
+    assert ended.progress.provisional == len(data.topics)
+    queries = await study_queries(alice, study.name)
+    assert {q.completion_reason for q in queries} == {rank_pb2.COMPLETION_REASON_DEADLINE_EXCEEDED}
+    assert not any(q.job for q in queries)
