@@ -231,6 +231,7 @@ async def serve(
                 manager,
                 replica.replica_id,
                 final_report,
+                settings.lease_s,
                 drives_all=settings.resume_jobs,
             )
             study_pb2_grpc.add_StudyServiceServicer_to_server(

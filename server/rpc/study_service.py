@@ -140,11 +140,13 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
         added = await self._storage.add_study_chunk(tenant, study_id, chunk, counter(request))
         if added is ChunkAdded.NO_STUDY:
             raise NotFound(request.study, "tierank.v1.Study")
-        if added is ChunkAdded.NOT_DRAFT:
-            raise PreconditionFailed(
-                f"{request.study} has started: it takes no more inputs", "STUDY_STARTED"
-            )
         record = await self._record(request.study, "study")
+        if added is ChunkAdded.NOT_DRAFT:
+            state = study_pb2.StudyState.Name(record.state).removeprefix("STUDY_STATE_").lower()
+            raise PreconditionFailed(
+                f"{request.study} is {state}, not a draft: it takes no more inputs",
+                "STUDY_NOT_DRAFT",
+            )
         return study_pb2.AddStudyInputsResponse(
             study=study_view(record), added=added is ChunkAdded.ADDED
         )
@@ -180,9 +182,14 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
             ) from None
         pooled = sum(query.row.pool_size for query in planned)
         progress = initial_progress(len(planned), pooled).SerializeToString()
-        await self._storage.start_study(
+        if not await self._storage.start_study(
             record.study_id, [(query.row, query.pool) for query in planned], progress
-        )
+        ):
+            # Started by another call meanwhile, or cancelled: a cancelled draft ends here.
+            record = await self._record(request.name)
+            if record.state == STUDY_DRAFT and record.cancel_requested:
+                return await self._cancel_draft(record)
+            return study_view(record)
         self._driver.nudge(record.study_id)
         return study_view(await self._record(request.name))
 
@@ -197,15 +204,13 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
         if request.page_size < 0:
             raise InvalidInput([FieldViolation("page_size", "must not be negative")])
         page_size = min(request.page_size or DEFAULT_PAGE_SIZE, MAX_STUDIES_PAGE_SIZE)
-        before = page_tokens.decode(request.page_token, _NO_FILTER)
+        before = _continues(request.page_token, "ListStudies")
         records = await self._storage.list_studies(current_caller().tenant, page_size + 1, before)
         response = study_pb2.ListStudiesResponse(
             studies=[study_view(r) for r in records[:page_size]]
         )
         if len(records) > page_size:
-            response.next_page_token = page_tokens.encode(
-                records[page_size - 1].study_id, _NO_FILTER
-            )
+            response.next_page_token = _token("ListStudies", records[page_size - 1].study_id)
         return response
 
     async def CancelStudy(
@@ -215,6 +220,9 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
         if record.state in FINAL_STUDY_STATES:
             return study_view(record)
         await self._storage.request_study_cancel(record.tenant, record.study_id)
+        # Read again: a StartStudy may have started the draft before the cancel was marked
+        # (none can after: a draft marked cancelled does not start).
+        record = await self._record(request.name)
         if record.state == STUDY_DRAFT:
             return await self._cancel_draft(record)
         self._driver.nudge(record.study_id)
@@ -271,7 +279,8 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
         page_size = min(
             request.page_size or DEFAULT_STUDY_QUERIES_PAGE_SIZE, MAX_STUDY_QUERIES_PAGE_SIZE
         )
-        after = int(page_tokens.decode(request.page_token, _NO_FILTER) or 0)
+        listing = f"ListStudyQueries {request.name}"
+        after = _offset(request.page_token, listing)
         record = await self._record(request.name)
         if record.state in FINAL_STUDY_STATES:
             queries = list((await self._report(record)).queries)[after : after + page_size + 1]
@@ -289,7 +298,7 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
             ]
         response = study_pb2.ListStudyQueriesResponse(queries=queries[:page_size])
         if len(queries) > page_size:
-            response.next_page_token = page_tokens.encode(str(after + page_size), _NO_FILTER)
+            response.next_page_token = _token(listing, str(after + page_size))
         return response
 
     async def ExportStudyQrels(
@@ -298,7 +307,8 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
         if request.page_size < 0:
             raise InvalidInput([FieldViolation("page_size", "must not be negative")])
         page_size = min(request.page_size or DEFAULT_QRELS_PAGE_QUERIES, MAX_QRELS_PAGE_QUERIES)
-        after = int(page_tokens.decode(request.page_token, _NO_FILTER) or 0)
+        listing = f"ExportStudyQrels {request.name}"
+        after = _offset(request.page_token, listing)
         record = await self._record(request.name)
         rows = await self._storage.study_queries(record.study_id, after, page_size + 1)
         page = rows[:page_size]
@@ -306,5 +316,30 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
         labels = labels_of(study_pb2.StudySpec.FromString(record.spec), tiers)
         response = study_pb2.ExportStudyQrelsResponse(qrels=format_qrels(labels))
         if len(rows) > page_size:
-            response.next_page_token = page_tokens.encode(str(page[-1].position), _NO_FILTER)
+            response.next_page_token = _token(listing, str(page[-1].position))
         return response
+
+
+def _token(listing: str, last: str) -> str:
+    """A page token that continues `listing` (an RPC and the study it lists) after `last`."""
+    return page_tokens.encode(f"{listing} {last}", _NO_FILTER)
+
+
+def _continues(token: str, listing: str) -> str | None:
+    """What the page token continues `listing` after (None: the first page); a token of
+    another listing, or of another study's, is refused as a forged one is."""
+    value = page_tokens.decode(token, _NO_FILTER)
+    if value is None:
+        return None
+    made_for, _, last = value.rpartition(" ")
+    if made_for != listing:
+        raise InvalidInput(
+            [FieldViolation("page_token", f"is not a page token of this {listing.split()[0]}")]
+        )
+    return last
+
+
+def _offset(token: str, listing: str) -> int:
+    """The position a page token of `listing` continues after; 0 for the first page."""
+    last = _continues(token, listing)
+    return 0 if last is None else int(last)  # signed: only this server made it

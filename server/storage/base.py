@@ -648,7 +648,8 @@ class StudyStore(Protocol):
         self, study_id: str, queries: Sequence[tuple[StudyQueryRow, bytes]], progress: bytes
     ) -> bool:
         """Turn the draft study into a running one with its queries (each with its pool), in
-        one transaction; False when it was not a draft any more."""
+        one transaction; False when it was not a draft any more, or its cancel was asked for
+        (so that a cancel and a start never both win)."""
 
     @abc.abstractmethod
     async def study_queries(
@@ -683,6 +684,13 @@ class StudyStore(Protocol):
     async def claim_studies(self, owner: str, lease_s: float, limit: int) -> list[StudyRecord]:
         """Running studies this replica may drive now: those whose lease has run out or is
         already `owner`'s, leased to `owner` for `lease_s` seconds (their leases renewed)."""
+
+    @abc.abstractmethod
+    async def claim_study(self, study_id: str, owner: str, lease_s: float) -> StudyRecord | None:
+        """The study, leased (or its lease renewed) to `owner` for `lease_s` seconds, if it is
+        running and its lease has run out or is `owner`'s already; else None. What a driver
+        renews its lease with, and what a replica that drives only the studies it is asked to
+        claims them with (claim_studies would take every study it may)."""
 
     @abc.abstractmethod
     async def request_study_cancel(self, tenant: str, study_id: str) -> bool:

@@ -39,10 +39,10 @@ log = structlog.get_logger()
 
 # How often a driver looks at its studies' jobs, and renews its leases on them.
 PASS_INTERVAL_S = 0.25
-# A study whose driver stops renewing is taken over after this long.
-STUDY_LEASE_S = 15.0
 # Studies one replica drives at once.
 MAX_DRIVEN_STUDIES = 64
+# Queries read at once when a driver takes a study up.
+_QUERIES_PAGE = 1000
 
 
 class DriverStore(StudyStore, JobReader, TenantStore, Protocol):
@@ -52,6 +52,16 @@ class DriverStore(StudyStore, JobReader, TenantStore, Protocol):
 def study_request_id(study_id: str, position: int) -> str:
     """The request_id of a study query's job: the same on every try, so a job is made once."""
     return f"study-{study_id}-q{position}"
+
+
+async def every_query(storage: StudyStore, study_id: str) -> list[StudyQueryRow]:
+    """The study's queries in topic order, read a page at a time."""
+    rows: list[StudyQueryRow] = []
+    while page := await storage.study_queries(
+        study_id, rows[-1].position if rows else 0, _QUERIES_PAGE
+    ):
+        rows.extend(page)
+    return rows
 
 
 # The final report (StudyReport bytes) of a study, from its record and final progress.
@@ -65,16 +75,20 @@ class StudyDriver:
         manager: JobManager,
         replica_id: str,
         build_report: ReportBuilder,
+        lease_s: float,
         *,
         drives_all: bool = True,
     ) -> None:
-        """`drives_all`: drive every running study of the database; else only those started
-        or cancelled through this server (an embedded server that runs only its own work)."""
+        """`lease_s`: a study whose driver stops renewing (a replica killed) is taken over after
+        this long, as its jobs are (--lease-seconds). `drives_all`: drive every running study of
+        the database; else only those started or cancelled through this server (an embedded
+        server that runs only its own work)."""
         self.storage = storage
         self._drives_all = drives_all
         self._asked: set[str] = set()
         self.manager = manager
         self.replica_id = replica_id
+        self.lease_s = lease_s
         self.build_report = build_report
         self._driven: set[str] = set()
         self._nudged = anyio.Event()
@@ -89,15 +103,11 @@ class StudyDriver:
         async with anyio.create_task_group() as studies:
             while True:
                 try:
-                    claimed = await self.storage.claim_studies(
-                        self.replica_id, STUDY_LEASE_S, MAX_DRIVEN_STUDIES
-                    )
+                    claimed = await self._claim()
                 except TierankError as error:
                     log.warning("could not claim studies", error=str(error))
                     claimed = []
                 for record in claimed:
-                    if not self._drives_all and record.study_id not in self._asked:
-                        continue
                     if record.study_id not in self._driven:
                         self._driven.add(record.study_id)
                         studies.start_soon(self._drive_guarded, record)
@@ -105,10 +115,26 @@ class StudyDriver:
                     await self._nudged.wait()
                 self._nudged = anyio.Event()
 
+    async def _claim(self) -> list[StudyRecord]:
+        """The studies this replica may drive now: every one it may take, or only those it
+        was asked to drive (leasing no other: a replica that drives all of them takes those)."""
+        if self._drives_all:
+            return await self.storage.claim_studies(
+                self.replica_id, self.lease_s, MAX_DRIVEN_STUDIES
+            )
+        asked = []
+        for study_id in sorted(self._asked - self._driven):
+            record = await self.storage.claim_study(study_id, self.replica_id, self.lease_s)
+            if record is not None:
+                asked.append(record)
+        return asked
+
     async def _drive_guarded(self, record: StudyRecord) -> None:
         study_log = log.bind(study=record.study_id, tenant=record.tenant)
         try:
-            await _Drive(self, record, study_log).run()
+            rows = await every_query(self.storage, record.study_id)
+            progress = ProgressBook.recounted(record.progress, record.start_time, rows)
+            await _Drive(self, record, study_log, progress).run()
         except TierankError as error:
             # Storage gone or the like: the lease runs out and this or another replica resumes.
             study_log.warning("study paused", error=str(error))
@@ -132,14 +158,16 @@ class StudyDriver:
 class _Drive:
     """One study, driven pass by pass."""
 
-    def __init__(self, driver: StudyDriver, record: StudyRecord, study_log: Any) -> None:
+    def __init__(
+        self, driver: StudyDriver, record: StudyRecord, study_log: Any, progress: ProgressBook
+    ) -> None:
         self._driver = driver
         self._storage = driver.storage
         self._record = record
         self._log = study_log
         self._spec = study_pb2.StudySpec.FromString(record.spec)
         self._live_limit = self._spec.max_live_queries or DEFAULT_LIVE_QUERIES
-        self._progress = ProgressBook.from_bytes(record.progress, record.start_time)
+        self._progress = progress
 
     async def run(self) -> None:
         study_id, tenant = self._record.study_id, self._record.tenant
@@ -158,8 +186,8 @@ class _Drive:
             still_live = [row for row in live if not await self._ended(row)]
             assignments = [rank_pb2.JobSpec.FromString(row.assignment) for row in still_live]
             for row in (row for row in unfinished if not row.job_id):
-                if len(assignments) >= self._live_limit:
-                    break
+                if len(assignments) >= self._live_limit or await self._cancel_asked():
+                    break  # a cancel asked for meanwhile is the next pass's
                 started = await self._start(row, assignments)
                 if started is None:
                     break  # the tenant's quota: the next pass tries again
@@ -174,11 +202,16 @@ class _Drive:
                 return
             await anyio.sleep(PASS_INTERVAL_S)
 
+    async def _cancel_asked(self) -> bool:
+        """Whether the study was cancelled (or ended) since the pass began: no job starts then."""
+        record = await self._storage.get_study(self._record.tenant, self._record.study_id)
+        return record is None or record.cancel_requested or record.state in FINAL_STUDY_STATES
+
     async def _still_ours(self) -> bool:
-        claimed = await self._storage.claim_studies(
-            self._driver.replica_id, STUDY_LEASE_S, MAX_DRIVEN_STUDIES
+        renewed = await self._storage.claim_study(
+            self._record.study_id, self._driver.replica_id, self._driver.lease_s
         )
-        return any(r.study_id == self._record.study_id for r in claimed)
+        return renewed is not None
 
     async def _ended(self, row: StudyQueryRow) -> bool:
         """Whether the query's job has ended; its outcome is then recorded."""
@@ -231,8 +264,15 @@ class _Drive:
             job, _ = await self._driver.manager.create(
                 spec, study_request_id(study_id, row.position), tenant, limits
             )
-        except (QuotaExceeded, Unavailable) as wait:
+        except QuotaExceeded as wait:
             self._log.info("study waits for its tenant's quota", reason=str(wait))
+            # No job was stored (a quota is checked after the request_id): the query's share
+            # is drawn again when it can start, from the time and budget left then; kept, a
+            # deadline share would count from a job created long after it was fixed.
+            await self._storage.assign_study_query(study_id, row.query_id, b"")
+            return None
+        except Unavailable as wait:  # the server stops: whether the job was stored is unknown
+            self._log.info("study waits for the server", reason=str(wait))
             return None
         await self._storage.set_study_query_job(study_id, row.query_id, job.job_id)
         self._progress.started()
@@ -241,21 +281,21 @@ class _Drive:
     def _assign(self, live: Sequence[rank_pb2.JobSpec]) -> rank_pb2.JobSpec | None:
         """The next query's share of what is left of the study's budget and time: what is
         left, less what the live queries may still spend, split evenly over the queries not
-        started. None when a limit has nothing left for it."""
+        started, and at least one call (or token) while any is left, so that a budget too
+        small for every query pays for the first ones in topic order. None when a limit has
+        nothing left for it."""
         assignment = rank_pb2.JobSpec()
         budget = self._spec.budget
         waiting = max(1, self._progress.progress.pending)
         left = self._progress.budget_left(budget, live)
         if budget.max_judge_calls:
-            calls = left.max_judge_calls // waiting
-            if calls < 1:
+            if left.max_judge_calls < 1:
                 return None
-            assignment.budget.max_judge_calls = calls
+            assignment.budget.max_judge_calls = max(1, left.max_judge_calls // waiting)
         if budget.max_input_tokens:
-            tokens = left.max_input_tokens // waiting
-            if tokens < 1:
+            if left.max_input_tokens < 1:
                 return None
-            assignment.budget.max_input_tokens = tokens
+            assignment.budget.max_input_tokens = max(1, left.max_input_tokens // waiting)
         if budget.max_cost_usd:
             cost = left.max_cost_usd / waiting
             if cost <= 0:
@@ -284,10 +324,10 @@ class _Drive:
 
     async def _finish(self, state: int) -> None:
         ended = dataclasses.replace(self._record, state=state)
-        report = await self._driver.build_report(ended, self._progress.progress)
-        if await self._storage.finish_study(
-            self._record.study_id, state, self._progress.to_bytes(), report
-        ):
+        # The report holds the progress the study ends with.
+        final = self._progress.to_bytes(final=True)
+        report = await self._driver.build_report(ended, study_pb2.StudyProgress.FromString(final))
+        if await self._storage.finish_study(self._record.study_id, state, final, report):
             self._log.info("study ended", state=study_pb2.StudyState.Name(state))
 
 

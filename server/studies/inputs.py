@@ -18,11 +18,11 @@ from tierank.limits import (
     MAX_REQUEST_ID_BYTES,
     MAX_STUDY_SYSTEMS,
 )
-from tierank.server.errors import FieldViolation
+from tierank.server.errors import MAX_VIOLATIONS, FieldViolation
 from tierank.v1 import study_pb2
 
-# A study's inputs may hold thousands of problems; a client is told the first ones and how many.
-MAX_REPORTED_VIOLATIONS = 20
+# A study's inputs may hold thousands of problems; a client is told the first ones and how many
+# more, in no more violations than an error shows (InvalidInput would cut the count off).
 _ID_RULE = f"must be 1 to {MAX_ID_BYTES} bytes without white space or NUL"
 
 
@@ -36,22 +36,26 @@ def _bad_id(value: str) -> bool:
 
 
 class _Violations:
-    """Violations up to MAX_REPORTED_VIOLATIONS, then a count of the rest."""
+    """The first MAX_VIOLATIONS violations, and a count of the rest."""
 
     def __init__(self) -> None:
         self.listed: list[FieldViolation] = []
         self.more = 0
 
     def add(self, field_path: str, rule: str) -> None:
-        if len(self.listed) < MAX_REPORTED_VIOLATIONS:
+        if len(self.listed) < MAX_VIOLATIONS:
             self.listed.append(FieldViolation(field_path, rule))
         else:
             self.more += 1
 
-    def result(self) -> list[FieldViolation]:
-        if self.more:
-            return [*self.listed, FieldViolation("", f"and {self.more} more problems")]
-        return self.listed
+    def result(self, room: int = MAX_VIOLATIONS) -> list[FieldViolation]:
+        """At most `room` violations (at least one): the first ones, the last of them saying
+        how many more there are when they do not all fit."""
+        if len(self.listed) + self.more <= room:
+            return list(self.listed)
+        shown = self.listed[: max(room - 1, 0)]
+        left = len(self.listed) + self.more - len(shown)
+        return [*shown, FieldViolation("", f"and {left} more problems")]
 
 
 def chunk_violations(request: study_pb2.AddStudyInputsRequest) -> list[FieldViolation]:

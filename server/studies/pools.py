@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from tierank.evaluation import PooledDocument, pool_runs
 from tierank.limits import MAX_STUDY_QUERIES
-from tierank.server.errors import FieldViolation
+from tierank.server.errors import MAX_VIOLATIONS, FieldViolation
 from tierank.server.storage.base import StudyQueryRow
 from tierank.server.studies.inputs import StudyInputs
 from tierank.v1 import rank_pb2
@@ -31,7 +31,7 @@ def plan_queries(
     """The study's queries in topic order (the order topics were sent), each with its pool;
     or what stops the study from starting: no run, a run's query without a topic, a pooled
     document without a passage, too many queries."""
-    violations = list(inputs.problems.result())
+    violations: list[FieldViolation] = []
     if not inputs.runs:
         violations.append(FieldViolation("runs", "a study needs at least one system's run"))
     pools = pool_runs(inputs.runs, depth) if inputs.runs else {}
@@ -56,8 +56,10 @@ def plan_queries(
         violations.append(FieldViolation("runs", "no run retrieved anything for any topic"))
     if len(order) > MAX_STUDY_QUERIES:
         violations.append(FieldViolation("topics", f"at most {MAX_STUDY_QUERIES:,} queries"))
-    if violations:
-        return [], violations
+    if violations or inputs.problems.listed:
+        # What is missing first: the conflicts between chunks may be many, and are cut short.
+        room = MAX_VIOLATIONS - len(violations)
+        return [], violations + inputs.problems.result(room)
     planned = []
     for position, qid in enumerate(order, start=1):
         pool = rank_pb2.JobSpec(

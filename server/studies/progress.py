@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from tierank.server.names import job_name
 from tierank.server.storage.base import EventRow, JobRecord, StudyQueryRow
@@ -54,8 +54,20 @@ class ProgressBook:
         self._start_time = start_time
 
     @classmethod
-    def from_bytes(cls, stored: bytes, start_time: float) -> ProgressBook:
-        return cls(study_pb2.StudyProgress.FromString(stored), start_time)
+    def recounted(
+        cls, stored: bytes, start_time: float, rows: Iterable[StudyQueryRow]
+    ) -> ProgressBook:
+        """The progress counted again from every query's row: where a driver takes a study up
+        (after a restart or from another replica). What was last written can be older than its
+        rows: a job is recorded before the progress that counts it started."""
+        written = study_pb2.StudyProgress.FromString(stored)
+        book = cls(initial_progress(written.queries, written.pooled_documents), start_time)
+        for row in rows:
+            if row.outcome:
+                book.add(study_pb2.StudyQuery.FromString(row.outcome), had_job=False)
+            elif row.job_id:
+                book.started()
+        return book
 
     def started(self) -> None:
         self.progress.pending -= 1
@@ -99,13 +111,15 @@ class ProgressBook:
             - sum(a.budget.max_cost_usd for a in live_assignments),
         )
 
-    def to_bytes(self) -> bytes:
+    def to_bytes(self, *, final: bool = False) -> bytes:
+        """The progress with its estimate of the time left; `final`: the study has ended, and
+        queries still not judged (a cancelled study's) never will be: no estimate."""
         progress = self.progress
         ended = progress.settled + progress.provisional + progress.failed
         left = progress.pending + progress.running
         progress.ClearField("eta_seconds")
-        if ended and left:
-            progress.eta_seconds = (time.time() - self._start_time) / ended * left
-        elif not left:
+        if not left:
             progress.eta_seconds = 0.0
+        elif ended and not final:
+            progress.eta_seconds = (time.time() - self._start_time) / ended * left
         return progress.SerializeToString()

@@ -68,10 +68,16 @@ def inputs_request(
     return request
 
 
-def oracle_ranking(noise: float = 0.0, **fields: object) -> rank_pb2.JobSpec:
+def oracle_ranking(
+    noise: float = 0.0, latency_ms: float = 0.0, **fields: object
+) -> rank_pb2.JobSpec:
+    """Ranked by the `oracle` judge (its calls `latency_ms` long each)."""
+    options = {"noise": str(noise)}
+    if latency_ms:
+        options["latency_ms"] = str(latency_ms)
     judge = rank_pb2.JudgeSpec(
         provider="oracle",
         model="hidden-grade",
-        parameters=rank_pb2.JudgeParameters(options={"noise": str(noise)}),
+        parameters=rank_pb2.JudgeParameters(options=options),
     )
     return rank_pb2.JobSpec(judges=[judge], **fields)  # type: ignore[arg-type]

@@ -123,7 +123,8 @@ class PostgresStudies(PostgresConnection, StudyStore):
         async with self._transaction() as conn:
             cursor = await conn.execute(
                 f"UPDATE studies SET state = %s, start_time = {NOW}, update_time = {NOW}, "
-                "progress = %s WHERE study_id = %s AND state = %s RETURNING 1",
+                "progress = %s WHERE study_id = %s AND state = %s AND NOT cancel_requested "
+                "RETURNING 1",
                 (STUDY_RUNNING, progress, study_id, STUDY_DRAFT),
             )
             if await cursor.fetchone() is None:
@@ -198,6 +199,15 @@ class PostgresStudies(PostgresConnection, StudyStore):
             {"owner": owner, "lease": lease_s, "running": STUDY_RUNNING, "limit": limit},
         )
         return [_study(row) for row in rows]
+
+    async def claim_study(self, study_id: str, owner: str, lease_s: float) -> StudyRecord | None:
+        row = await self._fetchone(
+            f"UPDATE studies SET owner = %(owner)s, lease_until = {NOW} + %(lease)s "
+            "WHERE study_id = %(study)s AND state = %(running)s "
+            f"AND (lease_until < {NOW} OR owner = %(owner)s) RETURNING {_LISTED_COLUMNS}",
+            {"owner": owner, "lease": lease_s, "running": STUDY_RUNNING, "study": study_id},
+        )
+        return _study(row) if row else None
 
     async def request_study_cancel(self, tenant: str, study_id: str) -> bool:
         row = await self._fetchone(

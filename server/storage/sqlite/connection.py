@@ -157,6 +157,7 @@ class SqliteState:
     _cancel_requested: set[str]
     _watchers: dict[str, str]  # open watch streams: id -> tenant
     _orphans_settled: bool
+    _study_leases: dict[str, tuple[str, float]]  # study id -> (owner, until), time.time()
 
 
 def file_problem(error: OSError) -> str:

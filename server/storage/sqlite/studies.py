@@ -139,7 +139,7 @@ class SqliteStudies(SqliteState, StudyStore):
             now = time.time()
             started = conn.execute(
                 "UPDATE studies SET state = ?, start_time = ?, update_time = ?, progress = ? "
-                "WHERE study_id = ? AND state = ?",
+                "WHERE study_id = ? AND state = ? AND NOT cancel_requested",
                 (STUDY_RUNNING, now, now, progress, study_id, STUDY_DRAFT),
             )
             if started.rowcount == 0:
@@ -221,17 +221,49 @@ class SqliteStudies(SqliteState, StudyStore):
         await self._writer.submit(write)
 
     async def claim_studies(self, owner: str, lease_s: float, limit: int) -> list[StudyRecord]:
-        def write(conn: sqlite3.Connection) -> list[StudyRecord]:
-            now = time.time()
+        # In memory, as jobs' leases are: the file lock makes this process the database's only
+        # server, so a lease of a process that held the file before (killed) must not hold up
+        # its restart; within the process a lease keeps two drivers off one study.
+        def read(conn: sqlite3.Connection) -> list[StudyRecord]:
             rows = conn.execute(
-                f"UPDATE studies SET owner = ?, lease_until = ? WHERE study_id IN ("
-                "SELECT study_id FROM studies WHERE state = ? AND (lease_until < ? OR owner = ?) "
-                f"ORDER BY study_id LIMIT ?) RETURNING {_LISTED_COLUMNS}",
-                (owner, now + lease_s, STUDY_RUNNING, now, owner, limit),
-            ).fetchall()
+                f"SELECT {_LISTED_COLUMNS} FROM studies WHERE state = ? ORDER BY study_id",
+                (STUDY_RUNNING,),
+            )
             return [study_from_row(row) for row in rows]
 
-        return await self._writer.submit(write)
+        running = await self._reader.submit(read)
+        now = time.time()
+        leases = self._study_leases
+        for gone in leases.keys() - {record.study_id for record in running}:
+            del leases[gone]
+        claimed: list[StudyRecord] = []
+        for record in running:
+            if len(claimed) >= limit:
+                break
+            holder, until = leases.get(record.study_id, (owner, 0.0))
+            if holder == owner or until < now:
+                leases[record.study_id] = (owner, now + lease_s)
+                claimed.append(record)
+        return claimed
+
+    async def claim_study(self, study_id: str, owner: str, lease_s: float) -> StudyRecord | None:
+        def read(conn: sqlite3.Connection) -> StudyRecord | None:
+            row = conn.execute(
+                f"SELECT {_LISTED_COLUMNS} FROM studies WHERE study_id = ? AND state = ?",
+                (study_id, STUDY_RUNNING),
+            ).fetchone()
+            return study_from_row(row) if row else None
+
+        record = await self._reader.submit(read)
+        if record is None:
+            self._study_leases.pop(study_id, None)
+            return None
+        now = time.time()
+        holder, until = self._study_leases.get(study_id, (owner, 0.0))
+        if holder != owner and until >= now:
+            return None
+        self._study_leases[study_id] = (owner, now + lease_s)
+        return record
 
     async def request_study_cancel(self, tenant: str, study_id: str) -> bool:
         def write(conn: sqlite3.Connection) -> bool:
@@ -263,4 +295,6 @@ class SqliteStudies(SqliteState, StudyStore):
             )
             return ended.rowcount > 0
 
-        return await self._writer.submit(write)
+        ended = await self._writer.submit(write)
+        self._study_leases.pop(study_id, None)
+        return ended

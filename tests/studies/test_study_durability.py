@@ -1,0 +1,129 @@
+"""A study survives its server: killed with SIGKILL in the middle, restarted on the same SQLite
+file, it goes on where it stood and ends with every query judged once, by one job, whose stored
+verdicts were never bought again."""
+
+from __future__ import annotations
+
+import anyio
+import grpc
+from study_calls import (
+    Stubs,
+    duplicated_request_ids,
+    paid_calls,
+    started_study,
+    study_id,
+    study_jobs,
+    study_queries,
+    until_final,
+    until_study,
+)
+from study_data import collection, inputs_request, oracle_ranking
+
+from tierank.server.storage.sqlite import SqliteStorage
+from tierank.v1 import rank_pb2, study_pb2
+
+QUERIES = 8
+# Judges slow enough that the kill falls while queries are live and others have ended.
+LATENCY_MS = 120
+
+
+def _spec() -> study_pb2.StudySpec:
+    ranking = oracle_ranking(
+        noise=0.5, latency_ms=LATENCY_MS, top_k=3, batch_size=4, max_in_flight=2
+    )
+    return study_pb2.StudySpec(depth=4, ranking=ranking, max_live_queries=2)
+
+
+def _mid_study(study: study_pb2.Study) -> bool:
+    progress = study.progress
+    ended = progress.settled + progress.provisional + progress.failed
+    return ended >= 2 and progress.running >= 1
+
+
+async def test_kill_9_mid_study_then_restart_completes_it_without_paying_twice(server_process):
+    data = collection(queries=QUERIES)
+    address = await anyio.to_thread.run_sync(server_process.start)
+    async with grpc.aio.insecure_channel(address) as channel:
+        stubs = Stubs.on(channel)
+        study = await started_study(stubs, _spec(), inputs_request("", data), "durable")
+        before = await until_study(stubs, study.name, _mid_study, timeout=30, poll_s=0.02)
+        live_before = [
+            job
+            for job in await study_jobs(stubs, study.name)
+            if job.state == rank_pb2.JOB_STATE_RUNNING
+        ]
+    assert live_before, "a query's job was under way when the server was killed"
+    server_process.kill9()
+
+    address = await anyio.to_thread.run_sync(server_process.start)
+    async with grpc.aio.insecure_channel(address) as channel:
+        stubs = Stubs.on(channel)
+        # Resumed at once: a restarted server owns its database, no lease of the dead one holds.
+        ended = await until_final(stubs, study.name, timeout=15)
+        jobs = await study_jobs(stubs, study.name)
+        calls = {job.name: await paid_calls(stubs, job.name) for job in jobs}
+        queries = await study_queries(stubs, study.name)
+        report = await stubs.studies.GetStudyReport(
+            study_pb2.GetStudyReportRequest(name=study.name)
+        )
+
+    assert ended.state == study_pb2.STUDY_STATE_SUCCEEDED, ended.error
+    progress = ended.progress
+    assert (progress.pending, progress.running, progress.failed) == (0, 0, 0), progress
+    assert progress.settled + progress.provisional == QUERIES == progress.queries
+    assert progress.settled + progress.provisional >= (
+        before.progress.settled + before.progress.provisional
+    )
+    # One job per query, the same one before and after the kill.
+    assert not duplicated_request_ids(jobs)
+    assert sorted(int(job.request_id.rpartition("-q")[2]) for job in jobs) == list(
+        range(1, QUERIES + 1)
+    )
+    assert {job.name for job in live_before} <= set(calls)
+    assert [q.job for q in queries] == [
+        next(job.name for job in jobs if job.request_id.endswith(f"-q{position}"))
+        for position in range(1, QUERIES + 1)
+    ]
+    # The study's cost is its jobs' cost, each call counted once.
+    assert progress.judge_calls == sum(calls.values()) == sum(q.judge_calls for q in queries)
+    assert report.cost.judge_calls == progress.judge_calls
+    assert list(report.ranking) and report.state == study_pb2.STUDY_STATE_SUCCEEDED
+    assert server_process.terminate() == 0
+
+
+async def test_a_kill_before_the_progress_was_written_leaves_no_query_counted_twice_or_lost(
+    server_process,
+):
+    """The driver records a query's job, then the study's progress at the end of its pass: a
+    kill between the two leaves the progress of before the job started. Made here on purpose
+    (the progress rewritten as it stood at the start, with a job already recorded), the
+    resumed study must still count each query once."""
+    data = collection(queries=4)
+    spec = _spec()
+    spec.max_live_queries = 1
+    address = await anyio.to_thread.run_sync(server_process.start)
+    async with grpc.aio.insecure_channel(address) as channel:
+        stubs = Stubs.on(channel)
+        study = await started_study(stubs, spec, inputs_request("", data))
+        at_start = study.progress
+        await until_study(stubs, study.name, lambda s: s.progress.running == 1, poll_s=0.01)
+    server_process.kill9()
+
+    storage = SqliteStorage(server_process.db, synchronous="FULL")
+    try:
+        rows = await storage.study_queries(study_id(study.name), 0, 10)
+        assert rows[0].job_id and not rows[0].outcome
+        await storage.update_study_progress(study_id(study.name), at_start.SerializeToString())
+    finally:
+        await storage.close()
+
+    address = await anyio.to_thread.run_sync(server_process.start)
+    async with grpc.aio.insecure_channel(address) as channel:
+        stubs = Stubs.on(channel)
+        ended = await until_final(stubs, study.name, timeout=20)
+        jobs = await study_jobs(stubs, study.name)
+    progress = ended.progress
+    assert ended.state == study_pb2.STUDY_STATE_SUCCEEDED, ended.error
+    assert (progress.pending, progress.running) == (0, 0), progress
+    assert progress.settled + progress.provisional == len(data.topics) == len(jobs)
+    assert not duplicated_request_ids(jobs)
