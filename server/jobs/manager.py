@@ -192,6 +192,12 @@ class JobManager:
                 raise
         return pool, judges
 
+    def finished_event(self, job_id: str) -> anyio.Event | None:
+        """Set when the job, run here, has ended and stored its end; None where it does not
+        run here (another replica's, or ended already)."""
+        runner = self._runners.get(job_id)
+        return None if runner is None else runner.finished
+
     async def check_judges(self, spec: rank_pb2.JobSpec, tenant: str) -> None:
         """Raise what creating a job of `spec` would raise about its judges (unknown options,
         keys the tenant lacks, judges refused on their qualifications); builds and closes them.

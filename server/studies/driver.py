@@ -200,12 +200,28 @@ class _Drive:
             # Renews the lease; a study another replica took over is left to it.
             if not await self._still_ours():
                 return
-            await anyio.sleep(PASS_INTERVAL_S)
+            await self._until_a_job_ends([row.job_id for row in still_live])
 
     async def _cancel_asked(self) -> bool:
         """Whether the study was cancelled (or ended) since the pass began: no job starts then."""
         record = await self._storage.get_study(self._record.tenant, self._record.study_id)
         return record is None or record.cancel_requested or record.state in FINAL_STUDY_STATES
+
+    async def _until_a_job_ends(self, job_ids: Sequence[str]) -> None:
+        """Wait until one of the jobs run here ends, or PASS_INTERVAL_S at most (jobs on other
+        replicas, new ones, a cancel): a study's next query starts as soon as a slot is free."""
+        ends = [e for e in map(self._driver.manager.finished_event, job_ids) if e is not None]
+        with anyio.move_on_after(PASS_INTERVAL_S):
+            async with anyio.create_task_group() as waiting:
+
+                async def first_end(end: anyio.Event) -> None:
+                    await end.wait()
+                    waiting.cancel_scope.cancel()
+
+                for end in ends:
+                    waiting.start_soon(first_end, end)
+                if not ends:
+                    await anyio.sleep(PASS_INTERVAL_S)
 
     async def _still_ours(self) -> bool:
         renewed = await self._storage.claim_study(
