@@ -426,14 +426,17 @@ def _study_json(study: study_pb2.Study) -> dict[str, Any]:
 
 def _show(args: argparse.Namespace) -> int:
     with server_connection(args) as connection, connection.client() as client:
-        study = client.get_study(study_name(args.study))
-    if args.json:
-        print(json.dumps(_study_json(study), indent=2))
-    else:
-        print(progress_line(study))
-        if study.error.message:
-            print(f"error: {study.error.message}")
+        _print_study(client.get_study(study_name(args.study)), args.json)
     return EXIT_OK
+
+
+def _print_study(study: study_pb2.Study, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(_study_json(study), indent=2))
+        return
+    print(progress_line(study))
+    if study.error.message:
+        print(f"error: {study.error.message}")
 
 
 def _watch(args: argparse.Namespace) -> int:
@@ -447,11 +450,7 @@ def _watch(args: argparse.Namespace) -> int:
 
 def _cancel(args: argparse.Namespace) -> int:
     with server_connection(args) as connection, connection.client() as client:
-        study = client.cancel_study(study_name(args.study))
-    if args.json:
-        print(json.dumps(_study_json(study), indent=2))
-    else:
-        print(progress_line(study))
+        _print_study(client.cancel_study(study_name(args.study)), args.json)
     return EXIT_OK
 
 

@@ -201,9 +201,7 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
     async def ListStudies(
         self, request: study_pb2.ListStudiesRequest, context: grpc.aio.ServicerContext
     ) -> study_pb2.ListStudiesResponse:
-        if request.page_size < 0:
-            raise InvalidInput([FieldViolation("page_size", "must not be negative")])
-        page_size = min(request.page_size or DEFAULT_PAGE_SIZE, MAX_STUDIES_PAGE_SIZE)
+        page_size = _page_size(request.page_size, DEFAULT_PAGE_SIZE, MAX_STUDIES_PAGE_SIZE)
         before = _continues(request.page_token, "ListStudies")
         records = await self._storage.list_studies(current_caller().tenant, page_size + 1, before)
         response = study_pb2.ListStudiesResponse(
@@ -274,10 +272,8 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
     async def ListStudyQueries(
         self, request: study_pb2.ListStudyQueriesRequest, context: grpc.aio.ServicerContext
     ) -> study_pb2.ListStudyQueriesResponse:
-        if request.page_size < 0:
-            raise InvalidInput([FieldViolation("page_size", "must not be negative")])
-        page_size = min(
-            request.page_size or DEFAULT_STUDY_QUERIES_PAGE_SIZE, MAX_STUDY_QUERIES_PAGE_SIZE
+        page_size = _page_size(
+            request.page_size, DEFAULT_STUDY_QUERIES_PAGE_SIZE, MAX_STUDY_QUERIES_PAGE_SIZE
         )
         listing = f"ListStudyQueries {request.name}"
         after = _offset(request.page_token, listing)
@@ -304,9 +300,9 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
     async def ExportStudyQrels(
         self, request: study_pb2.ExportStudyQrelsRequest, context: grpc.aio.ServicerContext
     ) -> study_pb2.ExportStudyQrelsResponse:
-        if request.page_size < 0:
-            raise InvalidInput([FieldViolation("page_size", "must not be negative")])
-        page_size = min(request.page_size or DEFAULT_QRELS_PAGE_QUERIES, MAX_QRELS_PAGE_QUERIES)
+        page_size = _page_size(
+            request.page_size, DEFAULT_QRELS_PAGE_QUERIES, MAX_QRELS_PAGE_QUERIES
+        )
         listing = f"ExportStudyQrels {request.name}"
         after = _offset(request.page_token, listing)
         record = await self._record(request.name)
@@ -318,6 +314,12 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
         if len(rows) > page_size:
             response.next_page_token = _token(listing, str(page[-1].position))
         return response
+
+
+def _page_size(asked: int, default: int, most: int) -> int:
+    if asked < 0:
+        raise InvalidInput([FieldViolation("page_size", "must not be negative")])
+    return min(asked or default, most)
 
 
 def _token(listing: str, last: str) -> str:
