@@ -251,8 +251,8 @@ class ServerSettings:
             "TIERANK_LEASE_SECONDS",
             check=Number(2, 3600),
             metavar="SECONDS",
-            help="PostgreSQL: how long a replica's hold on a job outlives its last renewal, so how "
-            "soon a dead replica's jobs move on",
+            help="PostgreSQL: how long a replica's hold on a job or a study outlives its last "
+            "renewal, so how soon a dead replica's jobs and studies move on",
         ),
     )
     sqlite_synchronous: str = field(

@@ -1,4 +1,5 @@
-"""ListJobs page tokens: opaque, signed, and tied to the listing they continue (AIP-158).
+"""Page tokens (ListJobs, ListOperations, the study listings): opaque, signed, and tied to the
+listing they continue (AIP-158).
 
 A token names the last job of the page before and the state filter it was made for, signed
 with an HMAC key that lives as long as the server process: a forged or altered token, or one
@@ -33,7 +34,7 @@ def decode(token: str, state: int) -> str | None:
     payload = _verified(token)
     if payload is None:
         raise InvalidInput(
-            [FieldViolation("page_token", "is not a token from this server's ListJobs")]
+            [FieldViolation("page_token", "is not a page token this server made for this listing")]
         )
     token_job, _, token_state = payload.rpartition(":")
     if token_state != str(state):

@@ -17,7 +17,6 @@ from tierank.limits import DEFAULT_STUDY_MEASURES
 from tierank.server.labeling import DEFAULT_RANK_BANDS, fixed_mapping
 from tierank.server.storage.base import JobReader, StudyQueryRow, StudyRecord, StudyStore
 from tierank.server.studies.inputs import assemble
-from tierank.server.studies.progress import is_settled
 from tierank.server.wire.jobs import TIER_EVENT_KINDS
 from tierank.v1 import rank_pb2, study_pb2
 
@@ -42,8 +41,7 @@ async def all_queries(storage: StudyStore, study_id: str) -> list[StudyQueryRow]
 async def query_tiers(
     storage: ReportStore, record: StudyRecord, rows: list[StudyQueryRow]
 ) -> dict[str, list[list[str]]]:
-    """Each judged query's tiers, best first: its job's latest, or, for a pool of one
-    document (no job: nothing to compare), that document alone."""
+    """Each judged query's tiers, best first: its job's latest."""
     tiers: dict[str, list[list[str]]] = {}
     for row in rows:
         if row.job_id:
@@ -54,11 +52,6 @@ async def query_tiers(
             source = event.completed if event.HasField("completed") else event.tiers_updated
             if source.tiers:
                 tiers[row.query_id] = [list(t.candidate_ids) for t in source.tiers]
-        elif row.outcome and is_settled(study_pb2.StudyQuery.FromString(row.outcome)):
-            pool = rank_pb2.JobSpec.FromString(
-                await storage.read_study_pool(record.study_id, row.query_id)
-            )
-            tiers[row.query_id] = [[c.id for c in pool.candidates]]
     return tiers
 
 
