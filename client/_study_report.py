@@ -10,17 +10,15 @@ from tierank.client._names import reason_name, state_name
 from tierank.v1 import rank_pb2, study_pb2
 
 SCHEMA = "tierank.study.report/1"
-_STATES: dict[int, str] = {
-    study_pb2.STUDY_STATE_DRAFT: "draft",
-    study_pb2.STUDY_STATE_RUNNING: "running",
-    study_pb2.STUDY_STATE_SUCCEEDED: "succeeded",
-    study_pb2.STUDY_STATE_FAILED: "failed",
-    study_pb2.STUDY_STATE_CANCELLED: "cancelled",
-}
 
 
 def study_state(state: int) -> str:
-    return _STATES.get(state, "unspecified")
+    """ "running" for STUDY_STATE_RUNNING; "unspecified" for a state this client does not know."""
+    try:
+        name = study_pb2.StudyState.Name(state)
+    except ValueError:
+        return "unspecified"
+    return name.removeprefix("STUDY_STATE_").lower()
 
 
 def _optional(message: Any, field: str) -> float | None:

@@ -292,11 +292,11 @@ class AsyncClient:
         *,
         timeout: float | None = None,
     ) -> study_pb2.Study:
-        study = await self.get_study(name, timeout=timeout)
+        study: study_pb2.Study | None = None
         for chunk in chunks:
-            chunk.study = study.name
+            chunk.study = study_name(name)
             study = (await self._unary(self._studies.AddStudyInputs, chunk, timeout)).study
-        return study
+        return study if study is not None else await self.get_study(name, timeout=timeout)
 
     async def start_study(self, name: str, *, timeout: float | None = None) -> study_pb2.Study:
         request = study_pb2.StartStudyRequest(name=study_name(name))

@@ -288,11 +288,11 @@ class Client:
     ) -> study_pb2.Study:
         """Send input chunks (each with its own request_id: see tierank.client._study.chunks)
         one by one; a chunk sent before adds nothing. Returns the study after the last one."""
-        study = self.get_study(name, timeout=timeout)
+        study: study_pb2.Study | None = None
         for chunk in chunks:
-            chunk.study = study.name
+            chunk.study = study_name(name)
             study = self._unary(self._studies.AddStudyInputs, chunk, timeout).study
-        return study
+        return study if study is not None else self.get_study(name, timeout=timeout)
 
     def start_study(self, name: str, *, timeout: float | None = None) -> study_pb2.Study:
         request = study_pb2.StartStudyRequest(name=study_name(name))

@@ -30,7 +30,7 @@ from tierank.server.storage.base import (
     StudyStore,
     TenantStore,
 )
-from tierank.server.studies.progress import ProgressBook, outcome_of
+from tierank.server.studies.progress import ProgressBook, every_query, outcome_of
 from tierank.server.tenancy.quotas import limits_of
 from tierank.server.wire.jobs import TIER_EVENT_KINDS
 from tierank.v1 import rank_pb2, study_pb2
@@ -41,8 +41,6 @@ log = structlog.get_logger()
 PASS_INTERVAL_S = 0.25
 # Studies one replica drives at once.
 MAX_DRIVEN_STUDIES = 64
-# Queries read at once when a driver takes a study up.
-_QUERIES_PAGE = 1000
 
 
 class DriverStore(StudyStore, JobReader, TenantStore, Protocol):
@@ -52,16 +50,6 @@ class DriverStore(StudyStore, JobReader, TenantStore, Protocol):
 def study_request_id(study_id: str, position: int) -> str:
     """The request_id of a study query's job: the same on every try, so a job is made once."""
     return f"study-{study_id}-q{position}"
-
-
-async def every_query(storage: StudyStore, study_id: str) -> list[StudyQueryRow]:
-    """The study's queries in topic order, read a page at a time."""
-    rows: list[StudyQueryRow] = []
-    while page := await storage.study_queries(
-        study_id, rows[-1].position if rows else 0, _QUERIES_PAGE
-    ):
-        rows.extend(page)
-    return rows
 
 
 # The final report (StudyReport bytes) of a study, from its record and final progress.
@@ -220,8 +208,7 @@ class _Drive:
 
                 for end in ends:
                     waiting.start_soon(first_end, end)
-                if not ends:
-                    await anyio.sleep(PASS_INTERVAL_S)
+                await anyio.sleep_forever()
 
     async def _still_ours(self) -> bool:
         renewed = await self._storage.claim_study(

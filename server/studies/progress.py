@@ -6,7 +6,7 @@ import time
 from collections.abc import Iterable, Sequence
 
 from tierank.server.names import job_name
-from tierank.server.storage.base import EventRow, JobRecord, StudyQueryRow
+from tierank.server.storage.base import EventRow, JobRecord, StudyQueryRow, StudyStore
 from tierank.v1 import rank_pb2, study_pb2
 
 
@@ -123,3 +123,17 @@ class ProgressBook:
         elif ended and not final:
             progress.eta_seconds = (time.time() - self._start_time) / ended * left
         return progress.SerializeToString()
+
+
+# Queries read at once when all of a study's are wanted.
+_QUERIES_PAGE = 1000
+
+
+async def every_query(storage: StudyStore, study_id: str) -> list[StudyQueryRow]:
+    """The study's queries in topic order, read a page at a time."""
+    rows: list[StudyQueryRow] = []
+    while page := await storage.study_queries(
+        study_id, rows[-1].position if rows else 0, _QUERIES_PAGE
+    ):
+        rows.extend(page)
+    return rows

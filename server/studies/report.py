@@ -17,25 +17,16 @@ from tierank.limits import DEFAULT_STUDY_MEASURES
 from tierank.server.labeling import DEFAULT_RANK_BANDS, fixed_mapping
 from tierank.server.storage.base import JobReader, StudyQueryRow, StudyRecord, StudyStore
 from tierank.server.studies.inputs import assemble
+from tierank.server.studies.progress import every_query
 from tierank.server.wire.jobs import TIER_EVENT_KINDS
 from tierank.v1 import rank_pb2, study_pb2
 
 CONFIDENCE = 0.95
 ALPHA = 0.05
-_PAGE = 1000
 
 
 class ReportStore(StudyStore, JobReader, Protocol):
     """The study's chunks and queries, and its jobs' tiers."""
-
-
-async def all_queries(storage: StudyStore, study_id: str) -> list[StudyQueryRow]:
-    rows: list[StudyQueryRow] = []
-    while True:
-        page = await storage.study_queries(study_id, rows[-1].position if rows else 0, _PAGE)
-        rows.extend(page)
-        if len(page) < _PAGE:
-            return rows
 
 
 async def query_tiers(
@@ -64,7 +55,7 @@ async def build_report(
     storage: ReportStore, record: StudyRecord, progress: study_pb2.StudyProgress
 ) -> study_pb2.StudyReport:
     spec = study_pb2.StudySpec.FromString(record.spec)
-    rows = await all_queries(storage, record.study_id)
+    rows = await every_query(storage, record.study_id)
     tiers = await query_tiers(storage, record, rows)
     chunks = await storage.read_study_chunks(record.study_id)
 
