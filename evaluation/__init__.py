@@ -38,7 +38,8 @@ Agreement (:mod:`.agreement`, :mod:`.correlation`, :mod:`.transitivity`)
 Studies: pooling, comparison, results (:mod:`.pooling`, :mod:`.comparison`, :mod:`.study_results`)
     ``pool_runs(runs, depth) -> {qid: [PooledDocument(docid, retrieved_by)]}`` (TREC pooling,
     in pool order); ``pool_additions(pooled, run, system, depth) -> PoolAdditions(system,
-    added, updated)`` and its ``.merged_into(pooled)``.
+    added, updated)`` and its ``.merged_into(pooled)``; ``judged_share(run, judged, queries)``
+    (Judged@10 of a run against the documents a pool judged).
     ``bootstrap_interval(values) -> Interval(mean, low, high)``; ``paired_test(a, b) ->
     PairedTest(difference, low, high, p_value, count)``; ``compare_systems(per_query) ->
     SystemComparison(intervals, ranking, adjacent: [AdjacentComparison])``;
@@ -94,7 +95,13 @@ from tierank.evaluation.formats import (
 )
 from tierank.evaluation.measures import MEASURE_NAMES, Measure, MeasureError, parse_measure
 from tierank.evaluation.ordering import rank_documents, tiers_from_scores
-from tierank.evaluation.pooling import PoolAdditions, PooledDocument, pool_additions, pool_runs
+from tierank.evaluation.pooling import (
+    PoolAdditions,
+    PooledDocument,
+    judged_share,
+    pool_additions,
+    pool_runs,
+)
 from tierank.evaluation.scoring import Aggregate, Evaluation, evaluate
 from tierank.evaluation.set_measures import (
     GRADED_0_4_SCALE,
@@ -162,6 +169,7 @@ __all__ = [
     "confusion_matrix",
     "evaluate",
     "format_qrels",
+    "judged_share",
     "kendall_tau_b",
     "labels_from_grade_levels",
     "labels_from_rank_bands",

@@ -13,7 +13,7 @@ machine and in every process.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from tierank.evaluation.formats import Run
@@ -106,6 +106,21 @@ def pool_additions(
         {qid: _pool_order(added[qid]) for qid in sorted(added)},
         {qid: _pool_order(updated[qid]) for qid in sorted(updated)},
     )
+
+
+def judged_share(
+    run: Run, judged: Mapping[str, Collection[str]], queries: Collection[str], cutoff: int = 10
+) -> float | None:
+    """How much of `run`'s top `cutoff` per query a pool judged (`judged`: query id -> the
+    documents that have a label), as ir-measures' Judged@cutoff (over min(cutoff, documents
+    retrieved)), averaged over the `queries` the run retrieved anything for; None if none."""
+    shares = []
+    for qid in sorted(set(queries) & set(run)):
+        top = rank_documents(run[qid])[:cutoff]
+        if top:
+            labelled = judged.get(qid, ())
+            shares.append(sum(1 for docid in top if docid in labelled) / len(top))
+    return sum(shares) / len(shares) if shares else None
 
 
 def _check_depth(depth: int) -> None:

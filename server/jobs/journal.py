@@ -5,6 +5,9 @@ A journal is a list of rows, each a kind and a payload, replayed in order after 
 - "planner": the first row of a job: JSON `{"version": PLANNER_VERSION, "config": {...}}`, the
   TournamentConfig fields with the defaults resolved, so that replay plans with what the job
   was planned with, whatever today's defaults. Journals begun before it have no such row.
+  `"continues": true` marks a job that continues another's tournament over a larger pool (a
+  study's query judged again after a run was added): the plans that follow were made for the
+  other pool, so they are adopted, never planned again.
 - "plan": the calls of one plan, JSON `[{"call_id", "batch", "judge", "presented", "depth"},
   ...]`, enough to resume them under another planner. Older rows are a list of call ids only.
 - "verdict": a VerdictReceived message as stored; "disable": a judge's index in decimal.
@@ -18,15 +21,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tierank.scheduler import PLANNER_VERSION
 from tierank.scheduler.types import Budget, JudgeCall, TournamentConfig
+from tierank.server.storage.base import JournalRow
+from tierank.v1 import rank_pb2
 
 
 @dataclass(frozen=True)
 class Planner:
-    """Who planned a job, and with what."""
+    """Who planned a job, and with what; `continues`: its first plans are another job's."""
 
     version: int
     config: TournamentConfig
+    continues: bool = False
 
 
 @dataclass(frozen=True)
@@ -36,8 +43,11 @@ class RecordedPlan:
     calls: list[JudgeCall] | None
 
 
-def encode_planner(version: int, config: TournamentConfig) -> bytes:
-    return json.dumps({"version": version, "config": dataclasses.asdict(config)}).encode()
+def encode_planner(version: int, config: TournamentConfig, *, continues: bool = False) -> bytes:
+    header: dict[str, Any] = {"version": version, "config": dataclasses.asdict(config)}
+    if continues:
+        header["continues"] = True
+    return json.dumps(header).encode()
 
 
 def decode_planner(payload: bytes) -> Planner:
@@ -47,7 +57,7 @@ def decode_planner(payload: bytes) -> Planner:
         config["judge_weights"] = tuple(config["judge_weights"])
     if "budget" in config:
         config["budget"] = Budget(**_known(Budget, config["budget"]))
-    return Planner(data["version"], TournamentConfig(**config))
+    return Planner(data["version"], TournamentConfig(**config), data.get("continues", False))
 
 
 def encode_plan(calls: Sequence[JudgeCall]) -> bytes:
@@ -69,6 +79,36 @@ def decode_plan(payload: bytes) -> RecordedPlan:
         for entry in entries
     ]
     return RecordedPlan([call.call_id for call in calls], calls)
+
+
+def continued_journal(previous: Sequence[JournalRow], config: TournamentConfig) -> list[JournalRow]:
+    """The journal a job starts with when it continues `previous`'s tournament (the journal of
+    a job over a pool its own contains) under `config`: a planner row saying so, then each of
+    `previous`'s calls that has a verdict, planned and answered in the order it was.
+
+    A call with no verdict (abandoned when that job ended early) is left out, and so is a plan
+    recorded as call ids only (too old to adopt) with its verdicts: the new job plans what it
+    still needs. Disabled judges are not carried over: the new job tries every judge again.
+    """
+    answered: set[str] = set()
+    for row in previous:
+        if row.kind == "verdict":
+            answered.add(rank_pb2.VerdictReceived.FromString(row.payload).call_id)
+    payloads = [("planner", encode_planner(PLANNER_VERSION, config, continues=True))]
+    adopted: set[str] = set()
+    for row in previous:
+        if row.kind == "plan":
+            calls = decode_plan(row.payload).calls or []
+            kept = [call for call in calls if call.call_id in answered]
+            if kept:
+                adopted.update(call.call_id for call in kept)
+                payloads.append(("plan", encode_plan(kept)))
+        elif (
+            row.kind == "verdict"
+            and rank_pb2.VerdictReceived.FromString(row.payload).call_id in adopted
+        ):
+            payloads.append(("verdict", row.payload))
+    return [JournalRow(index, kind, payload) for index, (kind, payload) in enumerate(payloads)]
 
 
 def _known(kind: type, values: dict[str, Any]) -> dict[str, Any]:

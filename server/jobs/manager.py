@@ -36,6 +36,7 @@ from tierank.server.errors import (
 from tierank.server.job_states import TERMINAL_STATES
 from tierank.server.jobs.admission import admit, as_requested
 from tierank.server.jobs.hub import EventHub
+from tierank.server.jobs.journal import continued_journal
 from tierank.server.jobs.replica import Replica
 from tierank.server.jobs.runner import JobRunner, JobRunStore
 from tierank.server.jobs.steps import StepThread
@@ -53,6 +54,7 @@ from tierank.server.storage.base import (
     EventRow,
     JobRecord,
     JobUpdate,
+    JournalRow,
     Lease,
     LeaseStore,
     Limits,
@@ -61,7 +63,7 @@ from tierank.server.storage.base import (
 from tierank.server.tenancy.provider_accounts import ProviderAccounts
 from tierank.server.tenancy.spending import SpendLedger
 from tierank.server.wire.jobs import job_summary
-from tierank.server.wire.specs import judge_config, pool_context
+from tierank.server.wire.specs import judge_config, pool_context, tournament_config
 from tierank.v1 import rank_pb2
 
 # A write on the way out (a lease handed back, leaving the membership) waits no longer than
@@ -283,13 +285,21 @@ class JobManager:
         return self._factory.knows(provider)
 
     async def create(
-        self, spec: rank_pb2.JobSpec, request_id: str, tenant: str, limits: Limits
+        self,
+        spec: rank_pb2.JobSpec,
+        request_id: str,
+        tenant: str,
+        limits: Limits,
+        *,
+        continues: str = "",
     ) -> tuple[JobRecord, bool]:
         """Store and start a job whose spec the API edge has validated; returns (job, created).
 
         A reused `request_id` returns the job it created, if the spec is the same; with a
         different spec it is an error (AIP-155). Raises QuotaExceeded past the tenant's
-        concurrency or rate `limits`.
+        concurrency or rate `limits`. `continues`: the id of a job of `tenant` over a pool that
+        this one's contains, whose verdicts this job starts from (journal.continued_journal):
+        its calls are neither asked nor paid for again, and count in this job's stats.
         """
         if self._draining:
             raise Unavailable(SHUTTING_DOWN, SHUTTING_DOWN_RETRY_AFTER_S)
@@ -297,6 +307,10 @@ class JobManager:
         spec = rank_pb2.JobSpec()
         spec.CopyFrom(requested)
         pool, judges = await self._build_judges(spec, tenant, admitting=True)
+        journal: list[JournalRow] = []
+        if continues:
+            previous = await self._storage.read_journal(continues)
+            journal = continued_journal(previous, tournament_config(spec))
         now = time.time()
         record = JobRecord(
             job_id=new_sortable_id(),
@@ -323,7 +337,9 @@ class JobManager:
         # never the job: a stored job always runs, and a job that runs is always stored.
         runner = self._runner(record, spec, pool, judges)
         creation = _Creation()
-        self._start(runner, self._store_and_run, record, first_event, limits, runner, creation)
+        self._start(
+            runner, self._store_and_run, record, first_event, limits, journal, runner, creation
+        )
         await creation.done.wait()
         if creation.error is not None:
             raise creation.error
@@ -343,11 +359,12 @@ class JobManager:
         record: JobRecord,
         first_event: EventRow,
         limits: Limits,
+        journal: list[JournalRow],
         runner: JobRunner,
         creation: _Creation,
     ) -> None:
         try:
-            creation.stored = await self._storage.create_job(record, first_event, limits)
+            creation.stored = await self._storage.create_job(record, first_event, limits, journal)
         except DuplicateRequest as duplicate:
             creation.stored = duplicate.existing
         except Exception as error:  # e.g. a full disk: the RPC reports it, the server goes on

@@ -344,13 +344,14 @@ class JobRunner:
         exactly: every plan is made again and must match the recorded one. One planned by
         another version (a rolling upgrade), or one that does not match anyway, is resumed
         from its recorded calls instead, never re-planned: no answer is asked for twice, and
-        planning goes on under today's rules from there.
+        planning goes on under today's rules from there. So is a job that continues another
+        job's tournament over a larger pool (journal.continued_journal).
         """
         rows = await self._storage.read_journal(self.job_id)
         self._journal_index = len(rows)
         planner = decode_planner(rows[0].payload) if rows and rows[0].kind == "planner" else None
         config = planner.config if planner else tournament_config(self._spec)
-        exact = planner is None or planner.version == PLANNER_VERSION
+        exact = planner is None or (planner.version == PLANNER_VERSION and not planner.continues)
         try:
             tournament, stats, planned, groups = await self._steps.run(
                 self._tenant, lambda: self._replay(rows, config, exact)

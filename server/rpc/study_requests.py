@@ -14,7 +14,7 @@ from tierank.limits import (
 )
 from tierank.server.errors import FieldViolation, InvalidInput
 from tierank.server.labeling import fixed_mapping
-from tierank.server.rpc.validation import resolve_preset, validate_spec
+from tierank.server.rpc.validation import resolve_preset, validate_request_id, validate_spec
 from tierank.v1 import rank_pb2, study_pb2
 
 # The ranking parameters are checked as a job's, on a stand-in query and pool.
@@ -29,6 +29,36 @@ def probe_job(ranking: rank_pb2.JobSpec) -> rank_pb2.JobSpec:
     for i in range(max(2, ranking.top_k)):
         probe.candidates.add(id=f"d{i}", text="passage")
     return probe
+
+
+def _limit_violations(
+    budget: rank_pb2.Budget, deadline_seconds: float, prefix: str
+) -> list[FieldViolation]:
+    violations = []
+    for name in ("max_judge_calls", "max_input_tokens", "max_cost_usd"):
+        value = getattr(budget, name)
+        if value < 0 or not math.isfinite(value):
+            violations.append(
+                FieldViolation(
+                    f"{prefix}budget.{name}",
+                    "must be a finite number, not negative (0 means unlimited)",
+                )
+            )
+    if deadline_seconds < 0 or not math.isfinite(deadline_seconds):
+        violations.append(
+            FieldViolation(
+                f"{prefix}deadline_seconds",
+                "must be a finite number, not negative (0 means no deadline)",
+            )
+        )
+    return violations
+
+
+def validate_extension(request: study_pb2.ExtendStudyRequest) -> list[FieldViolation]:
+    """Every rule an ExtendStudy request breaks."""
+    return validate_request_id(request.request_id) + _limit_violations(
+        request.budget, request.deadline_seconds, ""
+    )
 
 
 def validate_study_spec(
@@ -46,12 +76,7 @@ def validate_study_spec(
         bad("depth", f"must be between 1 and {MAX_STUDY_DEPTH} (0: the default)")
     if spec.max_live_queries and not 1 <= spec.max_live_queries <= MAX_LIVE_QUERIES:
         bad("max_live_queries", f"must be between 1 and {MAX_LIVE_QUERIES} (0: the default)")
-    for name in ("max_judge_calls", "max_input_tokens", "max_cost_usd"):
-        value = getattr(spec.budget, name)
-        if value < 0 or not math.isfinite(value):
-            bad(f"budget.{name}", "must be a finite number, not negative (0 means unlimited)")
-    if spec.deadline_seconds < 0 or not math.isfinite(spec.deadline_seconds):
-        bad("deadline_seconds", "must be a finite number, not negative (0 means no deadline)")
+    violations.extend(_limit_violations(spec.budget, spec.deadline_seconds, "spec."))
     if len(spec.measures) > MAX_STUDY_MEASURES:
         bad("measures", f"at most {MAX_STUDY_MEASURES}")
     for i, measure in enumerate(spec.measures):

@@ -26,12 +26,12 @@ from tierank.limits import (
     MAX_STUDY_QUERIES_PAGE_SIZE,
 )
 from tierank.server.errors import FieldViolation, InvalidInput, NotFound, PreconditionFailed
-from tierank.server.job_states import FINAL_STUDY_STATES, STUDY_DRAFT
+from tierank.server.job_states import FINAL_STUDY_STATES, STUDY_DRAFT, STUDY_RUNNING
 from tierank.server.jobs.manager import JobManager
 from tierank.server.names import BadName, new_sortable_id, parse_study_name, study_name
 from tierank.server.rpc import page_tokens
 from tierank.server.rpc.auth import current_caller
-from tierank.server.rpc.study_requests import validate_study_spec
+from tierank.server.rpc.study_requests import validate_extension, validate_study_spec
 from tierank.server.rpc.validation import validate_request_id
 from tierank.server.storage.base import (
     ChunkAdded,
@@ -41,9 +41,16 @@ from tierank.server.storage.base import (
     WatcherStore,
 )
 from tierank.server.studies.driver import DriverStore, StudyDriver, query_job_spec
-from tierank.server.studies.inputs import assemble, chunk_violations, counter
+from tierank.server.studies.extension import PlannedExtension, plan_extension
+from tierank.server.studies.inputs import (
+    assemble,
+    chunk_violations,
+    counter,
+    later_chunk_violations,
+    with_round,
+)
 from tierank.server.studies.pools import PlannedQuery, plan_queries
-from tierank.server.studies.progress import initial_progress
+from tierank.server.studies.progress import ProgressBook, every_query, initial_progress
 from tierank.server.studies.report import (
     ReportStore,
     build_report,
@@ -141,10 +148,18 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
         if added is ChunkAdded.NO_STUDY:
             raise NotFound(request.study, "tierank.v1.Study")
         record = await self._record(request.study, "study")
-        if added is ChunkAdded.NOT_DRAFT:
-            state = study_pb2.StudyState.Name(record.state).removeprefix("STUDY_STATE_").lower()
+        if added is ChunkAdded.REFUSED:
+            counts = study_pb2.StudyInputs.FromString(record.inputs)
+            raise InvalidInput(later_chunk_violations(request, counts))
+        if added is ChunkAdded.CLOSED and record.state == STUDY_RUNNING:
             raise PreconditionFailed(
-                f"{request.study} is {state}, not a draft: it takes no more inputs",
+                f"{request.study} is running: it takes inputs again (runs to add) once it "
+                "has ended",
+                "STUDY_RUNNING",
+            )
+        if added is ChunkAdded.CLOSED:
+            raise PreconditionFailed(
+                f"{request.study} was cancelled before it started: it takes no more inputs",
                 "STUDY_NOT_DRAFT",
             )
         return study_pb2.AddStudyInputsResponse(
@@ -162,28 +177,26 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
         spec = study_pb2.StudySpec.FromString(record.spec)
         chunks = await self._storage.read_study_chunks(record.study_id)
 
-        def plan() -> tuple[list[PlannedQuery], list[FieldViolation]]:
-            return plan_queries(assemble(chunks), spec.depth or DEFAULT_STUDY_DEPTH)
+        def plan() -> tuple[list[PlannedQuery], list[FieldViolation], list[str]]:
+            inputs = assemble(chunks)
+            planned, violations = plan_queries(inputs, spec.depth or DEFAULT_STUDY_DEPTH)
+            return planned, violations, sorted(inputs.runs)
 
-        planned, violations = await anyio.to_thread.run_sync(plan)
+        planned, violations, systems = await anyio.to_thread.run_sync(plan)
         if violations:
             raise InvalidInput(violations)
-        # The judges as the first query's job will have them (keys, qualifications, what a
-        # judge needs of a pool), so that a study that cannot judge fails here, not per query.
-        first = query_job_spec(spec.ranking, planned[0].pool, rank_pb2.JobSpec())
-        try:
-            await self._manager.check_judges(first, record.tenant)
-        except InvalidInput as invalid:
-            raise InvalidInput(
-                [
-                    FieldViolation(v.field.replace("spec.", "spec.ranking.", 1), v.rule)
-                    for v in invalid.violations
-                ]
-            ) from None
+        await self._check_judges(spec, planned[0].pool, record.tenant)
         pooled = sum(query.row.pool_size for query in planned)
         progress = initial_progress(len(planned), pooled).SerializeToString()
+        first_round = study_pb2.StudyRound(
+            round=0, systems=systems, queries_extended=len(planned), documents_added=pooled
+        )
+        first_round.start_time.GetCurrentTime()
         if not await self._storage.start_study(
-            record.study_id, [(query.row, query.pool) for query in planned], progress
+            record.study_id,
+            [(query.row, query.pool) for query in planned],
+            progress,
+            with_round(first_round),
         ):
             # Started by another call meanwhile, or cancelled: a cancelled draft ends here.
             record = await self._record(request.name)
@@ -191,6 +204,84 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
                 return await self._cancel_draft(record)
             return study_view(record)
         self._driver.nudge(record.study_id)
+        return study_view(await self._record(request.name))
+
+    async def _check_judges(self, spec: study_pb2.StudySpec, pool: bytes, tenant: str) -> None:
+        """The judges as a query's job will have them (keys, qualifications, what a judge
+        needs of a pool), so that a study that cannot judge fails here, not per query."""
+        first = query_job_spec(spec.ranking, pool, rank_pb2.JobSpec())
+        try:
+            await self._manager.check_judges(first, tenant)
+        except InvalidInput as invalid:
+            raise InvalidInput(
+                [
+                    FieldViolation(v.field.replace("spec.", "spec.ranking.", 1), v.rule)
+                    for v in invalid.violations
+                ]
+            ) from None
+
+    async def ExtendStudy(
+        self, request: study_pb2.ExtendStudyRequest, context: grpc.aio.ServicerContext
+    ) -> study_pb2.Study:
+        record = await self._record(request.name)
+        violations = validate_extension(request)
+        if violations:
+            raise InvalidInput(violations)
+        counts = study_pb2.StudyInputs.FromString(record.inputs)
+        if request.request_id and any(r.request_id == request.request_id for r in counts.rounds):
+            return study_view(record)
+        if record.state == STUDY_DRAFT or not record.start_time:
+            state = "a draft" if record.state == STUDY_DRAFT else "cancelled before it started"
+            raise PreconditionFailed(
+                f"{request.name} is {state}: only a study that has run is extended (StartStudy "
+                "pools every run a draft has)",
+                "STUDY_NOT_STARTED",
+            )
+        if record.state not in FINAL_STUDY_STATES:
+            raise PreconditionFailed(
+                f"{request.name} is running: extend it once it has ended", "STUDY_RUNNING"
+            )
+        spec = study_pb2.StudySpec.FromString(record.spec)
+        chunks = await self._storage.read_study_chunks(record.study_id)
+        rows = await every_query(self._storage, record.study_id)
+        depth = spec.depth or DEFAULT_STUDY_DEPTH
+
+        def plan() -> tuple[PlannedExtension | None, list[FieldViolation]]:
+            return plan_extension(assemble(chunks), counts, rows, depth)
+
+        planned, violations = await anyio.to_thread.run_sync(plan)
+        if violations:
+            raise InvalidInput(violations)
+        if planned is None:
+            raise PreconditionFailed(
+                f"no run was added to {request.name} since it last ran: add one "
+                "(AddStudyInputs) first",
+                "NO_ADDED_RUN",
+            )
+        if planned.queries:
+            await self._check_judges(spec, planned.queries[0][1], record.tenant)
+        now = time.time()
+        progress = study_pb2.StudyProgress.FromString(record.progress)
+        _extend_limits(spec, request, progress, elapsed=now - record.start_time)
+        study_round = planned.round
+        study_round.request_id = request.request_id
+        study_round.start_time.FromNanoseconds(int(now * 1e9))
+        extended = {row.query_id: row for row, _ in planned.queries}
+        rows = [extended.pop(row.query_id, row) for row in rows] + list(extended.values())
+        book = ProgressBook.recounted(
+            initial_progress(planned.total_queries, planned.pooled_documents).SerializeToString(),
+            (now, planned.total_queries - len(planned.queries)),
+            rows,
+        )
+        if await self._storage.extend_study(
+            record.study_id,
+            spec.SerializeToString(deterministic=True),
+            planned.queries,
+            book.to_bytes(),
+            with_round(study_round),
+        ):
+            self._driver.nudge(record.study_id)
+        # Else extended (or cancelled) by another call meanwhile: the study as it is now.
         return study_view(await self._record(request.name))
 
     async def GetStudy(
@@ -314,6 +405,25 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
         if len(rows) > page_size:
             response.next_page_token = _token(listing, str(page[-1].position))
         return response
+
+
+def _extend_limits(
+    spec: study_pb2.StudySpec,
+    request: study_pb2.ExtendStudyRequest,
+    progress: study_pb2.StudyProgress,
+    elapsed: float,
+) -> None:
+    """The study's limits for its next round, `elapsed` seconds after its start: its budget
+    is what it has spent plus what the request allows more, in each limit the request sets;
+    its deadline the request's from now, or none."""
+    spec.deadline_seconds = elapsed + request.deadline_seconds if request.deadline_seconds else 0
+    more, budget = request.budget, spec.budget
+    if more.max_judge_calls:
+        budget.max_judge_calls = progress.judge_calls + more.max_judge_calls
+    if more.max_input_tokens:
+        budget.max_input_tokens = progress.usage.input_tokens + more.max_input_tokens
+    if more.max_cost_usd:
+        budget.max_cost_usd = progress.usage.cost_usd + more.max_cost_usd
 
 
 def _page_size(asked: int, default: int, most: int) -> int:

@@ -287,12 +287,17 @@ class StudyQueryRow:
     job_id: str = ""
     assignment: bytes = b""
     outcome: bytes = b""
+    # A query judged again after the study was extended: what its previous job ended with
+    # (StudyQuery bytes), whose verdicts the next job starts from; empty otherwise.
+    carried: bytes = b""
 
 
 class ChunkAdded(enum.Enum):
     ADDED = "added"
     SEEN = "seen"  # the study has a chunk with this request_id
-    NOT_DRAFT = "not_draft"  # the study has started (or ended)
+    # The study takes no inputs now: it is running, or was cancelled before it started.
+    CLOSED = "closed"
+    REFUSED = "refused"  # the count refused the chunk (returned None)
     NO_STUDY = "no_study"  # the tenant has no such study
 
 
@@ -361,13 +366,18 @@ class JobStore(JobReader, Protocol):
 
     @abc.abstractmethod
     async def create_job(
-        self, job: JobRecord, first_event: EventRow, limits: Limits = Limits()
+        self,
+        job: JobRecord,
+        first_event: EventRow,
+        limits: Limits = Limits(),
+        journal: Sequence[JournalRow] = (),
     ) -> JobRecord:
-        """Insert a job and its first event. Raises DuplicateRequest for a reused request_id
-        (checked first), then QuotaExceeded when the job's tenant already has
-        `max_concurrent_jobs` unfinished jobs or created `jobs_per_minute` jobs in the last 60
-        seconds (retry_after_s: when the oldest of those leaves the window). The checks and the
-        insert are one transaction, so concurrent creates never overshoot."""
+        """Insert a job, its first event and the `journal` it starts with. Raises
+        DuplicateRequest for a reused request_id (checked first), then QuotaExceeded when the
+        job's tenant already has `max_concurrent_jobs` unfinished jobs or created
+        `jobs_per_minute` jobs in the last 60 seconds (retry_after_s: when the oldest of those
+        leaves the window). The checks and the inserts are one transaction, so concurrent
+        creates never overshoot."""
 
     @abc.abstractmethod
     async def unfinished_jobs(self) -> list[JobRecord]: ...
@@ -633,11 +643,17 @@ class StudyStore(Protocol):
 
     @abc.abstractmethod
     async def add_study_chunk(
-        self, tenant: str, study_id: str, chunk: StudyChunk, count: Callable[[bytes], bytes]
+        self,
+        tenant: str,
+        study_id: str,
+        chunk: StudyChunk,
+        count: Callable[[bytes], bytes | None],
     ) -> ChunkAdded:
-        """Add a chunk to the tenant's draft study, and set the study's input counts to
-        `count(its counts so far)`, in one transaction (chunks added at once are counted one
-        after the other); anything but ADDED adds nothing."""
+        """Add a chunk to the tenant's study (a draft, or one that ran and has ended: it takes
+        runs to add), and set the study's input counts to `count(its counts so far)`, in one
+        transaction (chunks added at once are counted one after the other); a count of None
+        refuses the chunk. A chunk whose request_id the study has is SEEN before anything else
+        is checked; anything but ADDED adds nothing."""
 
     @abc.abstractmethod
     async def read_study_chunks(self, study_id: str) -> list[bytes]:
@@ -645,11 +661,31 @@ class StudyStore(Protocol):
 
     @abc.abstractmethod
     async def start_study(
-        self, study_id: str, queries: Sequence[tuple[StudyQueryRow, bytes]], progress: bytes
+        self,
+        study_id: str,
+        queries: Sequence[tuple[StudyQueryRow, bytes]],
+        progress: bytes,
+        record_round: Callable[[bytes], bytes],
     ) -> bool:
-        """Turn the draft study into a running one with its queries (each with its pool), in
-        one transaction; False when it was not a draft any more, or its cancel was asked for
-        (so that a cancel and a start never both win)."""
+        """Turn the draft study into a running one with its queries (each with its pool), its
+        input counts set to `record_round(its counts)`, in one transaction; False when it was
+        not a draft any more, or its cancel was asked for (so that a cancel and a start never
+        both win)."""
+
+    @abc.abstractmethod
+    async def extend_study(
+        self,
+        study_id: str,
+        spec: bytes,
+        queries: Sequence[tuple[StudyQueryRow, bytes]],
+        progress: bytes,
+        record_round: Callable[[bytes], bytes],
+    ) -> bool:
+        """Run the ended study again with `spec` (its budget and deadline as extended) and its
+        input counts set to `record_round(its counts)`: each of `queries` (a row with its new
+        pool) replaces the query of that id (its job, assignment and outcome cleared, `carried`
+        set) or is added. One transaction; False when the study had not ended (it is running
+        again already, or is a draft)."""
 
     @abc.abstractmethod
     async def study_queries(

@@ -11,6 +11,7 @@ from tierank.server.storage.base import (
     Limits,
     OperationRecord,
     Spend,
+    StudyQueryRow,
     StudyRecord,
     TenantRecord,
 )
@@ -68,7 +69,15 @@ STUDY_COLUMNS = (
     "study_id, tenant, request_id, state, spec, create_time, update_time, start_time, "
     "end_time, inputs, progress, error_code, error_message, cancel_requested, report"
 )
-STUDY_QUERY_COLUMNS = "query_id, position, pool_size, job_id, assignment, outcome"
+STUDY_QUERY_COLUMNS = "query_id, position, pool_size, job_id, assignment, outcome, carried"
+
+
+def study_query_from_row(row: Sequence[Any]) -> StudyQueryRow:
+    """A study's query as both backends select it (STUDY_QUERY_COLUMNS)."""
+    query_id, position, pool_size, job_id, assignment, outcome, carried = row
+    return StudyQueryRow(
+        query_id, position, pool_size, job_id, bytes(assignment), bytes(outcome), bytes(carried)
+    )
 
 
 def study_from_row(row: Sequence[Any], error_message: str | None = None) -> StudyRecord:

@@ -23,6 +23,7 @@ from tierank.limits import DEFAULT_LIVE_QUERIES
 from tierank.server.errors import QuotaExceeded, TierankError, Unavailable
 from tierank.server.job_states import FINAL_STUDY_STATES, TERMINAL_STATES
 from tierank.server.jobs.manager import JobManager
+from tierank.server.names import parse_job_name
 from tierank.server.storage.base import (
     JobReader,
     StudyQueryRow,
@@ -30,7 +31,13 @@ from tierank.server.storage.base import (
     StudyStore,
     TenantStore,
 )
-from tierank.server.studies.progress import ProgressBook, every_query, outcome_of
+from tierank.server.studies.progress import (
+    ProgressBook,
+    carried_outcome,
+    every_query,
+    outcome_of,
+    round_start,
+)
 from tierank.server.tenancy.quotas import limits_of
 from tierank.server.wire.jobs import TIER_EVENT_KINDS
 from tierank.v1 import rank_pb2, study_pb2
@@ -41,15 +48,19 @@ log = structlog.get_logger()
 PASS_INTERVAL_S = 0.25
 # Studies one replica drives at once.
 MAX_DRIVEN_STUDIES = 64
+# Queries a cancel reads at once to end those never started.
+_CANCEL_PAGE = 500
 
 
 class DriverStore(StudyStore, JobReader, TenantStore, Protocol):
     """What the driver reads and writes: studies, their jobs, their tenants' limits."""
 
 
-def study_request_id(study_id: str, position: int) -> str:
-    """The request_id of a study query's job: the same on every try, so a job is made once."""
-    return f"study-{study_id}-q{position}"
+def study_request_id(study_id: str, position: int, continues: str = "") -> str:
+    """The request_id of a study query's job: the same on every try, so a job is made once;
+    a query judged again after an extension names the job it continues."""
+    request_id = f"study-{study_id}-q{position}"
+    return f"{request_id}-after-{continues}" if continues else request_id
 
 
 # The final report (StudyReport bytes) of a study, from its record and final progress.
@@ -121,7 +132,7 @@ class StudyDriver:
         study_log = log.bind(study=record.study_id, tenant=record.tenant)
         try:
             rows = await every_query(self.storage, record.study_id)
-            progress = ProgressBook.recounted(record.progress, record.start_time, rows)
+            progress = ProgressBook.recounted(record.progress, round_start(record), rows)
             await _Drive(self, record, study_log, progress).run()
         except TierankError as error:
             # Storage gone or the like: the lease runs out and this or another replica resumes.
@@ -224,7 +235,7 @@ class _Drive:
             return False
         latest = await self._storage.latest_event(tenant, row.job_id, TIER_EVENT_KINDS)
         outcome = outcome_of(row, job, latest)
-        self._progress.add(outcome)
+        self._progress.add(outcome, row=row)
         await self._storage.finish_study_query(
             self._record.study_id,
             row.query_id,
@@ -245,16 +256,7 @@ class _Drive:
         else:
             assigned = self._assign(live)
             if assigned is None:
-                outcome = study_pb2.StudyQuery(
-                    query_id=row.query_id,
-                    state=rank_pb2.JOB_STATE_CANCELLED,
-                    completion_reason=self._exhausted_reason(),
-                    pool_size=row.pool_size,
-                )
-                self._progress.add(outcome, had_job=False)
-                await self._storage.finish_study_query(
-                    study_id, row.query_id, outcome.SerializeToString(), self._progress.to_bytes()
-                )
+                await self._not_judged(row, self._exhausted_reason())
                 return False
             assignment = assigned
             await self._storage.assign_study_query(
@@ -262,10 +264,20 @@ class _Drive:
             )
         pool = await self._storage.read_study_pool(study_id, row.query_id)
         spec = query_job_spec(self._spec.ranking, pool, assignment)
+        carried = carried_outcome(row)
+        continues = ""
+        if carried is not None:
+            # It starts from the previous job's verdicts, whose spend counts in its budget.
+            continues = parse_job_name(carried.job)
+            _add_spent(spec.budget, carried)
         limits = await limits_of(self._storage, tenant)
         try:
             job, _ = await self._driver.manager.create(
-                spec, study_request_id(study_id, row.position), tenant, limits
+                spec,
+                study_request_id(study_id, row.position, continues),
+                tenant,
+                limits,
+                continues=continues,
             )
         except QuotaExceeded as wait:
             self._log.info("study waits for its tenant's quota", reason=str(wait))
@@ -280,6 +292,24 @@ class _Drive:
         await self._storage.set_study_query_job(study_id, row.query_id, job.job_id)
         self._progress.started()
         return assignment
+
+    async def _not_judged(self, row: StudyQueryRow, reason: rank_pb2.CompletionReason) -> None:
+        """End a query that gets no job (nothing left to spend, no time, a cancel). One judged
+        before an extension keeps its previous job's labels and spend."""
+        outcome = study_pb2.StudyQuery(query_id=row.query_id, pool_size=row.pool_size)
+        carried = carried_outcome(row)
+        if carried is not None:
+            outcome.CopyFrom(carried)
+            outcome.pool_size = row.pool_size
+        outcome.state = rank_pb2.JOB_STATE_CANCELLED
+        outcome.completion_reason = reason
+        self._progress.add(outcome, had_job=False, row=row)
+        await self._storage.finish_study_query(
+            self._record.study_id,
+            row.query_id,
+            outcome.SerializeToString(),
+            self._progress.to_bytes(),
+        )
 
     def _assign(self, live: Sequence[rank_pb2.JobSpec]) -> rank_pb2.JobSpec | None:
         """The next query's share of what is left of the study's budget and time: what is
@@ -323,6 +353,16 @@ class _Drive:
             if record is not None:
                 await self._driver.manager.cancel(record)
             await self._ended(row)
+        # The queries never started end too (an extension judges only what it adds); a job
+        # still stopping keeps its query open, to be counted when it has ended.
+        after = 0
+        while waiting := await self._storage.study_queries(
+            self._record.study_id, after, _CANCEL_PAGE, unfinished=True
+        ):
+            for row in waiting:
+                if not row.job_id:
+                    await self._not_judged(row, rank_pb2.COMPLETION_REASON_CANCELLED)
+            after = waiting[-1].position
         await self._finish(study_pb2.STUDY_STATE_CANCELLED)
 
     async def _finish(self, state: int) -> None:
@@ -332,6 +372,16 @@ class _Drive:
         report = await self._driver.build_report(ended, study_pb2.StudyProgress.FromString(final))
         if await self._storage.finish_study(self._record.study_id, state, final, report):
             self._log.info("study ended", state=study_pb2.StudyState.Name(state))
+
+
+def _add_spent(budget: rank_pb2.Budget, spent: study_pb2.StudyQuery) -> None:
+    """`budget` raised, in each limit it sets, by what `spent` spent."""
+    if budget.max_judge_calls:
+        budget.max_judge_calls += spent.judge_calls
+    if budget.max_input_tokens:
+        budget.max_input_tokens += spent.usage.input_tokens
+    if budget.max_cost_usd:
+        budget.max_cost_usd += spent.usage.cost_usd
 
 
 def query_job_spec(

@@ -98,12 +98,47 @@ def chunk_violations(request: study_pb2.AddStudyInputsRequest) -> list[FieldViol
     return found.result()
 
 
-def counter(request: study_pb2.AddStudyInputsRequest) -> Callable[[bytes], bytes]:
-    """The study's input counts (StudyInputs bytes) with this chunk added, from the counts so
-    far: given to storage, which applies it under the study's lock."""
+def later_chunk_violations(
+    request: study_pb2.AddStudyInputsRequest, counts: study_pb2.StudyInputs
+) -> list[FieldViolation]:
+    """What a chunk sent after the study started may not hold: topics and human qrels (fixed
+    at the start), or a run of a system already pooled (a run is added once, whole)."""
+    pooled = {system for study_round in counts.rounds for system in study_round.systems}
+    found = _Violations()
+    if request.topics:
+        found.add("topics", "a study's topics are fixed when it starts")
+    if request.human_qrels:
+        found.add("human_qrels", "are sent before the study starts")
+    for i, run in enumerate(request.runs):
+        if run.system in pooled:
+            found.add(
+                f"runs[{i}].system",
+                f"{run.system!r} is pooled already: add a run once, under a name of its own",
+            )
+    return found.result()
 
-    def count(stored: bytes) -> bytes:
+
+def with_round(study_round: study_pb2.StudyRound) -> Callable[[bytes], bytes]:
+    """The study's input counts (StudyInputs bytes) with `study_round` recorded: given to
+    storage, which applies it under the study's lock as it starts or extends the study."""
+
+    def record(stored: bytes) -> bytes:
         inputs = study_pb2.StudyInputs.FromString(stored)
+        inputs.rounds.append(study_round)
+        return inputs.SerializeToString()
+
+    return record
+
+
+def counter(request: study_pb2.AddStudyInputsRequest) -> Callable[[bytes], bytes | None]:
+    """The study's input counts (StudyInputs bytes) with this chunk added, from the counts so
+    far, or None for a chunk a study that has started may not take (later_chunk_violations):
+    given to storage, which applies it under the study's lock."""
+
+    def count(stored: bytes) -> bytes | None:
+        inputs = study_pb2.StudyInputs.FromString(stored)
+        if inputs.rounds and later_chunk_violations(request, inputs):
+            return None
         inputs.topics += len(request.topics)
         systems = set(inputs.systems) | {run.system for run in request.runs}
         del inputs.systems[:]

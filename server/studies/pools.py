@@ -62,13 +62,18 @@ def plan_queries(
         return [], violations + inputs.problems.result(room)
     planned = []
     for position, qid in enumerate(order, start=1):
-        pool = rank_pb2.JobSpec(
-            query=inputs.topics[qid],
-            candidates=[_candidate(document, inputs) for document in pools[qid]],
-        )
-        row = StudyQueryRow(qid, position, len(pool.candidates))
-        planned.append(PlannedQuery(row, pool.SerializeToString()))
+        row = StudyQueryRow(qid, position, len(pools[qid]))
+        planned.append(PlannedQuery(row, query_pool(qid, pools[qid], inputs)))
     return planned, []
+
+
+def query_pool(qid: str, documents: list[PooledDocument], inputs: StudyInputs) -> bytes:
+    """The query's pool as a JobSpec holding its text and candidates (JobSpec bytes)."""
+    pool = rank_pb2.JobSpec(
+        query=inputs.topics[qid],
+        candidates=[_candidate(document, inputs) for document in documents],
+    )
+    return pool.SerializeToString()
 
 
 def _candidate(document: PooledDocument, inputs: StudyInputs) -> rank_pb2.Candidate:

@@ -5,8 +5,14 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 
-from tierank.server.names import job_name
-from tierank.server.storage.base import EventRow, JobRecord, StudyQueryRow, StudyStore
+from tierank.server.names import BadName, job_name, parse_job_name
+from tierank.server.storage.base import (
+    EventRow,
+    JobRecord,
+    StudyQueryRow,
+    StudyRecord,
+    StudyStore,
+)
 from tierank.v1 import rank_pb2, study_pb2
 
 
@@ -33,6 +39,26 @@ def outcome_of(row: StudyQueryRow, job: JobRecord, latest: EventRow | None) -> s
     return outcome
 
 
+def carried_outcome(row: StudyQueryRow) -> study_pb2.StudyQuery | None:
+    """What the query's previous job ended with, for a query judged again after the study was
+    extended (its next job starts from that job's verdicts); None for any other query."""
+    return study_pb2.StudyQuery.FromString(row.carried) if row.carried else None
+
+
+def labelling_job(row: StudyQueryRow) -> str:
+    """The id of the job whose tiers label the query now: its job, or while a query judged
+    again has none yet, its previous one; empty for a query never judged."""
+    if row.job_id:
+        return row.job_id
+    carried = carried_outcome(row)
+    if carried is None or not carried.job:
+        return ""
+    try:
+        return parse_job_name(carried.job)
+    except BadName:  # written by this server: never
+        return ""
+
+
 def is_settled(outcome: study_pb2.StudyQuery) -> bool:
     return (
         outcome.state == rank_pb2.JOB_STATE_SUCCEEDED
@@ -47,24 +73,38 @@ def initial_progress(queries: int, pooled_documents: int) -> study_pb2.StudyProg
 
 
 class ProgressBook:
-    """The study's StudyProgress, kept up to date by its driver."""
+    """The study's StudyProgress, kept up to date by its driver.
 
-    def __init__(self, progress: study_pb2.StudyProgress, start_time: float) -> None:
+    A query judged again after an extension counts what its previous job spent (`carried`)
+    until its next job ends, whose stats include those calls (it starts from their verdicts):
+    the totals count every call once, and a study's budget counts them as spent.
+    """
+
+    def __init__(
+        self, progress: study_pb2.StudyProgress, start_time: float, ended_before: int = 0
+    ) -> None:
+        """`start_time` and `ended_before`: when this round of the study began and how many
+        of its queries had ended by then, what its pace (the ETA) is measured from."""
         self.progress = progress
         self._start_time = start_time
+        self._ended_before = ended_before
 
     @classmethod
     def recounted(
-        cls, stored: bytes, start_time: float, rows: Iterable[StudyQueryRow]
+        cls, stored: bytes, round_start: tuple[float, int], rows: Iterable[StudyQueryRow]
     ) -> ProgressBook:
         """The progress counted again from every query's row: where a driver takes a study up
-        (after a restart or from another replica). What was last written can be older than its
-        rows: a job is recorded before the progress that counts it started."""
+        (after a restart or from another replica), and where a study is extended. What was
+        last written can be older than its rows: a job is recorded before the progress that
+        counts it started."""
         written = study_pb2.StudyProgress.FromString(stored)
-        book = cls(initial_progress(written.queries, written.pooled_documents), start_time)
+        book = cls(initial_progress(written.queries, written.pooled_documents), *round_start)
         for row in rows:
+            carried = carried_outcome(row)
+            if carried is not None:
+                book._count_usage(carried, 1)
             if row.outcome:
-                book.add(study_pb2.StudyQuery.FromString(row.outcome), had_job=False)
+                book.add(study_pb2.StudyQuery.FromString(row.outcome), had_job=False, row=row)
             elif row.job_id:
                 book.started()
         return book
@@ -73,8 +113,14 @@ class ProgressBook:
         self.progress.pending -= 1
         self.progress.running += 1
 
-    def add(self, outcome: study_pb2.StudyQuery, *, had_job: bool = True) -> None:
-        """A query ended: its job's outcome (had_job), or it was never started."""
+    def add(
+        self,
+        outcome: study_pb2.StudyQuery,
+        *,
+        had_job: bool = True,
+        row: StudyQueryRow | None = None,
+    ) -> None:
+        """The query of `row` ended: its job's outcome (had_job), or it was never started."""
         progress = self.progress
         if had_job:
             progress.running = max(0, progress.running - 1)
@@ -86,13 +132,20 @@ class ProgressBook:
             progress.settled += 1
         else:
             progress.provisional += 1
-        progress.judge_calls += outcome.judge_calls
-        usage = progress.usage
-        usage.input_tokens += outcome.usage.input_tokens
-        usage.output_tokens += outcome.usage.output_tokens
-        usage.cached_input_tokens += outcome.usage.cached_input_tokens
-        usage.cost_usd += outcome.usage.cost_usd
+        carried = carried_outcome(row) if row is not None else None
+        if carried is not None:
+            self._count_usage(carried, -1)
+        self._count_usage(outcome, 1)
         progress.critical_path = max(progress.critical_path, outcome.critical_path)
+
+    def _count_usage(self, outcome: study_pb2.StudyQuery, sign: int) -> None:
+        progress = self.progress
+        progress.judge_calls += sign * outcome.judge_calls
+        usage = progress.usage
+        usage.input_tokens += sign * outcome.usage.input_tokens
+        usage.output_tokens += sign * outcome.usage.output_tokens
+        usage.cached_input_tokens += sign * outcome.usage.cached_input_tokens
+        usage.cost_usd += sign * outcome.usage.cost_usd
 
     def budget_left(
         self, budget: rank_pb2.Budget, live_assignments: Sequence[rank_pb2.JobSpec]
@@ -115,14 +168,25 @@ class ProgressBook:
         """The progress with its estimate of the time left; `final`: the study has ended, and
         queries still not judged (a cancelled study's) never will be: no estimate."""
         progress = self.progress
-        ended = progress.settled + progress.provisional + progress.failed
+        ended = progress.settled + progress.provisional + progress.failed - self._ended_before
         left = progress.pending + progress.running
         progress.ClearField("eta_seconds")
         if not left:
             progress.eta_seconds = 0.0
-        elif ended and not final:
+        elif ended > 0 and not final:
             progress.eta_seconds = (time.time() - self._start_time) / ended * left
         return progress.SerializeToString()
+
+
+def round_start(record: StudyRecord) -> tuple[float, int]:
+    """When the study's latest round began, and how many of its queries had ended by then
+    (all but those an extension judges)."""
+    rounds = study_pb2.StudyInputs.FromString(record.inputs).rounds
+    if len(rounds) < 2:
+        return record.start_time, 0
+    queries = study_pb2.StudyProgress.FromString(record.progress).queries
+    latest = rounds[-1]
+    return latest.start_time.ToNanoseconds() / 1e9, queries - latest.queries_extended
 
 
 # Queries read at once when all of a study's are wanted.

@@ -11,13 +11,13 @@ from typing import Protocol
 
 import anyio.to_thread
 
-from tierank.evaluation import Qrels, StudyResults, study_results
+from tierank.evaluation import Qrels, Run, StudyResults, judged_share, study_results
 from tierank.evaluation.comparison import Interval
 from tierank.limits import DEFAULT_STUDY_MEASURES
 from tierank.server.labeling import DEFAULT_RANK_BANDS, fixed_mapping
 from tierank.server.storage.base import JobReader, StudyQueryRow, StudyRecord, StudyStore
 from tierank.server.studies.inputs import assemble
-from tierank.server.studies.progress import every_query
+from tierank.server.studies.progress import every_query, labelling_job
 from tierank.server.wire.jobs import TIER_EVENT_KINDS
 from tierank.v1 import rank_pb2, study_pb2
 
@@ -35,8 +35,8 @@ async def query_tiers(
     """Each judged query's tiers, best first: its job's latest."""
     tiers: dict[str, list[list[str]]] = {}
     for row in rows:
-        if row.job_id:
-            latest = await storage.latest_event(record.tenant, row.job_id, TIER_EVENT_KINDS)
+        if job_id := labelling_job(row):
+            latest = await storage.latest_event(record.tenant, job_id, TIER_EVENT_KINDS)
             if latest is None:
                 continue
             event = rank_pb2.JobEvent.FromString(latest.payload)
@@ -78,9 +78,33 @@ async def build_report(
             confidence=CONFIDENCE,
             alpha=ALPHA,
         )
-        return _report(record, spec, progress, rows, results)
+        report = _report(record, spec, progress, rows, results)
+        counts = study_pb2.StudyInputs.FromString(record.inputs)
+        report.judged.extend(_judged(counts, runs, labels, queries))
+        return report
 
     return await anyio.to_thread.run_sync(compute)
+
+
+def _judged(
+    counts: study_pb2.StudyInputs, runs: dict[str, Run], labels: Qrels, queries: set[str]
+) -> list[study_pb2.SystemJudged]:
+    """Per pooled system, how much of its top-10 had labels before its round and has now."""
+    judged = []
+    for study_round in counts.rounds:
+        for system in study_round.systems:
+            if system not in runs:
+                continue
+            entry = study_pb2.SystemJudged(
+                system=system,
+                round=study_round.round,
+                after=judged_share(runs[system], labels, queries) or 0.0,
+                documents_added=study_round.documents_added,
+            )
+            if system in study_round.judged_before:
+                entry.before = study_round.judged_before[system]
+            judged.append(entry)
+    return judged
 
 
 def _interval(measure: str, interval: Interval, count: int) -> study_pb2.MeasureInterval:
@@ -153,8 +177,8 @@ def _report(
             if row.outcome
             else study_pb2.StudyQuery(query_id=row.query_id, pool_size=row.pool_size)
         )
-        if row.job_id and not query.job:
-            query.job = f"jobs/{row.job_id}"
+        if (job_id := labelling_job(row)) and not query.job:
+            query.job = f"jobs/{job_id}"
         for system_name, values in results.per_query.get(row.query_id, {}).items():
             for measure, value in values.items():
                 entry = query.measures.add(system=system_name, measure=measure)

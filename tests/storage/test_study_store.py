@@ -57,6 +57,17 @@ def _chunks_counted(record: StudyRecord | None) -> int:
     return study_pb2.StudyInputs.FromString(record.inputs).chunks
 
 
+def _first_round(stored: bytes) -> bytes:
+    inputs = study_pb2.StudyInputs.FromString(stored)
+    inputs.rounds.add(round=len(inputs.rounds), systems=["bm25"])
+    return inputs.SerializeToString()
+
+
+def _rounds(record: StudyRecord | None) -> list[int]:
+    assert record is not None
+    return [r.round for r in study_pb2.StudyInputs.FromString(record.inputs).rounds]
+
+
 def _queries(count: int) -> list[tuple[StudyQueryRow, bytes]]:
     return [
         (StudyQueryRow(f"q{position}", position, position + 2), f"pool {position}".encode())
@@ -66,7 +77,9 @@ def _queries(count: int) -> list[tuple[StudyQueryRow, bytes]]:
 
 async def _running(storage: Storage, study_id: str, queries: int = 3) -> None:
     await storage.create_study(_study(study_id))
-    assert await storage.start_study(study_id, _queries(queries), b"progress at start")
+    assert await storage.start_study(
+        study_id, _queries(queries), b"progress at start", _first_round
+    )
 
 
 async def test_a_request_id_makes_one_study_per_tenant(storage: Storage):
@@ -119,18 +132,71 @@ async def test_chunks_sent_at_once_are_each_counted(storage: Storage):
     assert len(await storage.read_study_chunks("s1")) == 12
 
 
-async def test_a_started_study_takes_no_chunk_but_a_resent_one_is_still_seen(storage: Storage):
+async def test_a_running_study_takes_no_chunk_an_ended_one_does_and_a_resent_one_is_seen(
+    storage: Storage,
+):
     await storage.create_study(_study("s1"))
     chunk = StudyChunk("first", b"inputs")
     assert await storage.add_study_chunk("acme", "s1", chunk, _count_one_chunk) is ChunkAdded.ADDED
-    assert await storage.start_study("s1", _queries(2), b"p")
+    assert await storage.start_study("s1", _queries(2), b"p", _first_round)
     late = StudyChunk("late", b"more")
-    assert (
-        await storage.add_study_chunk("acme", "s1", late, _count_one_chunk) is ChunkAdded.NOT_DRAFT
-    )
+    assert await storage.add_study_chunk("acme", "s1", late, _count_one_chunk) is ChunkAdded.CLOSED
     assert await storage.add_study_chunk("acme", "s1", chunk, _count_one_chunk) is ChunkAdded.SEEN
     assert await storage.read_study_chunks("s1") == [b"inputs"]
     assert _chunks_counted(await storage.get_study("acme", "s1")) == 1
+    # Ended, it takes inputs again (runs to add), counted with the rounds kept.
+    assert await storage.finish_study("s1", SUCCEEDED, b"final", b"report")
+    assert await storage.add_study_chunk("acme", "s1", late, _count_one_chunk) is ChunkAdded.ADDED
+    assert await storage.read_study_chunks("s1") == [b"inputs", b"more"]
+    record = await storage.get_study("acme", "s1")
+    assert _chunks_counted(record) == 2 and _rounds(record) == [0]
+    # A count that refuses a chunk adds nothing.
+    refused = StudyChunk("refused", b"topics")
+    assert (
+        await storage.add_study_chunk("acme", "s1", refused, lambda _: None) is ChunkAdded.REFUSED
+    )
+    assert len(await storage.read_study_chunks("s1")) == 2
+    # A draft cancelled before it started takes nothing.
+    await storage.create_study(_study("s2"))
+    assert await storage.request_study_cancel("acme", "s2")
+    assert await storage.finish_study("s2", CANCELLED, b"p", b"")
+    assert await storage.add_study_chunk("acme", "s2", late, _count_one_chunk) is ChunkAdded.CLOSED
+
+
+async def test_an_ended_study_is_extended_once_with_its_queries_replaced_or_added(
+    storage: Storage,
+):
+    await _running(storage, "s1", queries=3)
+    assert not await storage.extend_study("s1", b"spec 2", _queries(1), b"p", _first_round)
+    await storage.set_study_query_job("s1", "q2", "job-2")
+    await storage.assign_study_query("s1", "q2", b"assigned 2")
+    await storage.finish_study_query("s1", "q2", b"outcome 2", b"progress")
+    await storage.finish_study_query("s1", "q3", b"outcome 3", b"progress")
+    assert await storage.request_study_cancel("acme", "s1")
+    assert await storage.finish_study("s1", CANCELLED, b"final", b"report")
+    extended = [
+        (StudyQueryRow("q2", 2, 9, carried=b"outcome 2"), b"pool 2 grown"),
+        (StudyQueryRow("q4", 4, 6), b"pool 4"),
+    ]
+    assert await storage.extend_study("s1", b"spec 2", extended, b"progress 2", _first_round)
+    assert not await storage.extend_study("s1", b"spec 3", extended, b"p", _first_round)
+    record = await storage.get_study("acme", "s1")
+    assert record is not None
+    assert (record.state, record.spec, record.progress) == (STUDY_RUNNING, b"spec 2", b"progress 2")
+    assert record.end_time == 0 and not record.cancel_requested
+    assert _rounds(record) == [0, 1]
+    rows = {row.query_id: row for row in await storage.study_queries("s1", 0, 100)}
+    assert list(rows) == ["q1", "q2", "q3", "q4"]
+    assert (rows["q2"].pool_size, rows["q2"].job_id, rows["q2"].assignment) == (9, "", b"")
+    assert (rows["q2"].outcome, rows["q2"].carried) == (b"", b"outcome 2")
+    assert (rows["q3"].outcome, rows["q3"].carried) == (b"outcome 3", b"")
+    assert (rows["q4"].position, rows["q4"].pool_size, rows["q4"].carried) == (4, 6, b"")
+    assert await storage.read_study_pool("s1", "q2") == b"pool 2 grown"
+    unfinished = await storage.study_queries("s1", 0, 100, unfinished=True)
+    assert [row.query_id for row in unfinished] == ["q1", "q2", "q4"]
+    # Running again: claimed like any running study, and another tenant cannot see it.
+    assert [r.study_id for r in await storage.claim_studies("a", LEASE_S, 10)] == ["s1"]
+    assert await storage.get_study("globex", "s1") is None
 
 
 async def test_another_tenant_sees_and_changes_nothing(storage: Storage):
@@ -159,8 +225,8 @@ async def test_another_tenant_sees_and_changes_nothing(storage: Storage):
 
 async def test_a_study_starts_once_with_its_queries(storage: Storage):
     await storage.create_study(_study("s1"))
-    assert await storage.start_study("s1", _queries(3), b"progress at start")
-    assert not await storage.start_study("s1", _queries(5), b"progress again")
+    assert await storage.start_study("s1", _queries(3), b"progress at start", _first_round)
+    assert not await storage.start_study("s1", _queries(5), b"progress again", _first_round)
     record = await storage.get_study("acme", "s1")
     assert record is not None and record.state == STUDY_RUNNING
     assert record.start_time > 0 and record.progress == b"progress at start"
@@ -172,13 +238,13 @@ async def test_a_study_starts_once_with_its_queries(storage: Storage):
     ]
     assert all(not (r.job_id or r.assignment or r.outcome) for r in rows)
     assert await storage.read_study_pool("s1", "q2") == b"pool 2"
-    assert not await storage.start_study("missing", _queries(1), b"p")
+    assert not await storage.start_study("missing", _queries(1), b"p", _first_round)
 
 
 async def test_a_draft_marked_cancelled_never_starts(storage: Storage):
     await storage.create_study(_study("s1"))
     assert await storage.request_study_cancel("acme", "s1")
-    assert not await storage.start_study("s1", _queries(2), b"p")
+    assert not await storage.start_study("s1", _queries(2), b"p", _first_round)
     record = await storage.get_study("acme", "s1")
     assert record is not None and record.state == STUDY_DRAFT
     assert await storage.study_queries("s1", 0, 10) == []

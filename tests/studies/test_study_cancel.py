@@ -58,14 +58,16 @@ async def test_cancel_during_a_run_cancels_the_live_jobs_and_starts_no_other(stu
     ended = await stubs.studies.GetStudy(study_pb2.GetStudyRequest(name=study.name))
     assert ended == again
     progress = ended.progress
-    assert progress.running == 0 and progress.provisional == 2
-    assert progress.pending == QUERIES - 2  # never started
-    assert not progress.HasField("eta_seconds"), "nothing is left to wait for"
+    # The queries never started end cancelled too, without a job: nothing is left pending
+    # (an extension of the study judges only what it adds).
+    assert progress.running == 0 and progress.pending == 0
+    assert progress.provisional == QUERIES
+    assert progress.eta_seconds == 0, "nothing is left to wait for"
     assert ended.HasField("end_time")
     queries = await study_queries(stubs, study.name)
-    assert [q.state for q in queries[:2]] == [rank_pb2.JOB_STATE_CANCELLED] * 2
-    assert [q.completion_reason for q in queries[:2]] == [rank_pb2.COMPLETION_REASON_CANCELLED] * 2
-    assert not any(q.job for q in queries[2:])
+    assert [q.state for q in queries] == [rank_pb2.JOB_STATE_CANCELLED] * QUERIES
+    assert [q.completion_reason for q in queries] == [rank_pb2.COMPLETION_REASON_CANCELLED] * QUERIES
+    assert all(q.job for q in queries[:2]) and not any(q.job for q in queries[2:])
     report = await stubs.studies.GetStudyReport(study_pb2.GetStudyReportRequest(name=study.name))
     assert report.state == study_pb2.STUDY_STATE_CANCELLED and not report.complete
     # Cancelling an ended study returns it as it is.
@@ -84,7 +86,7 @@ async def test_a_cancelled_draft_takes_no_inputs_and_never_starts(stubs: Stubs):
     with pytest.raises(grpc.aio.AioRpcError) as refused:
         await stubs.studies.AddStudyInputs(inputs_request(draft.name, data, request_id="second"))
     assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-    assert "is cancelled, not a draft" in refused.value.details()
+    assert "was cancelled before it started" in refused.value.details()
     # The chunk it has, sent again, is answered as the first time.
     resent = await stubs.studies.AddStudyInputs(
         inputs_request(draft.name, data, request_id="first")

@@ -125,20 +125,47 @@ class AddStudyInputsResponse(_message.Message):
     def __init__(self, study: _Optional[_Union[Study, _Mapping]] = ..., added: _Optional[bool] = ...) -> None: ...
 
 class StudyInputs(_message.Message):
-    __slots__ = ("topics", "systems", "run_entries", "passages", "human_judgments", "chunks")
+    __slots__ = ("topics", "systems", "run_entries", "passages", "human_judgments", "chunks", "rounds")
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     SYSTEMS_FIELD_NUMBER: _ClassVar[int]
     RUN_ENTRIES_FIELD_NUMBER: _ClassVar[int]
     PASSAGES_FIELD_NUMBER: _ClassVar[int]
     HUMAN_JUDGMENTS_FIELD_NUMBER: _ClassVar[int]
     CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    ROUNDS_FIELD_NUMBER: _ClassVar[int]
     topics: int
     systems: _containers.RepeatedScalarFieldContainer[str]
     run_entries: int
     passages: int
     human_judgments: int
     chunks: int
-    def __init__(self, topics: _Optional[int] = ..., systems: _Optional[_Iterable[str]] = ..., run_entries: _Optional[int] = ..., passages: _Optional[int] = ..., human_judgments: _Optional[int] = ..., chunks: _Optional[int] = ...) -> None: ...
+    rounds: _containers.RepeatedCompositeFieldContainer[StudyRound]
+    def __init__(self, topics: _Optional[int] = ..., systems: _Optional[_Iterable[str]] = ..., run_entries: _Optional[int] = ..., passages: _Optional[int] = ..., human_judgments: _Optional[int] = ..., chunks: _Optional[int] = ..., rounds: _Optional[_Iterable[_Union[StudyRound, _Mapping]]] = ...) -> None: ...
+
+class StudyRound(_message.Message):
+    __slots__ = ("round", "systems", "start_time", "request_id", "queries_extended", "documents_added", "judged_before")
+    class JudgedBeforeEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    SYSTEMS_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    QUERIES_EXTENDED_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENTS_ADDED_FIELD_NUMBER: _ClassVar[int]
+    JUDGED_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    round: int
+    systems: _containers.RepeatedScalarFieldContainer[str]
+    start_time: _timestamp_pb2.Timestamp
+    request_id: str
+    queries_extended: int
+    documents_added: int
+    judged_before: _containers.ScalarMap[str, float]
+    def __init__(self, round: _Optional[int] = ..., systems: _Optional[_Iterable[str]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., request_id: _Optional[str] = ..., queries_extended: _Optional[int] = ..., documents_added: _Optional[int] = ..., judged_before: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class StudyProgress(_message.Message):
     __slots__ = ("queries", "pending", "running", "settled", "provisional", "failed", "judge_calls", "usage", "critical_path", "eta_seconds", "pooled_documents")
@@ -205,6 +232,18 @@ class StartStudyRequest(_message.Message):
     NAME_FIELD_NUMBER: _ClassVar[int]
     name: str
     def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class ExtendStudyRequest(_message.Message):
+    __slots__ = ("name", "request_id", "budget", "deadline_seconds")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    request_id: str
+    budget: _rank_pb2.Budget
+    deadline_seconds: float
+    def __init__(self, name: _Optional[str] = ..., request_id: _Optional[str] = ..., budget: _Optional[_Union[_rank_pb2.Budget, _Mapping]] = ..., deadline_seconds: _Optional[float] = ...) -> None: ...
 
 class GetStudyRequest(_message.Message):
     __slots__ = ("name",)
@@ -323,7 +362,7 @@ class StudyCost(_message.Message):
     def __init__(self, judge_calls: _Optional[int] = ..., usage: _Optional[_Union[_rank_pb2.Usage, _Mapping]] = ..., critical_path: _Optional[int] = ..., wall_seconds: _Optional[float] = ...) -> None: ...
 
 class StudyReport(_message.Message):
-    __slots__ = ("study", "state", "complete", "progress", "primary_measure", "confidence", "systems", "ranking", "comparisons", "agreement", "cost", "labels", "queries")
+    __slots__ = ("study", "state", "complete", "progress", "primary_measure", "confidence", "systems", "ranking", "comparisons", "agreement", "cost", "labels", "queries", "judged")
     STUDY_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     COMPLETE_FIELD_NUMBER: _ClassVar[int]
@@ -337,6 +376,7 @@ class StudyReport(_message.Message):
     COST_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
     QUERIES_FIELD_NUMBER: _ClassVar[int]
+    JUDGED_FIELD_NUMBER: _ClassVar[int]
     study: str
     state: StudyState
     complete: bool
@@ -350,7 +390,22 @@ class StudyReport(_message.Message):
     cost: StudyCost
     labels: str
     queries: _containers.RepeatedCompositeFieldContainer[StudyQuery]
-    def __init__(self, study: _Optional[str] = ..., state: _Optional[_Union[StudyState, str]] = ..., complete: _Optional[bool] = ..., progress: _Optional[_Union[StudyProgress, _Mapping]] = ..., primary_measure: _Optional[str] = ..., confidence: _Optional[float] = ..., systems: _Optional[_Iterable[_Union[SystemResult, _Mapping]]] = ..., ranking: _Optional[_Iterable[str]] = ..., comparisons: _Optional[_Iterable[_Union[SystemComparison, _Mapping]]] = ..., agreement: _Optional[_Union[LabelAgreement, _Mapping]] = ..., cost: _Optional[_Union[StudyCost, _Mapping]] = ..., labels: _Optional[str] = ..., queries: _Optional[_Iterable[_Union[StudyQuery, _Mapping]]] = ...) -> None: ...
+    judged: _containers.RepeatedCompositeFieldContainer[SystemJudged]
+    def __init__(self, study: _Optional[str] = ..., state: _Optional[_Union[StudyState, str]] = ..., complete: _Optional[bool] = ..., progress: _Optional[_Union[StudyProgress, _Mapping]] = ..., primary_measure: _Optional[str] = ..., confidence: _Optional[float] = ..., systems: _Optional[_Iterable[_Union[SystemResult, _Mapping]]] = ..., ranking: _Optional[_Iterable[str]] = ..., comparisons: _Optional[_Iterable[_Union[SystemComparison, _Mapping]]] = ..., agreement: _Optional[_Union[LabelAgreement, _Mapping]] = ..., cost: _Optional[_Union[StudyCost, _Mapping]] = ..., labels: _Optional[str] = ..., queries: _Optional[_Iterable[_Union[StudyQuery, _Mapping]]] = ..., judged: _Optional[_Iterable[_Union[SystemJudged, _Mapping]]] = ...) -> None: ...
+
+class SystemJudged(_message.Message):
+    __slots__ = ("system", "round", "before", "after", "documents_added")
+    SYSTEM_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    BEFORE_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENTS_ADDED_FIELD_NUMBER: _ClassVar[int]
+    system: str
+    round: int
+    before: float
+    after: float
+    documents_added: int
+    def __init__(self, system: _Optional[str] = ..., round: _Optional[int] = ..., before: _Optional[float] = ..., after: _Optional[float] = ..., documents_added: _Optional[int] = ...) -> None: ...
 
 class ListStudyQueriesRequest(_message.Message):
     __slots__ = ("name", "page_size", "page_token")

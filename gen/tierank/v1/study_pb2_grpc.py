@@ -49,6 +49,11 @@ class StudyServiceStub:
                 request_serializer=tierank_dot_v1_dot_study__pb2.StartStudyRequest.SerializeToString,
                 response_deserializer=tierank_dot_v1_dot_study__pb2.Study.FromString,
                 _registered_method=True)
+        self.ExtendStudy = channel.unary_unary(
+                '/tierank.v1.StudyService/ExtendStudy',
+                request_serializer=tierank_dot_v1_dot_study__pb2.ExtendStudyRequest.SerializeToString,
+                response_deserializer=tierank_dot_v1_dot_study__pb2.Study.FromString,
+                _registered_method=True)
         self.GetStudy = channel.unary_unary(
                 '/tierank.v1.StudyService/GetStudy',
                 request_serializer=tierank_dot_v1_dot_study__pb2.GetStudyRequest.SerializeToString,
@@ -99,7 +104,9 @@ class StudyServiceServicer:
 
     def AddStudyInputs(self, request, context):
         """Adds a chunk of inputs (topics, runs, passages, human qrels) to a draft study. A chunk whose
-        request_id the study has seen adds nothing and answers as the first time did.
+        request_id the study has seen adds nothing and answers as the first time did. A study that
+        has ended takes runs of systems it has not pooled yet, and passages, for ExtendStudy; a
+        running one takes nothing (FAILED_PRECONDITION STUDY_RUNNING).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -110,6 +117,21 @@ class StudyServiceServicer:
         pools the runs and starts judging. Bad inputs are INVALID_ARGUMENT with field violations
         naming what is missing; the study stays a draft and can take more inputs.
         Starting a study that runs or has ended returns it as it is.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ExtendStudy(self, request, context):
+        """Judges what the runs added since the study last ran (AddStudyInputs on the ended study) add
+        to its pools: only the new documents (holes) need verdicts. Each query with holes gets a
+        new job over its whole new pool that starts from every verdict its previous job holds
+        (nothing is asked or paid for twice); a query only the new runs retrieved for gets its
+        first. The study runs again (STUDY_STATE_RUNNING) and ends with a new report. Bad inputs
+        (a new run's query without a topic, a new pooled document without a passage) are
+        INVALID_ARGUMENT naming them; a study with no run added is FAILED_PRECONDITION
+        NO_ADDED_RUN; a draft is FAILED_PRECONDITION STUDY_NOT_STARTED. Idempotent on
+        request_id: a study extended with it is returned as it is.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -184,6 +206,11 @@ def add_StudyServiceServicer_to_server(servicer, server):
             'StartStudy': grpc.unary_unary_rpc_method_handler(
                     servicer.StartStudy,
                     request_deserializer=tierank_dot_v1_dot_study__pb2.StartStudyRequest.FromString,
+                    response_serializer=tierank_dot_v1_dot_study__pb2.Study.SerializeToString,
+            ),
+            'ExtendStudy': grpc.unary_unary_rpc_method_handler(
+                    servicer.ExtendStudy,
+                    request_deserializer=tierank_dot_v1_dot_study__pb2.ExtendStudyRequest.FromString,
                     response_serializer=tierank_dot_v1_dot_study__pb2.Study.SerializeToString,
             ),
             'GetStudy': grpc.unary_unary_rpc_method_handler(
@@ -302,6 +329,33 @@ class StudyService:
             target,
             '/tierank.v1.StudyService/StartStudy',
             tierank_dot_v1_dot_study__pb2.StartStudyRequest.SerializeToString,
+            tierank_dot_v1_dot_study__pb2.Study.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExtendStudy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tierank.v1.StudyService/ExtendStudy',
+            tierank_dot_v1_dot_study__pb2.ExtendStudyRequest.SerializeToString,
             tierank_dot_v1_dot_study__pb2.Study.FromString,
             options,
             channel_credentials,

@@ -16,6 +16,10 @@ Each query's pool (the union of every system's top-`depth`, TREC pooling) become
 ordinary job ("jobs/{id}"), which can be got, watched and audited like any other. The server
 schedules them: a bounded number run at once, a study-wide budget shared out so that it is
 never overshot, and a restart or a replica's failover resumes the study where it stood.
+
+A system's run can be added to a study that has ended (AddStudyInputs, then ExtendStudy):
+only the documents its top-`depth` adds to the pools are judged, each such query's new job
+starting from every verdict its previous job holds.
 """
 
 from collections import abc as _abc
@@ -52,13 +56,26 @@ class StudyServiceStub:
     """
     AddStudyInputs: _grpc.UnaryUnaryMultiCallable[_study_pb2.AddStudyInputsRequest, _study_pb2.AddStudyInputsResponse]
     """Adds a chunk of inputs (topics, runs, passages, human qrels) to a draft study. A chunk whose
-    request_id the study has seen adds nothing and answers as the first time did.
+    request_id the study has seen adds nothing and answers as the first time did. A study that
+    has ended takes runs of systems it has not pooled yet, and passages, for ExtendStudy; a
+    running one takes nothing (FAILED_PRECONDITION STUDY_RUNNING).
     """
     StartStudy: _grpc.UnaryUnaryMultiCallable[_study_pb2.StartStudyRequest, _study_pb2.Study]
     """Checks the inputs (every run's query has a topic, every pooled document has a passage),
     pools the runs and starts judging. Bad inputs are INVALID_ARGUMENT with field violations
     naming what is missing; the study stays a draft and can take more inputs.
     Starting a study that runs or has ended returns it as it is.
+    """
+    ExtendStudy: _grpc.UnaryUnaryMultiCallable[_study_pb2.ExtendStudyRequest, _study_pb2.Study]
+    """Judges what the runs added since the study last ran (AddStudyInputs on the ended study) add
+    to its pools: only the new documents (holes) need verdicts. Each query with holes gets a
+    new job over its whole new pool that starts from every verdict its previous job holds
+    (nothing is asked or paid for twice); a query only the new runs retrieved for gets its
+    first. The study runs again (STUDY_STATE_RUNNING) and ends with a new report. Bad inputs
+    (a new run's query without a topic, a new pooled document without a passage) are
+    INVALID_ARGUMENT naming them; a study with no run added is FAILED_PRECONDITION
+    NO_ADDED_RUN; a draft is FAILED_PRECONDITION STUDY_NOT_STARTED. Idempotent on
+    request_id: a study extended with it is returned as it is.
     """
     GetStudy: _grpc.UnaryUnaryMultiCallable[_study_pb2.GetStudyRequest, _study_pb2.Study]
     ListStudies: _grpc.UnaryUnaryMultiCallable[_study_pb2.ListStudiesRequest, _study_pb2.ListStudiesResponse]
@@ -91,13 +108,26 @@ class StudyServiceAsyncStub(StudyServiceStub):
     """
     AddStudyInputs: _aio.UnaryUnaryMultiCallable[_study_pb2.AddStudyInputsRequest, _study_pb2.AddStudyInputsResponse]  # type: ignore[assignment]
     """Adds a chunk of inputs (topics, runs, passages, human qrels) to a draft study. A chunk whose
-    request_id the study has seen adds nothing and answers as the first time did.
+    request_id the study has seen adds nothing and answers as the first time did. A study that
+    has ended takes runs of systems it has not pooled yet, and passages, for ExtendStudy; a
+    running one takes nothing (FAILED_PRECONDITION STUDY_RUNNING).
     """
     StartStudy: _aio.UnaryUnaryMultiCallable[_study_pb2.StartStudyRequest, _study_pb2.Study]  # type: ignore[assignment]
     """Checks the inputs (every run's query has a topic, every pooled document has a passage),
     pools the runs and starts judging. Bad inputs are INVALID_ARGUMENT with field violations
     naming what is missing; the study stays a draft and can take more inputs.
     Starting a study that runs or has ended returns it as it is.
+    """
+    ExtendStudy: _aio.UnaryUnaryMultiCallable[_study_pb2.ExtendStudyRequest, _study_pb2.Study]  # type: ignore[assignment]
+    """Judges what the runs added since the study last ran (AddStudyInputs on the ended study) add
+    to its pools: only the new documents (holes) need verdicts. Each query with holes gets a
+    new job over its whole new pool that starts from every verdict its previous job holds
+    (nothing is asked or paid for twice); a query only the new runs retrieved for gets its
+    first. The study runs again (STUDY_STATE_RUNNING) and ends with a new report. Bad inputs
+    (a new run's query without a topic, a new pooled document without a passage) are
+    INVALID_ARGUMENT naming them; a study with no run added is FAILED_PRECONDITION
+    NO_ADDED_RUN; a draft is FAILED_PRECONDITION STUDY_NOT_STARTED. Idempotent on
+    request_id: a study extended with it is returned as it is.
     """
     GetStudy: _aio.UnaryUnaryMultiCallable[_study_pb2.GetStudyRequest, _study_pb2.Study]  # type: ignore[assignment]
     ListStudies: _aio.UnaryUnaryMultiCallable[_study_pb2.ListStudiesRequest, _study_pb2.ListStudiesResponse]  # type: ignore[assignment]
@@ -139,7 +169,9 @@ class StudyServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_study_pb2.AddStudyInputsResponse, _abc.Awaitable[_study_pb2.AddStudyInputsResponse]]:
         """Adds a chunk of inputs (topics, runs, passages, human qrels) to a draft study. A chunk whose
-        request_id the study has seen adds nothing and answers as the first time did.
+        request_id the study has seen adds nothing and answers as the first time did. A study that
+        has ended takes runs of systems it has not pooled yet, and passages, for ExtendStudy; a
+        running one takes nothing (FAILED_PRECONDITION STUDY_RUNNING).
         """
 
     @_abc_1.abstractmethod
@@ -152,6 +184,23 @@ class StudyServiceServicer(metaclass=_abc_1.ABCMeta):
         pools the runs and starts judging. Bad inputs are INVALID_ARGUMENT with field violations
         naming what is missing; the study stays a draft and can take more inputs.
         Starting a study that runs or has ended returns it as it is.
+        """
+
+    @_abc_1.abstractmethod
+    def ExtendStudy(
+        self,
+        request: _study_pb2.ExtendStudyRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_study_pb2.Study, _abc.Awaitable[_study_pb2.Study]]:
+        """Judges what the runs added since the study last ran (AddStudyInputs on the ended study) add
+        to its pools: only the new documents (holes) need verdicts. Each query with holes gets a
+        new job over its whole new pool that starts from every verdict its previous job holds
+        (nothing is asked or paid for twice); a query only the new runs retrieved for gets its
+        first. The study runs again (STUDY_STATE_RUNNING) and ends with a new report. Bad inputs
+        (a new run's query without a topic, a new pooled document without a passage) are
+        INVALID_ARGUMENT naming them; a study with no run added is FAILED_PRECONDITION
+        NO_ADDED_RUN; a draft is FAILED_PRECONDITION STUDY_NOT_STARTED. Idempotent on
+        request_id: a study extended with it is returned as it is.
         """
 
     @_abc_1.abstractmethod

@@ -42,6 +42,11 @@ _INSERT_EVENTS = (
     "unnest(%(sequences)s::bigint[], %(kinds)s::text[], %(times)s::float8[], "
     "%(payloads)s::bytea[]) AS new_event"
 )
+_INSERT_JOURNAL = (
+    "INSERT INTO journal (job_id, idx, kind, payload) SELECT %(job)s, * FROM "
+    "unnest(%(indexes)s::bigint[], %(journal_kinds)s::text[], %(journal_payloads)s::bytea[]) "
+    "AS new_row"
+)
 # A commit is one statement: all of it or nothing, in one round trip. Every data-modifying
 # part of a WITH runs, referenced or not; a job column whose value is NULL keeps its value.
 # A fenced commit first locks the job's row if its lease epoch is still the one given (a claim
@@ -53,11 +58,7 @@ WITH fence AS MATERIALIZED (
     SELECT job_id FROM jobs WHERE job_id = %(job)s AND lease_epoch = %(epoch)s::bigint FOR UPDATE
 ),
 new_events AS ({_INSERT_EVENTS} WHERE {_ALLOWED}),
-new_journal AS (
-    INSERT INTO journal (job_id, idx, kind, payload) SELECT %(job)s, * FROM
-    unnest(%(indexes)s::bigint[], %(journal_kinds)s::text[], %(journal_payloads)s::bytea[])
-    WHERE {_ALLOWED}
-),
+new_journal AS ({_INSERT_JOURNAL} WHERE {_ALLOWED}),
 new_cache AS ({CACHE_SELECT} WHERE {_ALLOWED} {CACHE_CONFLICT}),
 new_audit AS (
     INSERT INTO verdict_audit (job_id, call_id, verdict, prompt, raw_answer)
@@ -119,7 +120,11 @@ def job_from_row(row: Sequence[Any]) -> JobRecord:
 
 class PostgresJobs(PostgresConnection, JobStore):
     async def create_job(
-        self, job: JobRecord, first_event: EventRow, limits: Limits = _NO_LIMITS
+        self,
+        job: JobRecord,
+        first_event: EventRow,
+        limits: Limits = _NO_LIMITS,
+        journal: Sequence[JournalRow] = (),
     ) -> JobRecord:
         quota = limits.max_concurrent_jobs is not None or limits.jobs_per_minute is not None
         async with self._transaction() as conn:
@@ -157,6 +162,8 @@ class PostgresJobs(PostgresConnection, JobStore):
                 ),
             )
             await conn.execute(_INSERT_EVENTS, {"job": job.job_id, **_event_arrays([first_event])})
+            if journal:
+                await conn.execute(_INSERT_JOURNAL, {"job": job.job_id, **_journal_arrays(journal)})
             if await inserted.fetchone() is None:
                 # A concurrent create with this request_id committed first; this statement's
                 # fresh snapshot sees its job. Raising rolls back the event inserted above.
@@ -208,9 +215,7 @@ class PostgresJobs(PostgresConnection, JobStore):
                 "epoch": None if fence is None else fence.epoch,
                 "channel": self._channel,
                 **_event_arrays(update.events),
-                "indexes": [j.index for j in update.journal],
-                "journal_kinds": [j.kind for j in update.journal],
-                "journal_payloads": [j.payload for j in update.journal],
+                **_journal_arrays(update.journal),
                 **cache_arrays(update.cache),
                 **_settlement_arrays(update.settlements),
                 "calls": [a.call_id for a in update.audit],
@@ -337,6 +342,14 @@ def _event_arrays(events: Sequence[EventRow]) -> dict[str, list[Any]]:
         "kinds": [e.kind for e in events],
         "times": [e.time for e in events],
         "payloads": [e.payload for e in events],
+    }
+
+
+def _journal_arrays(rows: Sequence[JournalRow]) -> dict[str, list[Any]]:
+    return {
+        "indexes": [j.index for j in rows],
+        "journal_kinds": [j.kind for j in rows],
+        "journal_payloads": [j.payload for j in rows],
     }
 
 

@@ -267,6 +267,11 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "operations: long-running QualifyJudge and FillQrels", _OPERATIONS),
     Migration(5, "jobs' trace context", _JOB_TRACES),
     Migration(6, "studies: their input chunks and queries", _STUDIES),
+    Migration(
+        7,
+        "study queries judged again after an extension carry their previous outcome",
+        "ALTER TABLE study_queries ADD COLUMN carried BYTEA NOT NULL DEFAULT '';",
+    ),
 )
 
 _LEDGER = """

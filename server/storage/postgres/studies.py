@@ -20,6 +20,7 @@ from tierank.server.storage.rules import (
     STUDY_COLUMNS,
     STUDY_QUERY_COLUMNS,
     study_from_row,
+    study_query_from_row,
 )
 
 _UNFINISHED = f"state IN ({STUDY_DRAFT}, {STUDY_RUNNING})"
@@ -29,11 +30,6 @@ _LISTED_COLUMNS = STUDY_COLUMNS.replace("report", "''::bytea")
 
 def _study(row: Sequence[Any]) -> StudyRecord:
     return study_from_row(row, text(row[12]))
-
-
-def _query(row: Sequence[Any]) -> StudyQueryRow:
-    query_id, position, pool_size, job_id, assignment, outcome = row
-    return StudyQueryRow(query_id, position, pool_size, job_id, bytes(assignment), bytes(outcome))
 
 
 class PostgresStudies(PostgresConnection, StudyStore):
@@ -80,12 +76,17 @@ class PostgresStudies(PostgresConnection, StudyStore):
         return [_study(row) for row in rows]
 
     async def add_study_chunk(
-        self, tenant: str, study_id: str, chunk: StudyChunk, count: Callable[[bytes], bytes]
+        self,
+        tenant: str,
+        study_id: str,
+        chunk: StudyChunk,
+        count: Callable[[bytes], bytes | None],
     ) -> ChunkAdded:
         async with self._transaction() as conn:
             # The study's row locked: chunks of one study are numbered one at a time.
             cursor = await conn.execute(
-                "SELECT state, inputs FROM studies WHERE study_id = %s AND tenant = %s FOR UPDATE",
+                "SELECT state, inputs, start_time FROM studies WHERE study_id = %s "
+                "AND tenant = %s FOR UPDATE",
                 (study_id, tenant),
             )
             row = await cursor.fetchone()
@@ -97,8 +98,12 @@ class PostgresStudies(PostgresConnection, StudyStore):
             )
             if await cursor.fetchone():
                 return ChunkAdded.SEEN
-            if row[0] != STUDY_DRAFT:
-                return ChunkAdded.NOT_DRAFT
+            state, stored, start_time = row
+            if state == STUDY_RUNNING or (state != STUDY_DRAFT and not start_time):
+                return ChunkAdded.CLOSED
+            counted = count(bytes(stored))
+            if counted is None:
+                return ChunkAdded.REFUSED
             await conn.execute(
                 "INSERT INTO study_chunks (study_id, seq, request_id, payload) VALUES (%s, "
                 "(SELECT COALESCE(MAX(seq), 0) + 1 FROM study_chunks WHERE study_id = %s), "
@@ -107,7 +112,7 @@ class PostgresStudies(PostgresConnection, StudyStore):
             )
             await conn.execute(
                 f"UPDATE studies SET inputs = %s, update_time = {NOW} WHERE study_id = %s",
-                (count(bytes(row[1])), study_id),
+                (counted, study_id),
             )
             return ChunkAdded.ADDED
 
@@ -118,23 +123,67 @@ class PostgresStudies(PostgresConnection, StudyStore):
         return [bytes(row[0]) for row in rows]
 
     async def start_study(
-        self, study_id: str, queries: Sequence[tuple[StudyQueryRow, bytes]], progress: bytes
+        self,
+        study_id: str,
+        queries: Sequence[tuple[StudyQueryRow, bytes]],
+        progress: bytes,
+        record_round: Callable[[bytes], bytes],
     ) -> bool:
         async with self._transaction() as conn:
             cursor = await conn.execute(
-                f"UPDATE studies SET state = %s, start_time = {NOW}, update_time = {NOW}, "
-                "progress = %s WHERE study_id = %s AND state = %s AND NOT cancel_requested "
-                "RETURNING 1",
-                (STUDY_RUNNING, progress, study_id, STUDY_DRAFT),
+                "SELECT inputs FROM studies WHERE study_id = %s AND state = %s "
+                "AND NOT cancel_requested FOR UPDATE",
+                (study_id, STUDY_DRAFT),
             )
-            if await cursor.fetchone() is None:
+            inputs = await cursor.fetchone()
+            if inputs is None:
                 return False
+            await conn.execute(
+                f"UPDATE studies SET state = %s, start_time = {NOW}, update_time = {NOW}, "
+                "progress = %s, inputs = %s WHERE study_id = %s",
+                (STUDY_RUNNING, progress, record_round(bytes(inputs[0])), study_id),
+            )
             async with conn.cursor() as rows:
                 await rows.executemany(
                     "INSERT INTO study_queries (study_id, position, query_id, pool_size, "
                     "pool) VALUES (%s, %s, %s, %s, %s)",
                     [
                         (study_id, row.position, row.query_id, row.pool_size, pool)
+                        for row, pool in queries
+                    ],
+                )
+            return True
+
+    async def extend_study(
+        self,
+        study_id: str,
+        spec: bytes,
+        queries: Sequence[tuple[StudyQueryRow, bytes]],
+        progress: bytes,
+        record_round: Callable[[bytes], bytes],
+    ) -> bool:
+        async with self._transaction() as conn:
+            cursor = await conn.execute(
+                f"SELECT inputs FROM studies WHERE study_id = %s AND NOT {_UNFINISHED} FOR UPDATE",
+                (study_id,),
+            )
+            inputs = await cursor.fetchone()
+            if inputs is None:
+                return False
+            await conn.execute(
+                f"UPDATE studies SET state = %s, spec = %s, inputs = %s, progress = %s, "
+                f"end_time = 0, update_time = {NOW}, cancel_requested = FALSE, error_code = 0, "
+                "error_message = ''::bytea WHERE study_id = %s",
+                (STUDY_RUNNING, spec, record_round(bytes(inputs[0])), progress, study_id),
+            )
+            async with conn.cursor() as rows:
+                await rows.executemany(
+                    "INSERT INTO study_queries (study_id, position, query_id, pool_size, pool, "
+                    "carried) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (study_id, query_id) "
+                    "DO UPDATE SET pool_size = excluded.pool_size, pool = excluded.pool, "
+                    "job_id = '', assignment = '', outcome = '', carried = excluded.carried",
+                    [
+                        (study_id, row.position, row.query_id, row.pool_size, pool, row.carried)
                         for row, pool in queries
                     ],
                 )
@@ -149,7 +198,7 @@ class PostgresStudies(PostgresConnection, StudyStore):
             "ORDER BY position LIMIT %s",
             (study_id, after_position, limit),
         )
-        return [_query(row) for row in rows]
+        return [study_query_from_row(row) for row in rows]
 
     async def read_study_pool(self, study_id: str, query_id: str) -> bytes:
         row = await self._fetchone(

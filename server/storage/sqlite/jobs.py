@@ -56,7 +56,11 @@ def read_unfinished(conn: sqlite3.Connection) -> list[JobRecord]:
 
 class SqliteJobs(SqliteState, JobStore):
     async def create_job(
-        self, job: JobRecord, first_event: EventRow, limits: Limits = _NO_LIMITS
+        self,
+        job: JobRecord,
+        first_event: EventRow,
+        limits: Limits = _NO_LIMITS,
+        journal: Sequence[JournalRow] = (),
     ) -> JobRecord:
         def write(conn: sqlite3.Connection) -> JobRecord | None:
             if job.request_id:
@@ -87,6 +91,7 @@ class SqliteJobs(SqliteState, JobStore):
                 ),
             )
             _insert_events(conn, job.job_id, [first_event])
+            _insert_journal(conn, job.job_id, journal)
             return None
 
         existing = await self._writer.submit(write)
@@ -127,10 +132,7 @@ class SqliteJobs(SqliteState, JobStore):
 
         def write(conn: sqlite3.Connection) -> None:
             _insert_events(conn, job_id, update.events)
-            conn.executemany(
-                "INSERT INTO journal (job_id, idx, kind, payload) VALUES (?, ?, ?, ?)",
-                [(job_id, j.index, j.kind, j.payload) for j in update.journal],
-            )
+            _insert_journal(conn, job_id, update.journal)
             put_cache(conn, update.cache)
             for settlement in update.settlements:
                 settle(conn, settlement)
@@ -259,3 +261,10 @@ def _check_job_quotas(conn: sqlite3.Connection, job: JobRecord, limits: Limits) 
                 else None  # a limit of zero: waiting never helps
             )
             raise QuotaExceeded("jobs_per_minute", limits.jobs_per_minute, retry_after)
+
+
+def _insert_journal(conn: sqlite3.Connection, job_id: str, rows: Sequence[JournalRow]) -> None:
+    conn.executemany(
+        "INSERT INTO journal (job_id, idx, kind, payload) VALUES (?, ?, ?, ?)",
+        [(job_id, j.index, j.kind, j.payload) for j in rows],
+    )

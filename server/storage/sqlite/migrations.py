@@ -229,6 +229,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         missing_columns=(("jobs", "trace_context", "TEXT NOT NULL DEFAULT ''"),),
     ),
     Migration(2, "studies: their input chunks and queries", _STUDIES),
+    Migration(
+        3,
+        "study queries judged again after an extension carry their previous outcome",
+        "ALTER TABLE study_queries ADD COLUMN carried BLOB NOT NULL DEFAULT x'';",
+    ),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -6,7 +6,6 @@ import dataclasses
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from tierank.server.job_states import STUDY_DRAFT, STUDY_RUNNING
 from tierank.server.storage.base import (
@@ -21,6 +20,7 @@ from tierank.server.storage.rules import (
     STUDY_COLUMNS,
     STUDY_QUERY_COLUMNS,
     study_from_row,
+    study_query_from_row,
 )
 from tierank.server.storage.sqlite.connection import SqliteState
 
@@ -30,11 +30,6 @@ _LISTED_COLUMNS = STUDY_COLUMNS.replace("report", "x''")
 STUDY_BY_REQUEST = (
     f"SELECT {_LISTED_COLUMNS} FROM studies WHERE tenant = ? AND request_id = ? {BY_REQUEST_INDEX}"
 )
-
-
-def _query(row: Sequence[Any]) -> StudyQueryRow:
-    query_id, position, pool_size, job_id, assignment, outcome = row
-    return StudyQueryRow(query_id, position, pool_size, job_id, bytes(assignment), bytes(outcome))
 
 
 class SqliteStudies(SqliteState, StudyStore):
@@ -93,11 +88,15 @@ class SqliteStudies(SqliteState, StudyStore):
         return await self._reader.submit(read)
 
     async def add_study_chunk(
-        self, tenant: str, study_id: str, chunk: StudyChunk, count: Callable[[bytes], bytes]
+        self,
+        tenant: str,
+        study_id: str,
+        chunk: StudyChunk,
+        count: Callable[[bytes], bytes | None],
     ) -> ChunkAdded:
         def write(conn: sqlite3.Connection) -> ChunkAdded:
             row = conn.execute(
-                "SELECT state, inputs FROM studies WHERE study_id = ? AND tenant = ?",
+                "SELECT state, inputs, start_time FROM studies WHERE study_id = ? AND tenant = ?",
                 (study_id, tenant),
             ).fetchone()
             if row is None:
@@ -108,8 +107,12 @@ class SqliteStudies(SqliteState, StudyStore):
             ).fetchone()
             if seen:
                 return ChunkAdded.SEEN
-            if row[0] != STUDY_DRAFT:
-                return ChunkAdded.NOT_DRAFT
+            state, stored, start_time = row
+            if state == STUDY_RUNNING or (state != STUDY_DRAFT and not start_time):
+                return ChunkAdded.CLOSED
+            counted = count(bytes(stored))
+            if counted is None:
+                return ChunkAdded.REFUSED
             conn.execute(
                 "INSERT INTO study_chunks (study_id, seq, request_id, payload) VALUES (?, "
                 "(SELECT COALESCE(MAX(seq), 0) + 1 FROM study_chunks WHERE study_id = ?), ?, ?)",
@@ -117,7 +120,7 @@ class SqliteStudies(SqliteState, StudyStore):
             )
             conn.execute(
                 "UPDATE studies SET inputs = ?, update_time = ? WHERE study_id = ?",
-                (count(bytes(row[1])), time.time(), study_id),
+                (counted, time.time(), study_id),
             )
             return ChunkAdded.ADDED
 
@@ -133,22 +136,73 @@ class SqliteStudies(SqliteState, StudyStore):
         return await self._reader.submit(read)
 
     async def start_study(
-        self, study_id: str, queries: Sequence[tuple[StudyQueryRow, bytes]], progress: bytes
+        self,
+        study_id: str,
+        queries: Sequence[tuple[StudyQueryRow, bytes]],
+        progress: bytes,
+        record_round: Callable[[bytes], bytes],
     ) -> bool:
         def write(conn: sqlite3.Connection) -> bool:
             now = time.time()
-            started = conn.execute(
-                "UPDATE studies SET state = ?, start_time = ?, update_time = ?, progress = ? "
-                "WHERE study_id = ? AND state = ? AND NOT cancel_requested",
-                (STUDY_RUNNING, now, now, progress, study_id, STUDY_DRAFT),
-            )
-            if started.rowcount == 0:
+            inputs = conn.execute(
+                "SELECT inputs FROM studies WHERE study_id = ? AND state = ? "
+                "AND NOT cancel_requested",
+                (study_id, STUDY_DRAFT),
+            ).fetchone()
+            if inputs is None:
                 return False
+            conn.execute(
+                "UPDATE studies SET state = ?, start_time = ?, update_time = ?, progress = ?, "
+                "inputs = ? WHERE study_id = ?",
+                (STUDY_RUNNING, now, now, progress, record_round(bytes(inputs[0])), study_id),
+            )
             conn.executemany(
                 "INSERT INTO study_queries (study_id, position, query_id, pool_size, pool) "
                 "VALUES (?, ?, ?, ?, ?)",
                 [
                     (study_id, row.position, row.query_id, row.pool_size, pool)
+                    for row, pool in queries
+                ],
+            )
+            return True
+
+        return await self._writer.submit(write)
+
+    async def extend_study(
+        self,
+        study_id: str,
+        spec: bytes,
+        queries: Sequence[tuple[StudyQueryRow, bytes]],
+        progress: bytes,
+        record_round: Callable[[bytes], bytes],
+    ) -> bool:
+        def write(conn: sqlite3.Connection) -> bool:
+            inputs = conn.execute(
+                f"SELECT inputs FROM studies WHERE study_id = ? AND NOT {_UNFINISHED}",
+                (study_id,),
+            ).fetchone()
+            if inputs is None:
+                return False
+            conn.execute(
+                "UPDATE studies SET state = ?, spec = ?, inputs = ?, progress = ?, end_time = 0, "
+                "update_time = ?, cancel_requested = 0, error_code = 0, error_message = '' "
+                "WHERE study_id = ?",
+                (
+                    STUDY_RUNNING,
+                    spec,
+                    record_round(bytes(inputs[0])),
+                    progress,
+                    time.time(),
+                    study_id,
+                ),
+            )
+            conn.executemany(
+                "INSERT INTO study_queries (study_id, position, query_id, pool_size, pool, "
+                "carried) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (study_id, query_id) DO UPDATE "
+                "SET pool_size = excluded.pool_size, pool = excluded.pool, job_id = '', "
+                "assignment = x'', outcome = x'', carried = excluded.carried",
+                [
+                    (study_id, row.position, row.query_id, row.pool_size, pool, row.carried)
                     for row, pool in queries
                 ],
             )
@@ -166,7 +220,10 @@ class SqliteStudies(SqliteState, StudyStore):
         )
 
         def read(conn: sqlite3.Connection) -> list[StudyQueryRow]:
-            return [_query(row) for row in conn.execute(sql, (study_id, after_position, limit))]
+            return [
+                study_query_from_row(row)
+                for row in conn.execute(sql, (study_id, after_position, limit))
+            ]
 
         return await self._reader.submit(read)
 
