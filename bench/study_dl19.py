@@ -1,16 +1,18 @@
 """A whole study on TREC DL19: the six systems' runs in shared/data pooled at a depth, judged by
-the `oracle` judge seeing the human grades through noise, and the study's system ranking set
-against the human qrels' ranking.
+the `oracle` judge seeing the human grades (through noise, or as one of the ranking benchmark's
+simulated LLM judges), and the study's system ranking set against the human qrels' ranking.
 
     python -m tierank.bench.study_dl19                     # depth 20, noise 1.0, the six runs
-    python -m tierank.bench.study_dl19 --noise 0.5 --depth 10 --top-k 10 --seed 3
+    python -m tierank.bench.study_dl19 --judge 'oracle?noise=0.5' --depth 10 --seed 3
+    python -m tierank.bench.study_dl19 --judge 'oracle?profile=strong'   # or weak, ...
 
 It runs `tierank study run` as a user would (a process, an embedded server on a fresh SQLite
 database) and prints, from its report.json: Kendall tau and RBO between the study's ordering of
 the systems and the human qrels' (both by nDCG@10), label agreement (kappa), each system's
 nDCG@10 under both label sets, and the study's cost (judge calls, input tokens, critical path)
 and wall time. The oracle reads each passage's human grade from its metadata ("score"; a
-passage the qrels do not judge counts as 0): what a perfect judge with noise would answer.
+passage the qrels do not judge counts as 0): what a perfect judge with noise would answer, or
+with `profile` what the benchmark's simulated judge of that name would (README: `oracle`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 from tierank.evaluation import read_qrels
@@ -53,7 +56,11 @@ def graded_passages(target: Path) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--depth", type=int, default=20)
-    parser.add_argument("--noise", type=float, default=1.0)
+    parser.add_argument(
+        "--judge",
+        default="oracle?noise=1.0",
+        help="judge spec (study run --judge); the oracle reads the human grade as its score",
+    )
     parser.add_argument("--top-k", type=int, default=10)
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--max-live", type=int, default=16)
@@ -69,7 +76,7 @@ def main() -> int:
             "--topics", str(DATA / "topics.dl19-passage.txt"), "--passages", str(passages),
             *(f for name, run in RUNS.items() for f in ("--run", f"{name}={DATA / 'runs' / run}")),
             "--depth", str(args.depth), "--top-k", str(args.top_k), "--k", str(args.k),
-            "--judge", f"oracle?noise={args.noise}", "--max-live", str(args.max_live),
+            "--judge", args.judge, "--max-live", str(args.max_live),
             "--human-qrels", str(DATA / "qrels.dl19-passage.txt"),
             "--db", str(root / "study.db"), "--output-dir", str(root / "out"), "--json",
             "--seed", str(args.seed),
@@ -86,7 +93,7 @@ def main() -> int:
     agreement = report["agreement"]
     human = agreement["human_measures"]
     print(
-        f"DL19, {len(RUNS)} systems, depth {args.depth}, oracle noise {args.noise},"
+        f"DL19, {len(RUNS)} systems, depth {args.depth}, judge {args.judge},"
         f" top-k {args.top_k}, k {args.k}, seed {args.seed}; labels: {report['labels']}"
     )
     print(f"{'system':<12} {'study nDCG@10':>24} {'human nDCG@10':>14}")
@@ -105,10 +112,12 @@ def main() -> int:
     )
     cost = report["cost"]
     queries = report["queries"]
+    unsettled = Counter(q["reason"] for q in report["per_query"] if not q["settled"])
     print(
         f"cost: {cost['calls']} judge calls, {cost['input_tokens']:,} input tokens, critical"
-        f" path {cost['critical_path']}; {queries['settled']}/{queries['total']} queries settled;"
-        f" study wall {cost['wall_seconds']:.1f} s, command wall {wall:.1f} s"
+        f" path {cost['critical_path']}; {queries['settled']}/{queries['total']} queries settled"
+        + "".join(f", {count} {reason}" for reason, count in sorted(unsettled.items()))
+        + f"; study wall {cost['wall_seconds']:.1f} s, command wall {wall:.1f} s"
     )
     return 0
 

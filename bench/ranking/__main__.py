@@ -22,9 +22,10 @@ from tierank.bench.ranking.data import (
     load_queries,
 )
 from tierank.bench.ranking.experiment import Task, ideal_ndcg, run_all
-from tierank.bench.ranking.judges import PANELS, STRONG, WEAK, JudgeProfile
+from tierank.bench.ranking.judges import PANELS
 from tierank.bench.ranking.methods import DEFAULT_METHODS, METHODS, SMOKE_METHODS
 from tierank.bench.ranking.report import write_outputs
+from tierank.server.judges.simulated import STRONG, WEAK, JudgeProfile
 
 HERE = Path(__file__).resolve().parent
 SMOKE_QUERIES = 3
@@ -98,7 +99,7 @@ def _run(args: argparse.Namespace, command: str) -> None:
     calibrated = [] if args.smoke else calibration_lines(queries, (STRONG, WEAK), seeds)
     settings = (
         f"Data: {args.run.name} with {args.qrels.name}. Judges: simulated from the human grades "
-        "(bench/ranking/judges.py explains the model; calibration below). "
+        "(server/judges/simulated.py explains the model; calibration below). "
         f"{len(queries)} queries × {len(seeds)} seeds, {args.depth} candidates per query, "
         f"top-10; {len(tasks)} (scenario, method, seed) runs in {elapsed:.0f} s "
         f"on {args.workers} worker(s)."

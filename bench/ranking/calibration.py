@@ -17,7 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from tierank.bench.ranking.data import Query
-from tierank.bench.ranking.judges import JudgeProfile, QueryWorld, SimulatedJudge, seeded_rng
+from tierank.bench.ranking.judges import QueryWorld, SimulatedJudge
+from tierank.server.judges.simulated import JudgeProfile, seeded_rng
 
 CYCLE_POOL = 20
 BATCHES_PER_QUERY = 20

@@ -11,16 +11,11 @@ import numpy as np
 
 from tierank.bench.ranking.calibration import discordance
 from tierank.bench.ranking.data import Query
-from tierank.bench.ranking.judges import (
-    PANELS,
-    JudgeProfile,
-    QueryWorld,
-    SimulatedJudge,
-    seeded_rng,
-)
+from tierank.bench.ranking.judges import PANELS, QueryWorld, SimulatedJudge
 from tierank.bench.ranking.methods import METHODS
 from tierank.bench.ranking.ndcg import ndcg_at
 from tierank.bench.ranking.session import JudgeSession
+from tierank.server.judges.simulated import JudgeProfile, seeded_rng
 
 # Qualification: each judge's pair accuracy is measured with random batches of this size on
 # seeds no benchmark run uses (runs take seeds 0, 1, 2, ...), and on the other queries only.

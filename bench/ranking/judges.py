@@ -1,98 +1,44 @@
-"""Simulated LLM judges driven by the human grades.
+"""Simulated LLM judges driven by the human grades, and the benchmark's panels of them.
 
-A judge orders a batch by a latent utility drawn afresh on every call:
-
-    utility = grade + fine offset + judge bias + primacy(position) + noise(position, batch size)
-
-- grade: the human qrel, 0 when unjudged.
-- fine offset: one draw per passage and seed, uniform in ±FINE_SPREAD/2 (< 0.5, so it never
-  crosses a grade). It stands for the real differences a judge perceives inside one coarse human
-  grade and makes a judge order two equally graded passages the same way most of the time.
-  Without it a third of the top-20 triples of DL19 (all three passages of one grade) would be
-  coin flips, which alone gives ~8% cyclic triples: no judge could be as transitive as a
-  GPT-4-class one (4–8%).
-- judge error: one draw per (judge, passage, seed), Gaussian with sd ``persistent_error``: a real
-  judge misreads some passages the same way on every call. It costs accuracy without costing
-  transitivity, and it is what lets a GPT-4-class judge (few cycles) still land near the published
-  nDCG@10 of GPT-4 reranking (0.73–0.75 on DL19) instead of near the ideal (0.89).
-- judge bias: persistent per-judge preferences (longer passages, higher first-stage rank), used to
-  make the ensemble's judges disagree systematically.
-- primacy: a bonus for the first position fading linearly to 0 at the last.
-- noise: Gaussian; its deviation grows for positions in the middle of long batches ("lost in the
-  middle"): ``sd = noise * (1 + lost_in_middle * 4x(1-x) * (k-2)/18)`` with x the relative
-  position, so a pair (k=2) has none and a batch of 20 has the full effect.
-- failure: with probability ``failure_rate`` the answer is unparseable and the call yields nothing.
-- position profile (a real small judge's, measured): with probability ``repeat_shown`` the answer
-  is the shown order itself; otherwise, with probability ``first_shown``, the first-shown
-  candidate is moved to the front of the judge's usual answer. Qwen2.5-Coder-1.5B-Instruct,
-  qualified on DL19 (issue 16), put the first-shown passage first in 40% of its answers at k=10
-  (1/k: 10%) and repeated the shown order in 22%; POSITION_PROFILE reproduces both shares
-  (tests/bench checks them). Its preference for the *last* passage at k=5 is not modelled.
+The judge model and its calibrated profiles (strong, weak, position-biased, at chance, the
+ensemble's three) are the server's (tierank.server.judges.simulated, which explains the model),
+so that a study on the server with `oracle?profile=NAME` judges with the very judge this
+benchmark does. Here: the model's world built from a benchmark query, a judge that counts what
+it did with the shown order, the perfect judge and the panels.
 """
 
 from __future__ import annotations
 
-import zlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
 from tierank.bench.ranking.data import Query
-
-FINE_SPREAD = 0.9
-# Batch size at which the lost-in-the-middle effect is at its full strength.
-MIDDLE_REFERENCE_K = 20
-
-
-def seeded_rng(seed: int, *names: str) -> np.random.Generator:
-    """A generator fixed by the seed and names, independent of Python's hash randomisation."""
-    return np.random.default_rng([seed, *(zlib.crc32(name.encode()) for name in names)])
-
-
-@dataclass(frozen=True)
-class JudgeProfile:
-    name: str
-    noise: float
-    lost_in_middle: float
-    primacy: float
-    failure_rate: float
-    persistent_error: float = 0.0
-    # Utility per standard deviation of log passage length.
-    length_bias: float = 0.0
-    # Utility for the first-stage top candidate, fading linearly to 0 at the last.
-    first_stage_bias: float = 0.0
-    # Position profile: chance of answering with the shown order, else of ranking the
-    # first-shown candidate first.
-    repeat_shown: float = 0.0
-    first_shown: float = 0.0
+from tierank.server.judges.simulated import (
+    CHANCE,
+    ENSEMBLE,
+    STRONG,
+    STRONG_POSITION,
+    WEAK,
+    WEAK_POSITION,
+    JudgeProfile,
+    JudgeWorld,
+    simulated_answer,
+)
 
 
-class QueryWorld:
-    """The per-passage parts of the utility that stay fixed across calls for one query and seed."""
+class QueryWorld(JudgeWorld):
+    """The world of one benchmark query: its first-stage candidates and their human grades."""
 
     def __init__(self, query: Query, seed: int) -> None:
-        rng = seeded_rng(seed, "world", query.qid)
         ids = query.candidates
-        offsets = rng.uniform(-FINE_SPREAD / 2, FINE_SPREAD / 2, size=len(ids))
-        log_lengths = np.log([len(query.passages[pid]) + 1 for pid in ids])
-        spread = log_lengths.std() or 1.0
-        length_z = (log_lengths - log_lengths.mean()) / spread
-        first_stage = 1.0 - np.arange(len(ids)) / max(len(ids) - 1, 1)
-        self.index = {pid: i for i, pid in enumerate(ids)}
-        self.merit = np.array([query.grade(pid) for pid in ids], dtype=float) + offsets
-        self.length_z = length_z
-        self.first_stage = first_stage
-        self._seed = seed
-        self._qid = query.qid
-        self._judge_errors: dict[str, np.ndarray] = {}
-
-    def judge_error(self, profile: JudgeProfile) -> np.ndarray:
-        """The judge's fixed misreading of each candidate, drawn on first use."""
-        if profile.name not in self._judge_errors:
-            rng = seeded_rng(self._seed, "judge-error", self._qid, profile.name)
-            errors = rng.normal(0.0, profile.persistent_error, size=len(self.merit))
-            self._judge_errors[profile.name] = errors
-        return self._judge_errors[profile.name]
+        super().__init__(
+            query.qid,
+            ids,
+            [query.grade(pid) for pid in ids],
+            [len(query.passages[pid]) for pid in ids],
+            seed,
+        )
 
 
 @dataclass
@@ -116,67 +62,19 @@ class SimulatedJudge:
         return self.profile.name
 
     def order(
-        self, world: QueryWorld, presented: tuple[str, ...], rng: np.random.Generator
+        self, world: JudgeWorld, presented: tuple[str, ...], rng: np.random.Generator
     ) -> tuple[str, ...] | None:
         """The judge's ordering of ``presented`` (best first), or None for an unparseable answer."""
-        p = self.profile
-        if p.failure_rate and rng.random() < p.failure_rate:
-            return None
-        if p.repeat_shown and rng.random() < p.repeat_shown:
-            answer = presented
-        else:
-            answer = self._usual_order(world, presented, rng)
-            if p.first_shown and rng.random() < p.first_shown:
-                answer = (presented[0], *(pid for pid in answer if pid != presented[0]))
-        if len(presented) >= 2:
+        answer = simulated_answer(self.profile, world, presented, rng)
+        if answer is not None and len(presented) >= 2:
             self.positions.answers += 1
             self.positions.first_shown_first += answer[0] == presented[0]
             self.positions.repeated_shown += answer == presented
         return answer
 
-    def _usual_order(
-        self, world: QueryWorld, presented: tuple[str, ...], rng: np.random.Generator
-    ) -> tuple[str, ...]:
-        p = self.profile
-        k = len(presented)
-        idx = np.array([world.index[pid] for pid in presented])
-        x = np.arange(k) / max(k - 1, 1)
-        middle = 4 * x * (1 - x) * max(0.0, (k - 2) / (MIDDLE_REFERENCE_K - 2))
-        sd = p.noise * (1 + p.lost_in_middle * middle)
-        utility = (
-            world.merit[idx]
-            + world.judge_error(p)[idx]
-            + p.length_bias * world.length_z[idx]
-            + p.first_stage_bias * world.first_stage[idx]
-            + p.primacy * (1 - x)
-            + sd * rng.standard_normal(k)
-        )
-        # Stable sort: exact ties (only a noise-free judge has them) keep the presented order.
-        return tuple(presented[i] for i in np.argsort(-utility, kind="stable"))
 
-
-# Calibrated with `python -m tierank.bench.ranking calibrate` (see RESULTS.md).
+# The perfect judge: the human grades and the fine offsets, nothing else.
 ORACLE = JudgeProfile("oracle", noise=0.0, lost_in_middle=0.0, primacy=0.0, failure_rate=0.0)
-STRONG = JudgeProfile(
-    "strong", noise=0.55, lost_in_middle=1.0, primacy=0.05, failure_rate=0.02, persistent_error=0.6
-)
-WEAK = JudgeProfile(
-    "weak", noise=2.6, lost_in_middle=1.0, primacy=0.2, failure_rate=0.02, persistent_error=0.6
-)
-# The position profile of a real small judge (module docstring): at k=10 about 40% of the
-# answers rank the first-shown candidate first and 22% repeat the shown order.
-POSITION_PROFILE = {"repeat_shown": 0.22, "first_shown": 0.18}
-STRONG_POSITION = replace(STRONG, name="strong-position", **POSITION_PROFILE)
-WEAK_POSITION = replace(WEAK, name="weak-position", **POSITION_PROFILE)
-# A judge at chance (its grades drown in noise) with that position profile: what
-# Qwen2.5-Coder-1.5B-Instruct was on DL19.
-CHANCE = replace(WEAK, name="chance", noise=100.0, **POSITION_PROFILE)
-# Three GPT-4-class judges, each with its own persistent misreadings and one extra bias.
-ENSEMBLE = (
-    replace(STRONG, name="strong-primacy", primacy=0.3),
-    replace(STRONG, name="strong-long", length_bias=0.3),
-    replace(STRONG, name="strong-lexical", first_stage_bias=0.6),
-)
 
 PANELS: dict[str, tuple[JudgeProfile, ...]] = {
     "oracle": (ORACLE,),

@@ -121,6 +121,9 @@ class PoolContext:
     query: str
     rubric: str
     passages: tuple[Passage, ...]
+    # The job's seed, for judges that draw something once per job (the simulated oracle's
+    # fixed misreadings); each call's own seed is BatchRequest.seed.
+    seed: int = 0
 
 
 class ConfiguredJudge(abc.ABC):

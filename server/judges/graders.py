@@ -24,7 +24,7 @@ from tierank.server.judges.base import (
     Passage,
 )
 from tierank.server.judges.llm import LLMJudge
-from tierank.server.judges.offline import estimate_tokens
+from tierank.server.judges.offline import ORACLE_NOISE, estimate_tokens
 from tierank.server.judges.options import float_option, refuse_unknown_options
 from tierank.server.judges.pointwise import (
     ANSWER_TOKENS,
@@ -129,7 +129,8 @@ class LLMGrader(Grader):
 class OracleGrader(Grader):
     """Grade = round(metadata[score_key] + N(0, noise²)), clamped to 0–3.
 
-    Options as the listwise oracle: `score_key` (default "score"), `noise` (default 0.5).
+    Options as the listwise oracle: `score_key` (default "score"), `noise` (default
+    ORACLE_NOISE); not its call simulations (`latency_ms`, `fail_rate`, `profile`).
     Not cached: fresh noise per call is the point, as for the listwise oracle.
     """
 
@@ -137,7 +138,7 @@ class OracleGrader(Grader):
         super().__init__(config)
         refuse_unknown_options(config.options, frozenset({"score_key", "noise"}), "oracle")
         self._score_key = config.options.get("score_key", "score")
-        self._noise = float_option(config.options, "noise", 0.5)
+        self._noise = float_option(config.options, "noise", ORACLE_NOISE)
 
     @property
     def cacheable(self) -> bool:

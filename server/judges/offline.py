@@ -7,7 +7,10 @@ scores are broken by the pool's order, so it is one total order of the pool: eve
 judges agrees with every other, whatever the presentation order.
 
 `oracle` reads a hidden numeric score from candidate metadata and adds fresh Gaussian
-noise on every call, so that real disagreement (non-transitive verdicts) occurs.
+noise on every call, so that real disagreement (non-transitive verdicts) occurs. With a
+`profile` it is instead one of the simulated LLM judges of the ranking benchmark (strong,
+weak, position-biased, ...: judges/simulated.py), so that a study judged on the server and
+the benchmark's tournaments judge with the same model.
 """
 
 from __future__ import annotations
@@ -21,6 +24,9 @@ import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import replace
+from functools import cached_property
+
+import numpy as np
 
 from tierank.server.judges.base import (
     BatchRequest,
@@ -34,8 +40,13 @@ from tierank.server.judges.base import (
     PoolContext,
 )
 from tierank.server.judges.options import float_option, refuse_unknown_options
+from tierank.server.judges.simulated import PROFILES, JudgeProfile, JudgeWorld, simulated_answer
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
+
+
+# The oracle's noise (standard deviation) without a `noise` option or a profile.
+ORACLE_NOISE = 0.5
 
 
 def estimate_tokens(text: str) -> int:
@@ -128,21 +139,29 @@ class LexicalJudge(_OfflineJudge):
 class OracleJudge(_OfflineJudge):
     """Hidden score from metadata plus N(0, noise²) per passage per call.
 
-    Options: `score_key` (default "score"), `noise` (standard deviation, default 0.5),
+    Options: `score_key` (default "score"), `noise` (standard deviation, default ORACLE_NOISE),
     `latency_ms` (simulated call latency, default 0, at most MAX_LATENCY_MS), `fail_rate`
-    (share of calls that fail as unparseable, 0 to 1, default 0).
+    (share of calls that fail as unparseable, 0 to 1, default 0), `profile` (a simulated
+    judge of judges/simulated.py, by name: the hidden score is its grade, and `noise` and
+    `fail_rate`, when given, replace the profile's own).
     """
 
-    known_options = frozenset({"score_key", "noise", "latency_ms", "fail_rate"})
+    known_options = frozenset({"score_key", "noise", "latency_ms", "fail_rate", "profile"})
     MAX_LATENCY_MS = 60_000.0
 
     def __init__(self, config: JudgeConfig, pool: PoolContext) -> None:
         super().__init__(config, pool)
         options = config.options
         self._score_key = options.get("score_key", "score")
-        self._noise = float_option(options, "noise", 0.5)
         self._latency_s = float_option(options, "latency_ms", 0.0, self.MAX_LATENCY_MS) / 1000
-        self._fail_rate = float_option(options, "fail_rate", 0.0, 1.0)
+        named = _named_profile(options)
+        self._noise = float_option(options, "noise", named.noise if named else ORACLE_NOISE)
+        default_fail_rate = named.failure_rate if named else 0.0
+        self._fail_rate = float_option(options, "fail_rate", default_fail_rate, 1.0)
+        self._profile = (
+            replace(named, noise=self._noise, failure_rate=self._fail_rate) if named else None
+        )
+        self._pool = pool
         self._scores: dict[str, float] = {}
         for passage in pool.passages:
             raw = passage.metadata.get(self._score_key)
@@ -164,19 +183,58 @@ class OracleJudge(_OfflineJudge):
         return False  # fresh noise on every call is the point
 
     def cache_identity(self) -> str:
+        if self._profile:
+            return f"oracle/{self._score_key}/profile={self._profile.name}/noise={self._noise}"
         return f"oracle/{self._score_key}/noise={self._noise}"
+
+    @cached_property
+    def _world(self) -> JudgeWorld:
+        """The simulated judge's fixed draws for this job: built on the first call, as a job
+        built only to learn the judge's identity makes none."""
+        passages = self._pool.passages
+        return JudgeWorld(
+            self._pool.query,
+            [p.id for p in passages],
+            [self._scores[p.id] for p in passages],
+            [len(p.text) for p in passages],
+            self._pool.seed,
+        )
 
     async def judge(self, request: BatchRequest) -> JudgeReply:
         if self._latency_s:
             await asyncio.sleep(self._latency_s)
         # The simulated latency is what the call took, as an LLM judge reports its round trip.
         usage = replace(self.estimate(request), latency_s=self._latency_s)
-        rng = random.Random(request.seed)
-        if self._fail_rate and rng.random() < self._fail_rate:
+        if self._profile:
+            presented = tuple(p.id for p in request.passages)
+            rng = np.random.default_rng(request.seed)
+            answer = simulated_answer(self._profile, self._world, presented, rng)
+        else:
+            answer = self._noisy_order(request)
+        if answer is None:
             return JudgeReply(
                 ordering=(),
                 usage=usage,
                 failure=JudgeFailure(FailureKind.UNPARSEABLE, "oracle simulated a bad answer"),
             )
+        return JudgeReply(ordering=answer, usage=usage)
+
+    def _noisy_order(self, request: BatchRequest) -> tuple[str, ...] | None:
+        """Without a profile: each score plus its noise, best first; None for a failed call."""
+        rng = random.Random(request.seed)
+        if self._fail_rate and rng.random() < self._fail_rate:
+            return None
         noisy = {p.id: self._scores[p.id] + rng.gauss(0.0, self._noise) for p in request.passages}
-        return replace(self._reply(request, noisy), usage=usage)
+        return self._reply(request, noisy).ordering
+
+
+def _named_profile(options: Mapping[str, str]) -> JudgeProfile | None:
+    """The simulated judge the `profile` option names; None without one (plain noise)."""
+    name = options.get("profile")
+    if not name:
+        return None
+    profile = PROFILES.get(name)
+    if profile is None:
+        rule = f"unknown profile {name[:40]!r}; known: {', '.join(sorted(PROFILES))}"
+        raise JudgeConfigError("parameters.options.profile", rule)
+    return profile

@@ -186,7 +186,10 @@ async def ask_batches(
     async def query(query_id: str, its_batches: list[Batch]) -> None:
         docs = sorted({d for b in its_batches for d in b.docs})
         pool = PoolContext(
-            labels.topics[query_id], settings.rubric, tuple(labels.passages[d] for d in docs)
+            labels.topics[query_id],
+            settings.rubric,
+            tuple(labels.passages[d] for d in docs),
+            settings.seed,
         )
         judge = judge_for(pool)
         try:

@@ -39,6 +39,7 @@ def pool_context(spec: rank_pb2.JobSpec) -> PoolContext:
         query=spec.query,
         rubric=spec.rubric,
         passages=tuple(passage_of(c) for c in spec.candidates),
+        seed=spec.seed,
     )
 
 

@@ -19,21 +19,18 @@ from tierank.bench.ranking.blitzrank_published import (
 from tierank.bench.ranking.calibration import cyclic_triples
 from tierank.bench.ranking.data import load_queries
 from tierank.bench.ranking.experiment import Task, ideal_ndcg, qualified_weights, run_task
-from tierank.bench.ranking.judges import (
+from tierank.bench.ranking.judges import ORACLE, PANELS, QueryWorld, SimulatedJudge
+from tierank.bench.ranking.methods import METHODS
+from tierank.bench.ranking.ndcg import ndcg_at
+from tierank.server.judges.simulated import (
     CHANCE,
-    ORACLE,
-    PANELS,
     STRONG,
     STRONG_POSITION,
     WEAK,
     WEAK_POSITION,
     JudgeProfile,
-    QueryWorld,
-    SimulatedJudge,
     seeded_rng,
 )
-from tierank.bench.ranking.methods import METHODS
-from tierank.bench.ranking.ndcg import ndcg_at
 
 TREC_EVAL_REF = SHARED_DATA / "trec_eval-ref" / "dl19.bm25top100.ndcg.q.txt"
 

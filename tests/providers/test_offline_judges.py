@@ -1,5 +1,6 @@
-"""The offline judges over real gRPC: `lexical` is one order of the pool, and both offline
-judges refuse options they do not know or cannot honour (issue 13, items 22 and 33)."""
+"""The offline judges over real gRPC: `lexical` is one order of the pool, both offline
+judges refuse options they do not know or cannot honour (issue 13, items 22 and 33), and the
+oracle's `profile` judges as the ranking benchmark's simulated judge of that name."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Callable
 
 import grpc
 import pytest
-from job_helpers import field_violations
+from job_helpers import completed, field_violations, run_job, verdicts
 
 from tierank.v1 import rank_pb2, rank_pb2_grpc
 
@@ -46,6 +47,9 @@ async def test_lexical_batches_never_contradict_each_other(
         ("oracle", {"noise": "inf"}, "options.noise", "finite"),
         ("oracle", {"noise": "nan"}, "options.noise", "finite"),
         ("oracle", {"noise": "-1"}, "options.noise", "finite"),
+        ("oracle", {"profile": "strongest"}, "options.profile", "known: chance, strong,"),
+        ("oracle", {"profile": "weak", "noise": "-1"}, "options.noise", "finite"),
+        ("oracle", {"profile": "weak", "fail_rate": "2"}, "options.fail_rate", "from 0 to 1"),
     ],
 )
 async def test_offline_judges_refuse_options_they_cannot_honour(
@@ -121,3 +125,72 @@ async def test_the_oracle_refuses_a_score_that_is_not_finite(
     assert refused.value.code() is grpc.StatusCode.INVALID_ARGUMENT
     rule = field_violations(refused.value)["spec.judges[0].parameters.options.score_key"]
     assert "finite numeric" in rule and "'c002'" in rule
+
+
+def _profiled_oracle(**options: str) -> rank_pb2.JudgeSpec:
+    return rank_pb2.JudgeSpec(
+        provider="oracle", parameters=rank_pb2.JudgeParameters(options=options)
+    )
+
+
+async def _judged_by(
+    stub: rank_pb2_grpc.RankServiceStub, make_spec: SpecFactory, judge: rank_pb2.JudgeSpec
+) -> list[rank_pb2.JobEvent]:
+    """A full ordering of 100 candidates (c000 best), one call at a time, so that the same
+    seed asks the same calls."""
+    spec = make_spec(n=100, top_k=0, batch_size=10, max_in_flight=1, seed=3, judges=[judge])
+    return await run_job(stub, spec)
+
+
+def _misordered_share(events: list[rank_pb2.JobEvent]) -> float:
+    """Of the pairs the answers state, the share against the hidden score."""
+    stated = misordered = 0
+    for verdict in verdicts(events):
+        for i, better in enumerate(verdict.ordering):
+            for worse in verdict.ordering[i + 1 :]:
+                stated += 1
+                misordered += better > worse  # c000 has the highest score
+    return misordered / stated
+
+
+async def test_a_position_biased_profile_is_caught_and_its_unbiased_twin_is_not(
+    stub: rank_pb2_grpc.RankServiceStub, make_spec: SpecFactory
+) -> None:
+    """strong-position is strong plus a real small judge's habit of repeating the shown order
+    or putting the first-shown candidate first: the server's own position-bias evidence must
+    tell them apart, on the same candidates and seed."""
+    unbiased = completed(await _judged_by(stub, make_spec, _profiled_oracle(profile="strong")))
+    biased = completed(
+        await _judged_by(stub, make_spec, _profiled_oracle(profile="strong-position"))
+    )
+
+    assert unbiased.reason == rank_pb2.COMPLETION_REASON_SETTLED
+    (honest,) = [judge.position_bias for judge in unbiased.stats.judges]
+    assert not honest.biased and abs(honest.mean_tau) < 0.15
+    assert biased.reason == rank_pb2.COMPLETION_REASON_POSITION_BIASED
+    (following,) = [judge.position_bias for judge in biased.stats.judges]
+    assert following.biased and following.mean_tau > 0.25
+
+
+async def test_the_weak_profile_misorders_what_the_strong_one_gets_right(
+    stub: rank_pb2_grpc.RankServiceStub, make_spec: SpecFactory
+) -> None:
+    strong = await _judged_by(stub, make_spec, _profiled_oracle(profile="strong"))
+    weak = await _judged_by(stub, make_spec, _profiled_oracle(profile="weak"))
+    exact = await _judged_by(stub, make_spec, _profiled_oracle(noise="0"))
+
+    assert _misordered_share(exact) == 0
+    assert 0 < _misordered_share(strong) < 0.1
+    assert _misordered_share(weak) > 2 * _misordered_share(strong)
+
+
+async def test_options_given_with_a_profile_replace_its_own(
+    stub: rank_pb2_grpc.RankServiceStub, make_spec: SpecFactory
+) -> None:
+    # The weak profile fails 2% of its calls; fail_rate=1 makes it fail every one.
+    events = await _judged_by(stub, make_spec, _profiled_oracle(profile="weak", fail_rate="1"))
+
+    answered = verdicts(events)
+    assert answered and not any(verdict.ordering for verdict in answered)
+    (judge,) = completed(events).stats.judges
+    assert judge.failed_calls == len(answered) and "simulated a bad answer" in judge.last_error
