@@ -7,12 +7,14 @@
 - human qrels: TREC qrels (`qid iter docid grade`).
 
 Chunks are cut by their encoded size, well under gRPC's default 4 MiB message limit, and each
-has a request_id derived from the study's, so that an upload that is started again sends the
-same chunks and the server adds none twice.
+has a request_id made of a prefix and a digest of its content, so that an upload that is
+started again (with the same files, or with more of them) sends the same chunks under the same
+ids and the server adds none twice.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -28,6 +30,8 @@ CHUNK_BYTES = 1024 * 1024
 # Bytes a repeated field's tag and length prefix add to an item, at most (a 1 MiB item's
 # length takes 3 bytes): counted generously, the chunk stays under CHUNK_BYTES.
 _FIELD_OVERHEAD_BYTES = 8
+# Hex digits of a chunk's SHA-256 in its request_id: 128 bits, no collision between chunks.
+_DIGEST_CHARS = 32
 _TOPIC_ID_KEYS = ("qid", "query_id", "id")
 _TOPIC_TEXT_KEYS = ("query", "text")
 _PASSAGE_ID_KEYS = ("id", "docid", "doc_id")
@@ -104,9 +108,10 @@ def read_passages(path: Path, wanted: set[str]) -> dict[str, tuple[str, dict[str
     return passages
 
 
-def chunks(files: StudyFiles, request_id: str) -> Iterator[study_pb2.AddStudyInputsRequest]:
-    """The inputs as AddStudyInputs requests (without `study`), each under CHUNK_BYTES."""
-    builder = _Chunks(request_id)
+def chunks(files: StudyFiles, prefix: str) -> Iterator[study_pb2.AddStudyInputsRequest]:
+    """The inputs as AddStudyInputs requests (without `study`), each under CHUNK_BYTES, each
+    request_id `prefix` and the digest of the chunk's content."""
+    builder = _Chunks(prefix)
     for qid, text in files.topics.items():
         yield from builder.add("topics", study_pb2.StudyTopic(query_id=qid, text=text))
     yield from builder.flush()
@@ -131,17 +136,15 @@ def chunks(files: StudyFiles, request_id: str) -> Iterator[study_pb2.AddStudyInp
 class _Chunks:
     """Fills one request at a time, handing it out before it would pass CHUNK_BYTES."""
 
-    def __init__(self, request_id: str) -> None:
-        self._request_id = request_id
-        self._count = 0
+    def __init__(self, prefix: str) -> None:
+        self._prefix = prefix
         self._current = self._new()
 
     def _new(self) -> study_pb2.AddStudyInputsRequest:
-        self._count += 1
         # The size is counted as items are added: ByteSize() of the growing message each time
         # would make cutting quadratic (minutes for a big run).
         self._size = 0
-        return study_pb2.AddStudyInputsRequest(request_id=f"{self._request_id}-c{self._count}")
+        return study_pb2.AddStudyInputsRequest()
 
     def _take(self, size: int) -> bool:
         """Count an item of `size` bytes in; False (counting nothing) if it does not fit."""
@@ -179,6 +182,9 @@ class _Chunks:
 
     def flush(self) -> Iterator[study_pb2.AddStudyInputsRequest]:
         if self._size:
+            content = self._current.SerializeToString(deterministic=True)
+            digest = hashlib.sha256(content).hexdigest()[:_DIGEST_CHARS]
+            self._current.request_id = f"{self._prefix}-{digest}"
             yield self._current
             self._current = self._new()
 

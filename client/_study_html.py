@@ -287,11 +287,19 @@ def _judged_section(report: Mapping[str, Any]) -> str:
     rows = [
         (str(s.get("name", "")), _number(_measure(s, JUDGED_MEASURE).get("mean"))) for s in systems
     ]
+    added = [entry for entry in report.get("pooling") or [] if entry.get("round")]
+    reuse = "".join(
+        f"<li>{_text(entry.get('system', ''))} (added in round {_count(entry.get('round'))}): "
+        f"{_fmt(entry.get('judged_before'))} of its top 10 judged before, "
+        f"{_fmt(entry.get('judged_after'))} now, "
+        f"{_count(entry.get('documents_added', 0))} documents judged for its round</li>"
+        for entry in added
+    )
     return (
         "<h2>Judged depth</h2>"
         f'<p class="note">{JUDGED_MEASURE}: the share of each system\'s top 10 that the '
         "study's labels cover; below 1, its measures count unjudged documents as not "
-        "relevant.</p>" + _share_bars(rows)
+        "relevant.</p>" + _share_bars(rows) + (f'<ul class="reuse">{reuse}</ul>' if reuse else "")
     )
 
 

@@ -135,6 +135,16 @@ def report_json(
             for c in report.comparisons
         ],
         "per_query": per_query,
+        "pooling": [
+            {
+                "system": judged.system,
+                "round": judged.round,
+                "judged_before": _optional(judged, "before"),
+                "judged_after": judged.after,
+                "documents_added": judged.documents_added,
+            }
+            for judged in report.judged
+        ],
         "agreement": agreement,
         "cost": {
             "calls": report.cost.judge_calls,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any, TypeVar
 
 import grpc
@@ -301,6 +301,28 @@ class AsyncClient:
     async def start_study(self, name: str, *, timeout: float | None = None) -> study_pb2.Study:
         request = study_pb2.StartStudyRequest(name=study_name(name))
         return await self._unary(self._studies.StartStudy, request, timeout)
+
+    async def extend_study(
+        self,
+        name: str,
+        *,
+        systems: Sequence[str] = (),
+        request_id: str = "",
+        budget: rank_pb2.Budget | None = None,
+        deadline_seconds: float = 0.0,
+        timeout: float | None = None,
+    ) -> study_pb2.Study:
+        """Judge what the runs added to the ended study since it last ran add to its pools
+        (send them first with `add_study_inputs`): those of `systems`, or of every system
+        added; `budget`: at most this much more spent."""
+        request = study_pb2.ExtendStudyRequest(
+            name=study_name(name),
+            systems=systems,
+            request_id=request_id or uuid.uuid4().hex,
+            budget=budget,
+            deadline_seconds=deadline_seconds,
+        )
+        return await self._unary(self._studies.ExtendStudy, request, timeout)
 
     async def get_study(self, name: str, *, timeout: float | None = None) -> study_pb2.Study:
         request = study_pb2.GetStudyRequest(name=study_name(name))

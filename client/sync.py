@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TypeVar
 
 import grpc
@@ -297,6 +297,28 @@ class Client:
     def start_study(self, name: str, *, timeout: float | None = None) -> study_pb2.Study:
         request = study_pb2.StartStudyRequest(name=study_name(name))
         return self._unary(self._studies.StartStudy, request, timeout)
+
+    def extend_study(
+        self,
+        name: str,
+        *,
+        systems: Sequence[str] = (),
+        request_id: str = "",
+        budget: rank_pb2.Budget | None = None,
+        deadline_seconds: float = 0.0,
+        timeout: float | None = None,
+    ) -> study_pb2.Study:
+        """Judge what the runs added to the ended study since it last ran add to its pools
+        (send them first with `add_study_inputs`): those of `systems`, or of every system
+        added; `budget`: at most this much more spent."""
+        request = study_pb2.ExtendStudyRequest(
+            name=study_name(name),
+            systems=systems,
+            request_id=request_id or uuid.uuid4().hex,
+            budget=budget,
+            deadline_seconds=deadline_seconds,
+        )
+        return self._unary(self._studies.ExtendStudy, request, timeout)
 
     def get_study(self, name: str, *, timeout: float | None = None) -> study_pb2.Study:
         request = study_pb2.GetStudyRequest(name=study_name(name))

@@ -1,5 +1,5 @@
 """`tierank study`: judge a whole collection (many queries, several systems' runs) and compare
-the systems: `run`, `list`, `show`, `watch`, `cancel`, `report`."""
+the systems: `run`, `add-run`, `list`, `show`, `watch`, `cancel`, `report`."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ from tierank.client.commands._shared import (
     server_connection,
 )
 from tierank.client.sync import Client
-from tierank.v1 import study_pb2
+from tierank.v1 import rank_pb2, study_pb2
 
 # How often `study run` and `study watch` redraw their progress line on a terminal; without
 # one, a line is written when the progress changes, at most this often.
@@ -70,9 +70,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         dest="study_command",
         metavar="SUBCOMMAND",
         required=True,
-        help="run, list, show, watch, cancel or report",
+        help="run, add-run, list, show, watch, cancel or report",
     )
     _add_run(commands)
+    _add_add_run(commands)
     listing = commands.add_parser("list", help="the studies, newest first")
     listing.add_argument("--json", action="store_true", help="one JSON object per line")
     add_server_options(listing)
@@ -179,18 +180,7 @@ def _add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help=f"queries judged at once (default {limits.DEFAULT_LIVE_QUERIES},"
         f" at most {limits.MAX_LIVE_QUERIES})",
     )
-    judging.add_argument(
-        "--max-calls", type=int, default=0, help="study-wide judge call budget (0: unlimited)"
-    )
-    judging.add_argument(
-        "--max-input-tokens", type=int, default=0, help="study-wide input token budget"
-    )
-    judging.add_argument(
-        "--max-cost", type=float, default=0.0, help="study-wide cost budget in USD"
-    )
-    judging.add_argument(
-        "--deadline", type=float, default=0.0, help="study deadline in seconds (0: none)"
-    )
+    _add_budget_options(judging, "study-wide")
     judging.add_argument(
         "--measure",
         dest="measures",
@@ -209,14 +199,107 @@ def _add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.set_defaults(handler=_run)
 
 
-def _systems(values: list[str]) -> dict[str, Path]:
+def _add_budget_options(group: argparse._ArgumentGroup, scope: str) -> None:
+    group.add_argument(
+        "--max-calls", type=int, default=0, help=f"{scope} judge call budget (0: unlimited)"
+    )
+    group.add_argument(
+        "--max-input-tokens", type=int, default=0, help=f"{scope} input token budget"
+    )
+    group.add_argument("--max-cost", type=float, default=0.0, help=f"{scope} cost budget in USD")
+    group.add_argument(
+        "--deadline", type=float, default=0.0, help=f"{scope} deadline in seconds (0: none)"
+    )
+
+
+def _budget(args: argparse.Namespace) -> rank_pb2.Budget:
+    for flag, value in (
+        ("--max-calls", args.max_calls),
+        ("--max-input-tokens", args.max_input_tokens),
+        ("--max-cost", args.max_cost),
+        ("--deadline", args.deadline),
+    ):
+        if not 0 <= value < float("inf"):
+            raise UsageError(f"{flag} must be a number, 0 or more (0: unlimited)")
+    return rank_pb2.Budget(
+        max_judge_calls=args.max_calls,
+        max_input_tokens=args.max_input_tokens,
+        max_cost_usd=args.max_cost,
+    )
+
+
+def _add_add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser(
+        "add-run",
+        help="add systems' runs to a study that has ended and judge only what they add",
+        description="Pool more systems' runs into a study that has ended: only the documents"
+        " their top --depth adds to each query's pool are judged, each such query's new job"
+        " starting from every verdict its previous job holds. Then print the system table"
+        " (with how much of each added system's top 10 was judged before and after) and"
+        " write qrels.txt, report.json and report.html.",
+        epilog=_EXIT_HELP,
+    )
+    parser.add_argument("study", metavar="STUDY", help='"studies/ID" or just ID')
+    parser.add_argument(
+        "runs", nargs="+", metavar="NAME=RUN.trec", help="a system's TREC run, one or more"
+    )
+    parser.add_argument(
+        "--passages",
+        type=Path,
+        help="passage texts of documents the study was not sent yet (as `study run`'s);"
+        " only those the added runs pool are read",
+    )
+    limits_group = parser.add_argument_group("limits of this round")
+    _add_budget_options(limits_group, "this round's")
+    parser.add_argument(
+        "--request-id",
+        default="",
+        help="idempotency key: rerunning with it sends nothing twice and judges nothing twice",
+    )
+    _add_output_options(parser)
+    add_server_options(parser)
+    parser.set_defaults(handler=_add_run_to_study)
+
+
+def _add_run_to_study(args: argparse.Namespace) -> int:
+    runs = {name: read_run_file(path) for name, path in _systems(args.runs, "").items()}
+    budget = _budget(args)
+    request_id = args.request_id or uuid.uuid4().hex
+    name = study_name(args.study)
+    with server_connection(args, resume_jobs=True) as connection, connection.client() as client:
+        study = client.get_study(name)
+        files = StudyFiles(topics={}, runs=runs)
+        if args.passages is not None:
+            files.passages = read_passages(args.passages, pooled_documents(runs, study.spec.depth))
+        client.add_study_inputs(name, chunks(files, "add"))
+        study = client.extend_study(
+            name,
+            systems=list(runs),
+            request_id=request_id,
+            budget=budget,
+            deadline_seconds=args.deadline,
+        )
+        try:
+            study_round = study.inputs.rounds[-1]
+            print(
+                f"{name}: round {study_round.round} adds {study_round.documents_added:,}"
+                f" documents to {study_round.queries_extended:,} queries",
+                file=sys.stderr,
+            )
+            study = _follow(connection, name, args)
+        except KeyboardInterrupt:
+            raise _interrupted(name, args) from None
+        return _write_results(client, study, args)
+
+
+def _systems(values: list[str], flag: str = "--run ") -> dict[str, Path]:
     systems: dict[str, Path] = {}
     for value in values:
         name, equals, path = value.partition("=")
         if not equals or not name or not path:
-            raise UsageError(f"--run {value!r}: expected NAME=RUN.trec")
+            raise UsageError(f"{flag}{value!r}: expected NAME=RUN.trec")
         if name in systems:
-            raise UsageError(f"--run: system {name!r} given twice")
+            raise UsageError(f"{flag}{value!r}: system {name!r} given twice")
         systems[name] = Path(path)
     return systems
 
@@ -247,14 +330,12 @@ def _spec(args: argparse.Namespace) -> study_pb2.StudySpec:
         display_name=args.name,
         depth=args.depth,
         ranking=ranking,
+        budget=_budget(args),
         deadline_seconds=args.deadline,
         measures=args.measures or [],
         max_live_queries=args.max_live or 0,
         labels=fixed_mapping(args),
     )
-    spec.budget.max_judge_calls = args.max_calls
-    spec.budget.max_input_tokens = args.max_input_tokens
-    spec.budget.max_cost_usd = args.max_cost
     return spec
 
 
@@ -400,6 +481,13 @@ def _print_table(document: dict[str, Any]) -> None:
             f" {comparison['difference']:+.4f} [{low:+.4f}, {high:+.4f}],"
             f" {_p_value(comparison['p_value'])}, {verdict}"
         )
+    for entry in document["pooling"]:
+        if entry["round"]:
+            print(
+                f"{entry['system']} (added in round {entry['round']}): Judged@10"
+                f" {_number(entry['judged_before'])} before, {_number(entry['judged_after'])}"
+                f" now; {entry['documents_added']:,} documents judged for its round"
+            )
     agreement = document["agreement"]
     if agreement is not None:
         print(

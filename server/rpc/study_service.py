@@ -41,7 +41,7 @@ from tierank.server.storage.base import (
     WatcherStore,
 )
 from tierank.server.studies.driver import DriverStore, StudyDriver, query_job_spec
-from tierank.server.studies.extension import PlannedExtension, plan_extension
+from tierank.server.studies.extension import PlannedExtension, plan_extension, pooled_systems
 from tierank.server.studies.inputs import (
     assemble,
     chunk_violations,
@@ -241,23 +241,39 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
             raise PreconditionFailed(
                 f"{request.name} is running: extend it once it has ended", "STUDY_RUNNING"
             )
+        pooled = pooled_systems(counts)
+        added = sorted(set(counts.systems) - pooled)
+        violations = [
+            FieldViolation(
+                f"systems[{i}]",
+                f"{system!r} is pooled already"
+                if system in pooled
+                else f"no run of {system!r} was added (AddStudyInputs)",
+            )
+            for i, system in enumerate(request.systems)
+            if system not in added
+        ]
+        if violations:
+            raise InvalidInput(violations)
+        if not added:
+            raise PreconditionFailed(
+                f"no run was added to {request.name} since it last ran: add one "
+                "(AddStudyInputs) first",
+                "NO_ADDED_RUN",
+            )
+        wanted = pooled | set(request.systems or added)
         spec = study_pb2.StudySpec.FromString(record.spec)
         chunks = await self._storage.read_study_chunks(record.study_id)
         rows = await every_query(self._storage, record.study_id)
         depth = spec.depth or DEFAULT_STUDY_DEPTH
 
         def plan() -> tuple[PlannedExtension | None, list[FieldViolation]]:
-            return plan_extension(assemble(chunks), counts, rows, depth)
+            return plan_extension(assemble(chunks, systems=wanted), counts, rows, depth)
 
         planned, violations = await anyio.to_thread.run_sync(plan)
         if violations:
             raise InvalidInput(violations)
-        if planned is None:
-            raise PreconditionFailed(
-                f"no run was added to {request.name} since it last ran: add one "
-                "(AddStudyInputs) first",
-                "NO_ADDED_RUN",
-            )
+        assert planned is not None  # a system was added
         if planned.queries:
             await self._check_judges(spec, planned.queries[0][1], record.tenant)
         now = time.time()

@@ -8,7 +8,7 @@ so nothing but the counts is computed while a client uploads.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 
 from tierank.limits import (
@@ -170,8 +170,11 @@ class StudyInputs:
     problems: _Violations = field(default_factory=_Violations)
 
 
-def assemble(chunks: Iterable[bytes], *, passages: bool = True) -> StudyInputs:
-    """The chunks' inputs together (without passages unless asked: the report needs none)."""
+def assemble(
+    chunks: Iterable[bytes], *, passages: bool = True, systems: Collection[str] | None = None
+) -> StudyInputs:
+    """The chunks' inputs together (without passages unless asked: the report needs none;
+    only the runs of `systems` where given)."""
     inputs = StudyInputs()
     for chunk_bytes in chunks:
         chunk = study_pb2.AddStudyInputsRequest.FromString(chunk_bytes)
@@ -182,6 +185,8 @@ def assemble(chunks: Iterable[bytes], *, passages: bool = True) -> StudyInputs:
                     "topics", f"query {topic.query_id!r} was sent with two different texts"
                 )
         for run in chunk.runs:
+            if systems is not None and run.system not in systems:
+                continue
             queries = inputs.runs.setdefault(run.system, {})
             for entry in run.entries:
                 scores = queries.setdefault(entry.query_id, {})

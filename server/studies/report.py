@@ -16,6 +16,7 @@ from tierank.evaluation.comparison import Interval
 from tierank.limits import DEFAULT_STUDY_MEASURES
 from tierank.server.labeling import DEFAULT_RANK_BANDS, fixed_mapping
 from tierank.server.storage.base import JobReader, StudyQueryRow, StudyRecord, StudyStore
+from tierank.server.studies.extension import pooled_systems
 from tierank.server.studies.inputs import assemble
 from tierank.server.studies.progress import every_query, labelling_job
 from tierank.server.wire.jobs import TIER_EVENT_KINDS
@@ -59,8 +60,12 @@ async def build_report(
     tiers = await query_tiers(storage, record, rows)
     chunks = await storage.read_study_chunks(record.study_id)
 
+    counts = study_pb2.StudyInputs.FromString(record.inputs)
+    # A study that has started reports on the systems it pooled (not on runs added since).
+    pooled = pooled_systems(counts) or None
+
     def compute() -> study_pb2.StudyReport:
-        inputs = assemble(chunks, passages=False)
+        inputs = assemble(chunks, passages=False, systems=pooled)
         queries = {row.query_id for row in rows}
         labels = labels_of(spec, tiers)
         runs = {
@@ -79,7 +84,6 @@ async def build_report(
             alpha=ALPHA,
         )
         report = _report(record, spec, progress, rows, results)
-        counts = study_pb2.StudyInputs.FromString(record.inputs)
         report.judged.extend(_judged(counts, runs, labels, queries))
         return report
 

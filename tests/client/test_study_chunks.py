@@ -1,5 +1,6 @@
 """A study's inputs cut into AddStudyInputs chunks: each under the size limit, every item sent
-once, the same request ids on a second cut (a restarted upload adds nothing twice)."""
+once, the same request ids on a second cut (a restarted upload adds nothing twice), also when
+the second upload carries more (a run sent again with the passages it lacked)."""
 
 from __future__ import annotations
 
@@ -35,3 +36,14 @@ def test_chunks_stay_under_the_limit_and_carry_every_item_once() -> None:
     ]
     assert [c.request_id for c in cut] == [c.request_id for c in chunks(study, "upload")]
     assert len({c.request_id for c in cut}) == len(cut)
+
+
+def test_a_chunk_keeps_its_request_id_when_other_inputs_join_it() -> None:
+    study = files(queries=50, docs=40)
+    runs_only = StudyFiles(topics={}, runs=study.runs)
+    with_passages = StudyFiles(topics={}, runs=study.runs, passages=study.passages)
+    first = {c.request_id for c in chunks(runs_only, "add")}
+    second = {c.request_id for c in chunks(with_passages, "add")}
+    assert first < second, "the run's chunks are the same, the passages' are new"
+    changed = StudyFiles(topics={}, runs={"bm25": {"q0": {"d0-0": 9.0}}})
+    assert not {c.request_id for c in chunks(changed, "add")} & first

@@ -66,7 +66,9 @@ async def test_cancel_during_a_run_cancels_the_live_jobs_and_starts_no_other(stu
     assert ended.HasField("end_time")
     queries = await study_queries(stubs, study.name)
     assert [q.state for q in queries] == [rank_pb2.JOB_STATE_CANCELLED] * QUERIES
-    assert [q.completion_reason for q in queries] == [rank_pb2.COMPLETION_REASON_CANCELLED] * QUERIES
+    assert [q.completion_reason for q in queries] == [
+        rank_pb2.COMPLETION_REASON_CANCELLED
+    ] * QUERIES
     assert all(q.job for q in queries[:2]) and not any(q.job for q in queries[2:])
     report = await stubs.studies.GetStudyReport(study_pb2.GetStudyReportRequest(name=study.name))
     assert report.state == study_pb2.STUDY_STATE_CANCELLED and not report.complete

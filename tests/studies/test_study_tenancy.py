@@ -61,6 +61,9 @@ def _calls(stubs: Stubs, name: str) -> dict[str, Callable[[], Awaitable[object]]
         "CancelStudy": lambda: studies.CancelStudy(
             study_pb2.CancelStudyRequest(name=name), metadata=md
         ),
+        "ExtendStudy": lambda: studies.ExtendStudy(
+            study_pb2.ExtendStudyRequest(name=name, request_id="intruder"), metadata=md
+        ),
         "WatchStudy": watch,
         "GetStudyReport": lambda: studies.GetStudyReport(
             study_pb2.GetStudyReportRequest(name=name), metadata=md
@@ -110,6 +113,9 @@ async def test_another_tenants_study_is_not_found_exactly_like_a_missing_one(
         for name in (ended.name, draft.name)
     }
     assert len(MISSING) == len(ended.name) == len(draft.name)
+    service = study_pb2.DESCRIPTOR.services_by_name["StudyService"]
+    naming_a_study = set(service.methods_by_name) - {"CreateStudy", "ListStudies"}
+    assert set(_calls(bob, MISSING)) == naming_a_study, "every RPC that names a study is tried"
 
     for theirs in (ended.name, draft.name):
         crossing, nothing = _calls(bob, theirs), _calls(bob, MISSING)
@@ -135,7 +141,8 @@ async def test_another_tenants_study_is_not_found_exactly_like_a_missing_one(
 
     # Alice can do all of it on her own study.
     for rpc, call in _calls(alice, ended.name).items():
-        if rpc != "AddStudyInputs":  # an ended study takes no inputs
+        # Her chunk holds topics, which an ended study refuses; she has added no run to judge.
+        if rpc not in ("AddStudyInputs", "ExtendStudy"):
             await call()
     mine = await alice.studies.ListStudies(study_pb2.ListStudiesRequest(), metadata=alice.metadata)
     assert [s.name for s in mine.studies] == [draft.name, ended.name]

@@ -234,16 +234,18 @@ class StartStudyRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class ExtendStudyRequest(_message.Message):
-    __slots__ = ("name", "request_id", "budget", "deadline_seconds")
+    __slots__ = ("name", "request_id", "budget", "deadline_seconds", "systems")
     NAME_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     BUDGET_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    SYSTEMS_FIELD_NUMBER: _ClassVar[int]
     name: str
     request_id: str
     budget: _rank_pb2.Budget
     deadline_seconds: float
-    def __init__(self, name: _Optional[str] = ..., request_id: _Optional[str] = ..., budget: _Optional[_Union[_rank_pb2.Budget, _Mapping]] = ..., deadline_seconds: _Optional[float] = ...) -> None: ...
+    systems: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., request_id: _Optional[str] = ..., budget: _Optional[_Union[_rank_pb2.Budget, _Mapping]] = ..., deadline_seconds: _Optional[float] = ..., systems: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class GetStudyRequest(_message.Message):
     __slots__ = ("name",)
