@@ -43,10 +43,10 @@ def write_collection(root: Path, queries: int = 5, docs: int = 20) -> dict[str, 
     return paths
 
 
-def study_run(paths: dict[str, Path], db: Path, out: Path, *extra: str):  # type: ignore[no-untyped-def]
+def study_run(paths: dict[str, Path], db: Path, out: Path, *extra: str, systems=SYSTEMS):  # type: ignore[no-untyped-def]
     return tierank(
         "study", "run", "--topics", str(paths["topics"]), "--passages", str(paths["passages"]),
-        *(f for name in SYSTEMS for f in ("--run", f"{name}={paths[name]}")),
+        *(f for name in systems for f in ("--run", f"{name}={paths[name]}")),
         "--depth", "8", "--top-k", "5", "--judge", "oracle?noise=0.2", "--bands", "3:3,6:2,9:1",
         "--human-qrels", str(paths["qrels"]), "--db", str(db), "--output-dir", str(out), *extra,
     )  # fmt: skip
@@ -95,3 +95,43 @@ def test_bad_study_inputs_are_usage_errors_naming_the_problem(tmp_path: Path) ->
     empty = study_run(paths, db, tmp_path / "out")
     assert empty.returncode == 2
     assert "empty.tsv" in empty.stderr
+
+
+def test_a_run_added_later_is_judged_where_it_adds_documents(tmp_path: Path) -> None:
+    paths = write_collection(tmp_path)
+    # The added run as a user may have it: a BOM and CRLF line ends.
+    poor = tmp_path / "poor-crlf.trec"
+    poor.write_bytes(b"\xef\xbb\xbf" + paths["poor"].read_text().replace("\n", "\r\n").encode())
+    db = tmp_path / "t.db"
+    first = study_run(paths, db, tmp_path / "first", "--json", systems=["good", "fair"])
+    assert first.returncode in (0, 4), first.stderr
+    before = json.loads(first.stdout)
+    name = before["study"]
+
+    def add_run(*extra: str):  # type: ignore[no-untyped-def]
+        return tierank("study", "add-run", name, f"poor={poor}", "--db", str(db),
+                       "--output-dir", str(tmp_path / "after"), *extra)  # fmt: skip
+
+    # The study was sent only the passages its first pools needed: the added run's holes have
+    # none, and nothing is judged until they come.
+    missing = add_run()
+    assert missing.returncode == 2 and "have no passage" in missing.stderr
+    added = add_run("--passages", str(paths["passages"]), "--json", "--request-id", "r1")
+    assert added.returncode in (0, 4), added.stderr
+    assert "round 1 adds" in added.stderr
+    report = json.loads(added.stdout)
+    assert set(report["ranking"]) == {"good", "fair", "poor"}
+    (pooling,) = [entry for entry in report["pooling"] if entry["system"] == "poor"]
+    assert pooling["round"] == 1 and pooling["documents_added"] > 0
+    # Pooled to depth 8, its top 10 is judged more than before, if not wholly.
+    assert pooling["judged_before"] < pooling["judged_after"] <= 1.0
+    assert report["cost"]["calls"] > before["cost"]["calls"]
+    page = (tmp_path / "after" / "report.html").read_text()
+    assert "poor (added in round 1)" in page
+
+    # The same command again judges nothing twice; a pooled system is refused by name.
+    again = add_run("--passages", str(paths["passages"]), "--json", "--request-id", "r1")
+    assert again.returncode == added.returncode, again.stderr
+    assert json.loads(again.stdout)["cost"] == report["cost"]
+    pooled = add_run("--request-id", "r2")
+    assert pooled.returncode == 2 and "'poor' is pooled already" in pooled.stderr
