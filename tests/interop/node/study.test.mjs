@@ -299,3 +299,90 @@ test("a chunk without a request_id is refused, naming the field", async () => {
     client.close();
   }
 });
+
+test("a Node client adds a system to an ended study and only its holes are judged", async () => {
+  const client = new StudyService(address, credentials());
+  try {
+    const queries = collection(20);
+    const requestId = `node-study-add-${process.pid}-${Date.now()}`;
+    const study = await unary(client, "CreateStudy", {
+      spec: { depth: DEPTH, ranking: { judges: [ORACLE], top_k: 3 }, labels: LABELS },
+      request_id: requestId,
+    });
+    const passagesOf = (query, docs) =>
+      docs.map((doc_id) => ({
+        doc_id,
+        text: `passage ${doc_id}`,
+        metadata: { score: String(query.grades.get(doc_id)) },
+      }));
+    const firstTwo = ["good", "fair"];
+    await addInputs(client, {
+      study: study.name,
+      request_id: `${requestId}-first`,
+      topics: queries.map((query) => ({ query_id: query.query_id, text: query.text })),
+      runs: firstTwo.map((system) => ({
+        system,
+        entries: queries.flatMap((q) => q.runs.find((run) => run.system === system).entries),
+      })),
+      passages: queries.flatMap((query) => passagesOf(query, [...query.grades.keys()])),
+    });
+    await unary(client, "StartStudy", { name: study.name }, 60_000);
+    const first = (await watch(client, study.name)).at(-1).study;
+    assert.equal(first.state, "STUDY_STATE_SUCCEEDED");
+
+    const poor = queries.flatMap((q) => q.runs.find((run) => run.system === "poor").entries);
+    const added = await addInputs(client, {
+      study: study.name,
+      request_id: `${requestId}-poor`,
+      runs: [{ system: "poor", entries: poor }],
+    });
+    assert.equal(added.added, true);
+    const extended = await unary(
+      client,
+      "ExtendStudy",
+      { name: study.name, request_id: `${requestId}-round-1`, systems: ["poor"] },
+      60_000,
+    );
+    assert.equal(extended.state, "STUDY_STATE_RUNNING");
+    const final = (await watch(client, study.name)).at(-1).study;
+    assert.equal(final.state, "STUDY_STATE_SUCCEEDED");
+    const round = final.inputs.rounds[1];
+    assert.deepEqual(round.systems, ["poor"]);
+    // The holes, from the runs here: poor's top DEPTH less the first two systems' pools.
+    const top = (entries) =>
+      [...entries]
+        .sort((a, b) => b.score - a.score || (a.doc_id < b.doc_id ? 1 : -1))
+        .slice(0, DEPTH)
+        .map((entry) => entry.doc_id);
+    let holes = 0;
+    for (const query of queries) {
+      const before = new Set(
+        firstTwo.flatMap((system) => top(query.runs.find((run) => run.system === system).entries)),
+      );
+      holes += top(query.runs.find((run) => run.system === "poor").entries).filter(
+        (doc) => !before.has(doc),
+      ).length;
+    }
+    assert.equal(Number(round.documents_added), holes);
+    assert.ok(Number(final.progress.judge_calls) > Number(first.progress.judge_calls));
+
+    const report = await unary(client, "GetStudyReport", { name: study.name }, 60_000);
+    assert.deepEqual([...report.ranking].sort(), ["fair", "good", "poor"]);
+    const judged = report.judged.find((entry) => entry.system === "poor");
+    assert.equal(judged.round, 1);
+    assert.ok(judged.before < judged.after, JSON.stringify(judged));
+
+    // The same request_id again is the round it started; with no run added, a new one is not.
+    const again = await unary(client, "ExtendStudy", {
+      name: study.name,
+      request_id: `${requestId}-round-1`,
+    });
+    assert.equal(again.inputs.rounds.length, 2);
+    await assert.rejects(unary(client, "ExtendStudy", { name: study.name }), (error) => {
+      assert.equal(error.code, grpc.status.FAILED_PRECONDITION, error.details);
+      return true;
+    });
+  } finally {
+    client.close();
+  }
+});
