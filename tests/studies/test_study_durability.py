@@ -9,6 +9,7 @@ import grpc
 from study_calls import (
     Stubs,
     duplicated_request_ids,
+    job_events,
     paid_calls,
     started_study,
     study_id,
@@ -127,3 +128,74 @@ async def test_a_kill_before_the_progress_was_written_leaves_no_query_counted_tw
     assert (progress.pending, progress.running) == (0, 0), progress
     assert progress.settled + progress.provisional == len(data.topics) == len(jobs)
     assert not duplicated_request_ids(jobs)
+
+
+async def test_kill_9_mid_extension_resumes_it_without_asking_any_call_again(server_process):
+    """A run added to an ended study, the server killed while the grown queries' new jobs (each
+    starting from its previous job's verdicts) are under way: restarted, each grown query has
+    one new job, which asked no call its previous job or its own first life had answered."""
+    data = collection(queries=QUERIES)
+    first_two = {s: run for s, run in data.runs.items() if s != "poor"}
+    without_poor = type(data)(data.topics, data.grades, first_two, data.passages)
+    address = await anyio.to_thread.run_sync(server_process.start)
+    async with grpc.aio.insecure_channel(address) as channel:
+        stubs = Stubs.on(channel)
+        study = await started_study(stubs, _spec(), inputs_request("", without_poor))
+        await until_final(stubs, study.name, timeout=60)
+        first_jobs = {job.name for job in await study_jobs(stubs, study.name)}
+        poor = study_pb2.AddStudyInputsRequest(study=study.name, request_id="poor")
+        chunk = poor.runs.add(system="poor")
+        for qid, scores in data.runs["poor"].items():
+            chunk.entries.extend(
+                study_pb2.RunEntry(query_id=qid, doc_id=d, score=s) for d, s in scores.items()
+            )
+        await stubs.studies.AddStudyInputs(poor)
+        await stubs.studies.ExtendStudy(study_pb2.ExtendStudyRequest(name=study.name))
+        await until_study(
+            stubs, study.name, lambda s: s.progress.running >= 1, timeout=30, poll_s=0.02
+        )
+        live = [
+            job
+            for job in await study_jobs(stubs, study.name)
+            if "-after-" in job.request_id and job.state == rank_pb2.JOB_STATE_RUNNING
+        ]
+    assert live, "a grown query's new job was under way when the server was killed"
+    server_process.kill9()
+
+    address = await anyio.to_thread.run_sync(server_process.start)
+    async with grpc.aio.insecure_channel(address) as channel:
+        stubs = Stubs.on(channel)
+        ended = await until_final(stubs, study.name, timeout=30)
+        jobs = {job.name: job for job in await study_jobs(stubs, study.name)}
+        queries = await study_queries(stubs, study.name)
+        continued = [job for job in jobs.values() if "-after-" in job.request_id]
+        assert continued, "some query grew"
+        assert not duplicated_request_ids(list(jobs.values()))
+        for job in continued:
+            previous = "jobs/" + job.request_id.rpartition("-after-")[2]
+            assert previous in first_jobs
+            own = await paid_calls_after(stubs, job.name, previous)
+            full = await stubs.rank.GetJob(
+                rank_pb2.GetJobRequest(name=job.name, view=rank_pb2.JOB_VIEW_FULL)
+            )
+            before = await stubs.rank.GetJob(
+                rank_pb2.GetJobRequest(name=previous, view=rank_pb2.JOB_VIEW_FULL)
+            )
+            assert full.stats.judge_calls == before.stats.judge_calls + own
+    assert ended.state == study_pb2.STUDY_STATE_SUCCEEDED, ended.error
+    current = {q.job for q in queries}
+    assert {job.name for job in continued} <= current
+    assert ended.progress.judge_calls == sum(q.judge_calls for q in queries)
+    assert server_process.terminate() == 0
+
+
+async def paid_calls_after(stubs: Stubs, job_name: str, previous: str) -> int:
+    """The calls a continuing job made itself: its stored verdicts, each asked once, none of
+    them one its previous job had answered."""
+    own = [e.verdict.call_id for e in await job_events(stubs, job_name) if e.HasField("verdict")]
+    earlier = {
+        e.verdict.call_id for e in await job_events(stubs, previous) if e.HasField("verdict")
+    }
+    assert len(own) == len(set(own)), f"{job_name}: a stored verdict was asked again"
+    assert not set(own) & earlier, f"{job_name}: asked a call its previous job had answered"
+    return len(own)
