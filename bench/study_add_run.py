@@ -42,7 +42,9 @@ def _tierank(*arguments: str) -> tuple[dict[str, Any], float]:
     return json.loads(result.stdout), wall
 
 
-def _study_run(root: Path, systems: list[str], passages: Path, args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _study_run(
+    root: Path, systems: list[str], passages: Path, args: argparse.Namespace
+) -> tuple[dict[str, Any], float]:
     return _tierank(
         "run", "--topics", str(DATA / "topics.dl19-passage.txt"), "--passages", str(passages),
         *(f for name in systems for f in ("--run", f"{name}={DATA / 'runs' / RUNS[name]}")),

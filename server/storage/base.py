@@ -713,6 +713,14 @@ class StudyStore(Protocol):
         """Record the outcome of the query's job and the study's progress, together."""
 
     @abc.abstractmethod
+    async def reopen_study_queries(
+        self, study_id: str, query_ids: Sequence[str], progress: bytes
+    ) -> None:
+        """Judge these ended queries of the running study on: each one's outcome becomes its
+        `carried` (the job its next job continues) and its job, assignment and outcome are
+        cleared; with the study's progress, in one transaction."""
+
+    @abc.abstractmethod
     async def update_study_progress(self, study_id: str, progress: bytes) -> None:
         """Record the running study's progress."""
 

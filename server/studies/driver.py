@@ -193,6 +193,8 @@ class _Drive:
                 if isinstance(started, rank_pb2.JobSpec):
                     assignments.append(started)
             if not unfinished:
+                if await self._top_up():
+                    continue
                 await self._finish(study_pb2.STUDY_STATE_SUCCEEDED)
                 return
             await self._storage.update_study_progress(study_id, self._progress.to_bytes())
@@ -200,6 +202,61 @@ class _Drive:
             if not await self._still_ours():
                 return
             await self._until_a_job_ends([row.job_id for row in still_live])
+
+    async def _top_up(self) -> bool:
+        """Spend what the study's budget has left, once every query has had its share, on the
+        queries their shares left provisional, those with the most candidates whose place is
+        still open (the labels that can still change) first: each is judged on by a job that
+        continues its previous one. A query is topped up once; False when none is."""
+        budget = self._spec.budget
+        left = self._progress.budget_left(budget, [])
+        if self._assign([]) is None or not budget.ByteSize():
+            return False  # nothing left, or nothing limited (no query was cut short by it)
+        open_candidates: list[tuple[int, StudyQueryRow]] = []
+        for row in await every_query(self._storage, self._record.study_id):
+            outcome = study_pb2.StudyQuery.FromString(row.outcome) if row.outcome else None
+            if (
+                outcome is None
+                or row.carried
+                or not outcome.job
+                or outcome.completion_reason != rank_pb2.COMPLETION_REASON_BUDGET_EXHAUSTED
+            ):
+                continue
+            unsettled = await self._unsettled(parse_job_name(outcome.job))
+            if unsettled:
+                open_candidates.append((unsettled, row))
+        if not open_candidates:
+            return False
+        open_candidates.sort(key=lambda found: (-found[0], found[1].position))
+        chosen = [row for _, row in open_candidates[: self._affordable_queries(left)]]
+        for row in chosen:
+            self._progress.reopened(study_pb2.StudyQuery.FromString(row.outcome))
+        await self._storage.reopen_study_queries(
+            self._record.study_id, [row.query_id for row in chosen], self._progress.to_bytes()
+        )
+        self._log.info("study tops up its provisional queries", queries=len(chosen))
+        return True
+
+    def _affordable_queries(self, left: rank_pb2.Budget) -> int:
+        """How many queries what is left can pay for a call each, at the study's mean call."""
+        progress = self._progress.progress
+        calls = max(1, progress.judge_calls)
+        affordable = [left.max_judge_calls] if self._spec.budget.max_judge_calls else []
+        if self._spec.budget.max_input_tokens:
+            per_call = max(1, progress.usage.input_tokens // calls)
+            affordable.append(left.max_input_tokens // per_call)
+        if self._spec.budget.max_cost_usd and progress.usage.cost_usd > 0:
+            affordable.append(int(left.max_cost_usd / (progress.usage.cost_usd / calls)))
+        return max(1, min(affordable, default=1))
+
+    async def _unsettled(self, job_id: str) -> int:
+        """Candidates of the job's latest tiers whose place is still open."""
+        latest = await self._storage.latest_event(self._record.tenant, job_id, TIER_EVENT_KINDS)
+        if latest is None:
+            return 0
+        event = rank_pb2.JobEvent.FromString(latest.payload)
+        tiers = event.completed.tiers if event.HasField("completed") else event.tiers_updated.tiers
+        return sum(len(tier.candidate_ids) for tier in tiers if not tier.settled)
 
     async def _cancel_asked(self) -> bool:
         """Whether the study was cancelled (or ended) since the pass began: no job starts then."""

@@ -147,6 +147,18 @@ class ProgressBook:
         usage.cached_input_tokens += sign * outcome.usage.cached_input_tokens
         usage.cost_usd += sign * outcome.usage.cost_usd
 
+    def reopened(self, outcome: study_pb2.StudyQuery) -> None:
+        """An ended query is judged on (a top-up): it waits again, what it spent still counted
+        (as its carried outcome) until its next job ends."""
+        progress = self.progress
+        if outcome.state == rank_pb2.JOB_STATE_FAILED:
+            progress.failed -= 1
+        elif is_settled(outcome):
+            progress.settled -= 1
+        else:
+            progress.provisional -= 1
+        progress.pending += 1
+
     def budget_left(
         self, budget: rank_pb2.Budget, live_assignments: Sequence[rank_pb2.JobSpec]
     ) -> rank_pb2.Budget:

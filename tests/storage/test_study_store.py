@@ -292,6 +292,27 @@ async def test_queries_are_paged_in_topic_order_and_unfinished_ones_picked_out(
     assert record is not None and record.progress == b"progress 2"
 
 
+async def test_ended_queries_reopened_carry_their_outcome_and_take_a_job_again(
+    storage: Storage,
+):
+    await _running(storage, "s1", queries=3)
+    await storage.set_study_query_job("s1", "q1", "job-1")
+    await storage.assign_study_query("s1", "q1", b"assigned 1")
+    await storage.finish_study_query("s1", "q1", b"outcome 1", b"progress 1")
+    await storage.finish_study_query("s1", "q2", b"outcome 2", b"progress 2")
+    # q3 has not ended: reopening it changes nothing.
+    await storage.reopen_study_queries("s1", ["q1", "q3"], b"progress 3")
+    rows = {row.query_id: row for row in await storage.study_queries("s1", 0, 10)}
+    assert (rows["q1"].job_id, rows["q1"].assignment, rows["q1"].outcome) == ("", b"", b"")
+    assert rows["q1"].carried == b"outcome 1"
+    assert (rows["q2"].outcome, rows["q2"].carried) == (b"outcome 2", b"")
+    assert (rows["q3"].outcome, rows["q3"].carried) == (b"", b"")
+    unfinished = await storage.study_queries("s1", 0, 10, unfinished=True)
+    assert [row.query_id for row in unfinished] == ["q1", "q3"]
+    record = await storage.get_study("acme", "s1")
+    assert record is not None and record.progress == b"progress 3"
+
+
 async def test_a_lease_keeps_other_drivers_off_until_it_runs_out(storage: Storage):
     await _running(storage, "s1")
     await storage.create_study(_study("draft"))

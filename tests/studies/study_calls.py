@@ -125,14 +125,23 @@ async def job_events(stubs: Stubs, job_name: str) -> list[rank_pb2.JobEvent]:
 
 
 async def paid_calls(stubs: Stubs, job_name: str) -> int:
-    """The job's judge calls as its stats count them, checked against its stored verdicts:
-    each call stored once, and every call the stats count is one stored, uncached verdict."""
+    """The judge calls the job made itself, checked against its stats: each call stored once,
+    and every call the stats count is one stored, uncached verdict of this job, or, for a job
+    that continues another (request_id "...-after-{id}"), one the other job counts."""
     job = await stubs.rank.GetJob(rank_pb2.GetJobRequest(name=job_name), metadata=stubs.metadata)
     verdicts = [e.verdict for e in await job_events(stubs, job_name) if e.HasField("verdict")]
     call_ids = [verdict.call_id for verdict in verdicts]
     assert len(call_ids) == len(set(call_ids)), f"{job_name}: a stored verdict was asked again"
-    assert job.stats.judge_calls == sum(not v.cached for v in verdicts), job_name
-    return job.stats.judge_calls
+    own = sum(not v.cached for v in verdicts)
+    _, after, previous = job.request_id.rpartition("-after-")
+    if after:
+        continued = await stubs.rank.GetJob(
+            rank_pb2.GetJobRequest(name=f"jobs/{previous}"), metadata=stubs.metadata
+        )
+        assert job.stats.judge_calls == own + continued.stats.judge_calls, job_name
+    else:
+        assert job.stats.judge_calls == own, job_name
+    return own
 
 
 async def study_queries(stubs: Stubs, name: str, page_size: int = 0) -> list[study_pb2.StudyQuery]:

@@ -232,6 +232,21 @@ class PostgresStudies(PostgresConnection, StudyStore):
                 (progress, study_id),
             )
 
+    async def reopen_study_queries(
+        self, study_id: str, query_ids: Sequence[str], progress: bytes
+    ) -> None:
+        async with self._transaction() as conn:
+            await conn.execute(
+                "UPDATE study_queries SET carried = outcome, outcome = '', job_id = '', "
+                "assignment = '' WHERE study_id = %s AND query_id = ANY(%s) "
+                "AND length(outcome) > 0",
+                (study_id, list(query_ids)),
+            )
+            await conn.execute(
+                f"UPDATE studies SET progress = %s, update_time = {NOW} WHERE study_id = %s",
+                (progress, study_id),
+            )
+
     async def update_study_progress(self, study_id: str, progress: bytes) -> None:
         await self._execute(
             f"UPDATE studies SET progress = %s, update_time = {NOW} "

@@ -267,6 +267,22 @@ class SqliteStudies(SqliteState, StudyStore):
 
         await self._writer.submit(write)
 
+    async def reopen_study_queries(
+        self, study_id: str, query_ids: Sequence[str], progress: bytes
+    ) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            conn.executemany(
+                "UPDATE study_queries SET carried = outcome, outcome = x'', job_id = '', "
+                "assignment = x'' WHERE study_id = ? AND query_id = ? AND length(outcome) > 0",
+                [(study_id, query_id) for query_id in query_ids],
+            )
+            conn.execute(
+                "UPDATE studies SET progress = ?, update_time = ? WHERE study_id = ?",
+                (progress, time.time(), study_id),
+            )
+
+        await self._writer.submit(write)
+
     async def update_study_progress(self, study_id: str, progress: bytes) -> None:
         def write(conn: sqlite3.Connection) -> None:
             conn.execute(
