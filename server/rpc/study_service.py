@@ -41,15 +41,14 @@ from tierank.server.storage.base import (
     WatcherStore,
 )
 from tierank.server.studies.driver import DriverStore, StudyDriver, query_job_spec
-from tierank.server.studies.extension import PlannedExtension, plan_extension, pooled_systems
+from tierank.server.studies.extension import plan_extension, pooled_systems
 from tierank.server.studies.inputs import (
-    assemble,
     chunk_violations,
     counter,
     later_chunk_violations,
     with_round,
 )
-from tierank.server.studies.pools import PlannedQuery, plan_queries
+from tierank.server.studies.pools import plan_queries
 from tierank.server.studies.progress import ProgressBook, every_query, initial_progress
 from tierank.server.studies.report import (
     ReportStore,
@@ -57,6 +56,7 @@ from tierank.server.studies.report import (
     labels_of,
     query_tiers,
 )
+from tierank.server.studies.scratch import open_scratch
 from tierank.server.tenancy.quotas import WatcherSlots, limits_of
 from tierank.server.wire.studies import study_view
 from tierank.v1 import rank_pb2, study_pb2, study_pb2_grpc
@@ -175,29 +175,25 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
         if record.cancel_requested:
             return await self._cancel_draft(record)
         spec = study_pb2.StudySpec.FromString(record.spec)
-        chunks = await self._storage.read_study_chunks(record.study_id)
-
-        def plan() -> tuple[list[PlannedQuery], list[FieldViolation], list[str]]:
-            inputs = assemble(chunks)
-            planned, violations = plan_queries(inputs, spec.depth or DEFAULT_STUDY_DEPTH)
-            return planned, violations, sorted(inputs.runs)
-
-        planned, violations, systems = await anyio.to_thread.run_sync(plan)
-        if violations:
-            raise InvalidInput(violations)
-        await self._check_judges(spec, planned[0].pool, record.tenant)
-        pooled = sum(query.row.pool_size for query in planned)
-        progress = initial_progress(len(planned), pooled).SerializeToString()
-        first_round = study_pb2.StudyRound(
-            round=0, systems=systems, queries_extended=len(planned), documents_added=pooled
-        )
-        first_round.start_time.GetCurrentTime()
-        if not await self._storage.start_study(
-            record.study_id,
-            [(query.row, query.pool) for query in planned],
-            progress,
-            with_round(first_round),
-        ):
+        async with open_scratch(self._storage, record.study_id) as scratch:
+            depth = spec.depth or DEFAULT_STUDY_DEPTH
+            pooled, violations = await anyio.to_thread.run_sync(plan_queries, scratch, depth)
+            if violations:
+                raise InvalidInput(violations)
+            assert pooled is not None  # no violation
+            await self._check_judges(spec, scratch.first_pool(), record.tenant)
+            progress = initial_progress(pooled.queries, pooled.documents).SerializeToString()
+            first_round = study_pb2.StudyRound(
+                round=0,
+                systems=sorted(scratch.systems()),
+                queries_extended=pooled.queries,
+                documents_added=pooled.documents,
+            )
+            first_round.start_time.GetCurrentTime()
+            started = await self._storage.start_study(
+                record.study_id, scratch.pools(), progress, with_round(first_round)
+            )
+        if not started:
             # Started by another call meanwhile, or cancelled: a cancelled draft ends here.
             record = await self._record(request.name)
             if record.state == STUDY_DRAFT and record.cancel_requested:
@@ -261,41 +257,43 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
                 "(AddStudyInputs) first",
                 "NO_ADDED_RUN",
             )
-        wanted = pooled | set(request.systems or added)
+        chosen = list(request.systems) or added
         spec = study_pb2.StudySpec.FromString(record.spec)
-        chunks = await self._storage.read_study_chunks(record.study_id)
         rows = await every_query(self._storage, record.study_id)
         depth = spec.depth or DEFAULT_STUDY_DEPTH
-
-        def plan() -> tuple[PlannedExtension | None, list[FieldViolation]]:
-            return plan_extension(assemble(chunks, systems=wanted), counts, rows, depth)
-
-        planned, violations = await anyio.to_thread.run_sync(plan)
-        if violations:
-            raise InvalidInput(violations)
-        assert planned is not None  # a system was added
-        if planned.queries:
-            await self._check_judges(spec, planned.queries[0][1], record.tenant)
-        now = time.time()
-        progress = study_pb2.StudyProgress.FromString(record.progress)
-        _extend_limits(spec, request, progress, elapsed=now - record.start_time)
-        study_round = planned.round
-        study_round.request_id = request.request_id
-        study_round.start_time.FromNanoseconds(int(now * 1e9))
-        extended = {row.query_id: row for row, _ in planned.queries}
-        rows = [extended.pop(row.query_id, row) for row in rows] + list(extended.values())
-        book = ProgressBook.recounted(
-            initial_progress(planned.total_queries, planned.pooled_documents).SerializeToString(),
-            (now, planned.total_queries - len(planned.queries)),
-            rows,
-        )
-        if await self._storage.extend_study(
-            record.study_id,
-            spec.SerializeToString(deterministic=True),
-            planned.queries,
-            book.to_bytes(),
-            with_round(study_round),
-        ):
+        async with open_scratch(self._storage, record.study_id, pooled | set(chosen)) as scratch:
+            planned, violations = await anyio.to_thread.run_sync(
+                plan_extension, scratch, pooled, chosen, rows, depth
+            )
+            if violations:
+                raise InvalidInput(violations)
+            assert planned is not None  # no violation
+            if planned.round.queries_extended:
+                await self._check_judges(spec, scratch.first_pool(), record.tenant)
+            now = time.time()
+            progress = study_pb2.StudyProgress.FromString(record.progress)
+            _extend_limits(spec, request, progress, elapsed=now - record.start_time)
+            study_round = planned.round
+            study_round.round = len(counts.rounds)
+            study_round.request_id = request.request_id
+            study_round.start_time.FromNanoseconds(int(now * 1e9))
+            extended = {row.query_id: row for row in scratch.pool_rows()}
+            rows = [extended.pop(row.query_id, row) for row in rows] + list(extended.values())
+            book = ProgressBook.recounted(
+                initial_progress(
+                    planned.total_queries, planned.pooled_documents
+                ).SerializeToString(),
+                (now, planned.total_queries - study_round.queries_extended),
+                rows,
+            )
+            extended_now = await self._storage.extend_study(
+                record.study_id,
+                spec.SerializeToString(deterministic=True),
+                scratch.pools(),
+                book.to_bytes(),
+                with_round(study_round),
+            )
+        if extended_now:
             self._driver.nudge(record.study_id)
         # Else extended (or cancelled) by another call meanwhile: the study as it is now.
         return study_view(await self._record(request.name))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import abc
 import enum
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -656,14 +656,17 @@ class StudyStore(Protocol):
         is checked; anything but ADDED adds nothing."""
 
     @abc.abstractmethod
-    async def read_study_chunks(self, study_id: str) -> list[bytes]:
-        """Every chunk's payload, in the order they were added."""
+    async def read_study_chunks(
+        self, study_id: str, skip: int = 0, limit: int | None = None
+    ) -> list[bytes]:
+        """The chunks' payloads in the order they were added: all, or `limit` of them after
+        the first `skip`."""
 
     @abc.abstractmethod
     async def start_study(
         self,
         study_id: str,
-        queries: Sequence[tuple[StudyQueryRow, bytes]],
+        queries: Iterable[tuple[StudyQueryRow, bytes]],
         progress: bytes,
         record_round: Callable[[bytes], bytes],
     ) -> bool:
@@ -677,7 +680,7 @@ class StudyStore(Protocol):
         self,
         study_id: str,
         spec: bytes,
-        queries: Sequence[tuple[StudyQueryRow, bytes]],
+        queries: Iterable[tuple[StudyQueryRow, bytes]],
         progress: bytes,
         record_round: Callable[[bytes], bytes],
     ) -> bool:

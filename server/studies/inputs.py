@@ -1,24 +1,23 @@
-"""A study's inputs: each chunk checked at the API edge and counted as it arrives, and all of
-them assembled (conflicts found) when the study starts.
+"""A study's inputs as they arrive: each chunk checked at the API edge on its own and counted.
 
-Chunks are stored as they were sent (AddStudyInputsRequest bytes): assembling reads them again,
-so nothing but the counts is computed while a client uploads.
+Chunks are stored as they were sent (AddStudyInputsRequest bytes): a study's start loads them
+again (scratch.ScratchInputs, where the conflicts between them are found), so nothing but the
+counts is computed while a client uploads.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Iterable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable
 
 from tierank.limits import (
     MAX_ID_BYTES,
     MAX_PASSAGE_BYTES,
     MAX_QUERY_BYTES,
     MAX_REQUEST_ID_BYTES,
-    MAX_STUDY_SYSTEMS,
 )
 from tierank.server.errors import MAX_VIOLATIONS, FieldViolation
+from tierank.server.storage.base import StudyStore
 from tierank.v1 import study_pb2
 
 # A study's inputs may hold thousands of problems; a client is told the first ones and how many
@@ -35,7 +34,7 @@ def _bad_id(value: str) -> bool:
     )
 
 
-class _Violations:
+class Violations:
     """The first MAX_VIOLATIONS violations, and a count of the rest."""
 
     def __init__(self) -> None:
@@ -60,7 +59,7 @@ class _Violations:
 
 def chunk_violations(request: study_pb2.AddStudyInputsRequest) -> list[FieldViolation]:
     """What is wrong with a chunk on its own (conflicts between chunks are found at the start)."""
-    found = _Violations()
+    found = Violations()
     if not request.request_id:
         found.add("request_id", "is required: it makes a resent chunk count once")
     elif len(request.request_id.encode()) > MAX_REQUEST_ID_BYTES or "\0" in request.request_id:
@@ -104,7 +103,7 @@ def later_chunk_violations(
     """What a chunk sent after the study started may not hold: topics and human qrels (fixed
     at the start), or a run of a system already pooled (a run is added once, whole)."""
     pooled = {system for study_round in counts.rounds for system in study_round.systems}
-    found = _Violations()
+    found = Violations()
     if request.topics:
         found.add("topics", "a study's topics are fixed when it starts")
     if request.human_qrels:
@@ -152,67 +151,13 @@ def counter(request: study_pb2.AddStudyInputsRequest) -> Callable[[bytes], bytes
     return count
 
 
-@dataclass
-class Passage:
-    text: str
-    metadata: dict[str, str]
+# Chunks read from storage at once (each at most a few MiB).
+_CHUNKS_READ = 4
 
 
-@dataclass
-class StudyInputs:
-    """Everything the chunks hold, each conflict found (listed by `problems`)."""
-
-    topics: dict[str, str] = field(default_factory=dict)
-    # system -> query -> document -> score
-    runs: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
-    passages: dict[str, Passage] = field(default_factory=dict)
-    human: dict[str, dict[str, int]] = field(default_factory=dict)
-    problems: _Violations = field(default_factory=_Violations)
-
-
-def assemble(
-    chunks: Iterable[bytes], *, passages: bool = True, systems: Collection[str] | None = None
-) -> StudyInputs:
-    """The chunks' inputs together (without passages unless asked: the report needs none;
-    only the runs of `systems` where given)."""
-    inputs = StudyInputs()
-    for chunk_bytes in chunks:
-        chunk = study_pb2.AddStudyInputsRequest.FromString(chunk_bytes)
-        for topic in chunk.topics:
-            known = inputs.topics.setdefault(topic.query_id, topic.text)
-            if known != topic.text:
-                inputs.problems.add(
-                    "topics", f"query {topic.query_id!r} was sent with two different texts"
-                )
-        for run in chunk.runs:
-            if systems is not None and run.system not in systems:
-                continue
-            queries = inputs.runs.setdefault(run.system, {})
-            for entry in run.entries:
-                scores = queries.setdefault(entry.query_id, {})
-                if entry.doc_id in scores:
-                    inputs.problems.add(
-                        "runs",
-                        f"{run.system} lists document {entry.doc_id!r} for query "
-                        f"{entry.query_id!r} twice",
-                    )
-                scores[entry.doc_id] = entry.score
-        if passages:
-            for passage in chunk.passages:
-                known_passage = inputs.passages.setdefault(
-                    passage.doc_id, Passage(passage.text, dict(passage.metadata))
-                )
-                if known_passage.text != passage.text:
-                    inputs.problems.add(
-                        "passages", f"document {passage.doc_id!r} was sent with two texts"
-                    )
-        for judgment in chunk.human_qrels:
-            grades = inputs.human.setdefault(judgment.query_id, {})
-            if grades.setdefault(judgment.doc_id, judgment.grade) != judgment.grade:
-                inputs.problems.add(
-                    "human_qrels",
-                    f"query {judgment.query_id!r} document {judgment.doc_id!r} has two grades",
-                )
-    if len(inputs.runs) > MAX_STUDY_SYSTEMS:
-        inputs.problems.add("runs", f"at most {MAX_STUDY_SYSTEMS} systems")
-    return inputs
+async def chunk_pages(storage: StudyStore, study_id: str) -> AsyncIterator[list[bytes]]:
+    """The study's chunks as sent, a few at a time: never all of them in memory at once."""
+    read = 0
+    while page := await storage.read_study_chunks(study_id, read, _CHUNKS_READ):
+        read += len(page)
+        yield page

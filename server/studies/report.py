@@ -17,7 +17,7 @@ from tierank.limits import DEFAULT_STUDY_MEASURES
 from tierank.server.labeling import DEFAULT_RANK_BANDS, fixed_mapping
 from tierank.server.storage.base import JobReader, StudyQueryRow, StudyRecord, StudyStore
 from tierank.server.studies.extension import pooled_systems
-from tierank.server.studies.inputs import assemble
+from tierank.server.studies.inputs import chunk_pages
 from tierank.server.studies.progress import every_query, labelling_job
 from tierank.server.wire.jobs import TIER_EVENT_KINDS
 from tierank.v1 import rank_pb2, study_pb2
@@ -58,21 +58,17 @@ async def build_report(
     spec = study_pb2.StudySpec.FromString(record.spec)
     rows = await every_query(storage, record.study_id)
     tiers = await query_tiers(storage, record, rows)
-    chunks = await storage.read_study_chunks(record.study_id)
-
     counts = study_pb2.StudyInputs.FromString(record.inputs)
     # A study that has started reports on the systems it pooled (not on runs added since).
     pooled = pooled_systems(counts) or None
+    queries = {row.query_id for row in rows}
+    runs: dict[str, Run] = {}
+    human: Qrels = {}
+    async for page in chunk_pages(storage, record.study_id):
+        await anyio.to_thread.run_sync(_add_runs_and_human, page, pooled, queries, runs, human)
 
     def compute() -> study_pb2.StudyReport:
-        inputs = assemble(chunks, passages=False, systems=pooled)
-        queries = {row.query_id for row in rows}
         labels = labels_of(spec, tiers)
-        runs = {
-            system: {qid: docs for qid, docs in run.items() if qid in queries}
-            for system, run in inputs.runs.items()
-        }
-        human = {qid: grades for qid, grades in inputs.human.items() if qid in queries}
         measures = list(spec.measures) or list(DEFAULT_STUDY_MEASURES)
         results = study_results(
             labels,
@@ -88,6 +84,28 @@ async def build_report(
         return report
 
     return await anyio.to_thread.run_sync(compute)
+
+
+def _add_runs_and_human(
+    chunks: list[bytes],
+    systems: set[str] | None,
+    queries: set[str],
+    runs: dict[str, Run],
+    human: Qrels,
+) -> None:
+    """Add to `runs` and `human` what the chunks hold of the runs of `systems` (None: all)
+    and of the human qrels, for `queries` (their conflicts the study's start refused)."""
+    for chunk_bytes in chunks:
+        chunk = study_pb2.AddStudyInputsRequest.FromString(chunk_bytes)
+        for run in chunk.runs:
+            if systems is None or run.system in systems:
+                scores = runs.setdefault(run.system, {})
+                for entry in run.entries:
+                    if entry.query_id in queries:
+                        scores.setdefault(entry.query_id, {})[entry.doc_id] = entry.score
+        for judgment in chunk.human_qrels:
+            if judgment.query_id in queries:
+                human.setdefault(judgment.query_id, {})[judgment.doc_id] = judgment.grade
 
 
 def _judged(

@@ -380,13 +380,13 @@ async def test_bad_names_and_page_tokens_are_invalid_arguments(stubs: Stubs):
 
 async def test_many_conflicts_still_leave_room_for_what_is_missing(stubs: Stubs):
     draft = await _draft(stubs)
-    data = collection(queries=2, docs=4)
+    data = collection(queries=2, docs=15)
     chunk = inputs_request(draft.name, data, request_id="one")
     del chunk.topics[1]  # q1 has no topic
     await stubs.studies.AddStudyInputs(chunk)
     clashing = study_pb2.AddStudyInputsRequest(study=draft.name, request_id="two")
-    for passage in data.passages:  # 8 passages sent again with other texts, 3 times
-        for i in range(3):
+    for passage in data.passages:  # 30 passages sent again with other texts (twice: one clash)
+        for i in range(2):
             clashing.passages.add(doc_id=passage, text=f"another text {i}")
     await stubs.studies.AddStudyInputs(clashing)
     with pytest.raises(grpc.aio.AioRpcError) as refused:
@@ -396,4 +396,29 @@ async def test_many_conflicts_still_leave_room_for_what_is_missing(stubs: Stubs)
     assert violations[0].field == "topics" and "q1" in violations[0].description
     conflicts = [v for v in violations if v.field == "passages"]
     assert all("two texts" in v.description for v in conflicts)
-    assert violations[-1].description == f"and {24 - len(conflicts)} more problems"
+    assert violations[-1].description == f"and {30 - len(conflicts)} more problems"
+
+
+async def test_a_start_without_room_for_its_scratch_inputs_is_refused_and_stays_a_draft(
+    stubs: Stubs, tmp_path, monkeypatch
+):
+    """The server pools a study from a scratch file in its temporary directory: where that
+    cannot be written, StartStudy says so (RESOURCE_EXHAUSTED) and the study waits as it was."""
+    import tempfile
+
+    draft = await _draft(stubs)
+    await stubs.studies.AddStudyInputs(inputs_request(draft.name, collection(queries=2, docs=4)))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no-such-directory"))
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await stubs.studies.StartStudy(study_pb2.StartStudyRequest(name=draft.name))
+    assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "temporary directory" in refused.value.details()
+    assert error_from_rpc(refused.value).error_info.reason == "SCRATCH_UNAVAILABLE"
+    still = await stubs.studies.GetStudy(study_pb2.GetStudyRequest(name=draft.name))
+    assert still.state == study_pb2.STUDY_STATE_DRAFT
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    started = await stubs.studies.StartStudy(study_pb2.StartStudyRequest(name=draft.name))
+    assert started.state == study_pb2.STUDY_STATE_RUNNING
+    assert not list(scratch.iterdir()), "the scratch file is deleted once the study started"

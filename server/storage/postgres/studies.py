@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from tierank.server.job_states import STUDY_DRAFT, STUDY_RUNNING
@@ -116,16 +116,21 @@ class PostgresStudies(PostgresConnection, StudyStore):
             )
             return ChunkAdded.ADDED
 
-    async def read_study_chunks(self, study_id: str) -> list[bytes]:
+    async def read_study_chunks(
+        self, study_id: str, skip: int = 0, limit: int | None = None
+    ) -> list[bytes]:
+        # Chunks are numbered 1, 2, ... in the order they were added.
         rows = await self._fetchall(
-            "SELECT payload FROM study_chunks WHERE study_id = %s ORDER BY seq", (study_id,)
+            "SELECT payload FROM study_chunks WHERE study_id = %s AND seq > %s ORDER BY seq "
+            "LIMIT %s",
+            (study_id, skip, limit),
         )
         return [bytes(row[0]) for row in rows]
 
     async def start_study(
         self,
         study_id: str,
-        queries: Sequence[tuple[StudyQueryRow, bytes]],
+        queries: Iterable[tuple[StudyQueryRow, bytes]],
         progress: bytes,
         record_round: Callable[[bytes], bytes],
     ) -> bool:
@@ -158,7 +163,7 @@ class PostgresStudies(PostgresConnection, StudyStore):
         self,
         study_id: str,
         spec: bytes,
-        queries: Sequence[tuple[StudyQueryRow, bytes]],
+        queries: Iterable[tuple[StudyQueryRow, bytes]],
         progress: bytes,
         record_round: Callable[[bytes], bytes],
     ) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from tierank.server.job_states import STUDY_DRAFT, STUDY_RUNNING
 from tierank.server.storage.base import (
@@ -126,10 +126,15 @@ class SqliteStudies(SqliteState, StudyStore):
 
         return await self._writer.submit(write)
 
-    async def read_study_chunks(self, study_id: str) -> list[bytes]:
+    async def read_study_chunks(
+        self, study_id: str, skip: int = 0, limit: int | None = None
+    ) -> list[bytes]:
         def read(conn: sqlite3.Connection) -> list[bytes]:
+            # Chunks are numbered 1, 2, ... in the order they were added.
             rows = conn.execute(
-                "SELECT payload FROM study_chunks WHERE study_id = ? ORDER BY seq", (study_id,)
+                "SELECT payload FROM study_chunks WHERE study_id = ? AND seq > ? ORDER BY seq "
+                "LIMIT ?",
+                (study_id, skip, -1 if limit is None else limit),
             )
             return [bytes(row[0]) for row in rows]
 
@@ -138,7 +143,7 @@ class SqliteStudies(SqliteState, StudyStore):
     async def start_study(
         self,
         study_id: str,
-        queries: Sequence[tuple[StudyQueryRow, bytes]],
+        queries: Iterable[tuple[StudyQueryRow, bytes]],
         progress: bytes,
         record_round: Callable[[bytes], bytes],
     ) -> bool:
@@ -172,7 +177,7 @@ class SqliteStudies(SqliteState, StudyStore):
         self,
         study_id: str,
         spec: bytes,
-        queries: Sequence[tuple[StudyQueryRow, bytes]],
+        queries: Iterable[tuple[StudyQueryRow, bytes]],
         progress: bytes,
         record_round: Callable[[bytes], bytes],
     ) -> bool:
