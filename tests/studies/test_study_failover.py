@@ -146,3 +146,54 @@ async def test_a_server_that_drives_only_its_own_studies_never_holds_another_rep
             server.stop()
     assert ended.state == study_pb2.STUDY_STATE_SUCCEEDED, ended.error
     assert len(jobs) == len(data.topics) and not duplicated_request_ids(jobs)
+
+
+async def test_an_extension_on_postgresql_survives_its_driving_replica(schema_url: str):
+    """A run added to an ended study on PostgreSQL; the replica driving the extension round is
+    killed; the other one ends the round, each grown query judged by one new job."""
+    data = collection(queries=QUERIES)
+    first_two = {s: run for s, run in data.runs.items() if s != "poor"}
+    ranking = oracle_ranking(noise=0.5, latency_ms=150, top_k=3, batch_size=4, max_in_flight=2)
+    spec = study_pb2.StudySpec(depth=4, ranking=ranking, max_live_queries=2)
+    servers = await anyio.to_thread.run_sync(_replicas, schema_url, 2)
+    try:
+        async with (
+            grpc.aio.insecure_channel(servers[0].address) as first,
+            grpc.aio.insecure_channel(servers[1].address) as second,
+        ):
+            by_replica = {servers[0].pid: Stubs.on(first), servers[1].pid: Stubs.on(second)}
+            stubs = by_replica[servers[0].pid]
+            without_poor = type(data)(data.topics, data.grades, first_two, data.passages)
+            study = await started_study(stubs, spec, inputs_request("", without_poor))
+            await until_final(stubs, study.name, timeout=60)
+            poor = study_pb2.AddStudyInputsRequest(study=study.name, request_id="poor")
+            chunk = poor.runs.add(system="poor")
+            for qid, scores in data.runs["poor"].items():
+                chunk.entries.extend(
+                    study_pb2.RunEntry(query_id=qid, doc_id=d, score=s) for d, s in scores.items()
+                )
+            await stubs.studies.AddStudyInputs(poor)
+            extended = await stubs.studies.ExtendStudy(
+                study_pb2.ExtendStudyRequest(name=study.name, request_id="round-1")
+            )
+            grown = extended.inputs.rounds[1].queries_extended
+            assert grown
+            await until_study(stubs, study.name, lambda s: s.progress.running >= 1)
+            driver = _owner(schema_url, study.name)
+            victim = next(s for s in servers if f"-{s.pid}-" in driver)
+            survivor = next(s for s in servers if s is not victim)
+            os.kill(victim.pid, signal.SIGKILL)
+            victim.stop()
+            stubs = by_replica[survivor.pid]
+            ended = await until_final(stubs, study.name, timeout=40)
+            jobs = await study_jobs(stubs, study.name)
+            calls = [await paid_calls(stubs, job.name) for job in jobs]
+    finally:
+        for server in servers:
+            server.stop()
+
+    assert ended.state == study_pb2.STUDY_STATE_SUCCEEDED, ended.error
+    assert not duplicated_request_ids(jobs)
+    assert sum("-after-" in job.request_id for job in jobs) == grown
+    assert len(jobs) == QUERIES + grown
+    assert ended.progress.judge_calls == sum(calls), "each call counted once, none asked twice"

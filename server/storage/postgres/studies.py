@@ -152,10 +152,11 @@ class PostgresStudies(PostgresConnection, StudyStore):
                 await rows.executemany(
                     "INSERT INTO study_queries (study_id, position, query_id, pool_size, "
                     "pool) VALUES (%s, %s, %s, %s, %s)",
-                    [
+                    # A generator: the pools are read from where they wait one by one.
+                    (
                         (study_id, row.position, row.query_id, row.pool_size, pool)
                         for row, pool in queries
-                    ],
+                    ),
                 )
             return True
 
@@ -187,10 +188,11 @@ class PostgresStudies(PostgresConnection, StudyStore):
                     "carried) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (study_id, query_id) "
                     "DO UPDATE SET pool_size = excluded.pool_size, pool = excluded.pool, "
                     "job_id = '', assignment = '', outcome = '', carried = excluded.carried",
-                    [
+                    # A generator: the pools are read from where they wait one by one.
+                    (
                         (study_id, row.position, row.query_id, row.pool_size, pool, row.carried)
                         for row, pool in queries
-                    ],
+                    ),
                 )
             return True
 

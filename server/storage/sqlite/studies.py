@@ -164,10 +164,11 @@ class SqliteStudies(SqliteState, StudyStore):
             conn.executemany(
                 "INSERT INTO study_queries (study_id, position, query_id, pool_size, pool) "
                 "VALUES (?, ?, ?, ?, ?)",
-                [
+                # A generator: the pools are read from where they wait one by one.
+                (
                     (study_id, row.position, row.query_id, row.pool_size, pool)
                     for row, pool in queries
-                ],
+                ),
             )
             return True
 
@@ -206,10 +207,11 @@ class SqliteStudies(SqliteState, StudyStore):
                 "carried) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (study_id, query_id) DO UPDATE "
                 "SET pool_size = excluded.pool_size, pool = excluded.pool, job_id = '', "
                 "assignment = x'', outcome = x'', carried = excluded.carried",
-                [
+                # A generator: the pools are read from where they wait one by one.
+                (
                     (study_id, row.position, row.query_id, row.pool_size, pool, row.carried)
                     for row, pool in queries
-                ],
+                ),
             )
             return True
 
