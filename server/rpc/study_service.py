@@ -49,7 +49,7 @@ from tierank.server.studies.inputs import (
     with_round,
 )
 from tierank.server.studies.pools import plan_queries
-from tierank.server.studies.progress import ProgressBook, every_query, initial_progress
+from tierank.server.studies.progress import every_query, initial_progress
 from tierank.server.studies.report import (
     ReportStore,
     build_report,
@@ -261,36 +261,26 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
         spec = study_pb2.StudySpec.FromString(record.spec)
         rows = await every_query(self._storage, record.study_id)
         depth = spec.depth or DEFAULT_STUDY_DEPTH
+        now = time.time()
         async with open_scratch(self._storage, record.study_id, pooled | set(chosen)) as scratch:
             planned, violations = await anyio.to_thread.run_sync(
-                plan_extension, scratch, pooled, chosen, rows, depth
+                plan_extension, scratch, pooled, chosen, rows, depth, now
             )
             if violations:
                 raise InvalidInput(violations)
             assert planned is not None  # no violation
             if planned.round.queries_extended:
                 await self._check_judges(spec, scratch.first_pool(), record.tenant)
-            now = time.time()
             progress = study_pb2.StudyProgress.FromString(record.progress)
             _extend_limits(spec, request, progress, elapsed=now - record.start_time)
             study_round = planned.round
             study_round.round = len(counts.rounds)
             study_round.request_id = request.request_id
-            study_round.start_time.FromNanoseconds(int(now * 1e9))
-            extended = {row.query_id: row for row in scratch.pool_rows()}
-            rows = [extended.pop(row.query_id, row) for row in rows] + list(extended.values())
-            book = ProgressBook.recounted(
-                initial_progress(
-                    planned.total_queries, planned.pooled_documents
-                ).SerializeToString(),
-                (now, planned.total_queries - study_round.queries_extended),
-                rows,
-            )
             extended_now = await self._storage.extend_study(
                 record.study_id,
                 spec.SerializeToString(deterministic=True),
                 scratch.pools(),
-                book.to_bytes(),
+                planned.progress,
                 with_round(study_round),
             )
         if extended_now:

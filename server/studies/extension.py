@@ -20,6 +20,7 @@ from tierank.limits import MAX_STUDY_QUERIES
 from tierank.server.errors import MAX_VIOLATIONS, FieldViolation
 from tierank.server.storage.base import StudyQueryRow
 from tierank.server.studies.pools import query_pool
+from tierank.server.studies.progress import ProgressBook, initial_progress
 from tierank.server.studies.scratch import ScratchInputs
 from tierank.v1 import rank_pb2, study_pb2
 
@@ -30,9 +31,8 @@ class PlannedExtension:
     reused, with its new pool) wait in the scratch's pools."""
 
     round: study_pb2.StudyRound
-    # The study's queries and pooled documents with the round's.
-    total_queries: int
-    pooled_documents: int
+    # The study's progress as the round starts (StudyProgress bytes).
+    progress: bytes
 
 
 def pooled_systems(counts: study_pb2.StudyInputs) -> set[str]:
@@ -46,6 +46,7 @@ def plan_extension(
     added: Sequence[str],
     rows: Sequence[StudyQueryRow],
     depth: int,
+    now: float,
 ) -> tuple[PlannedExtension | None, list[FieldViolation]]:
     """The round that judges the holes the `added` systems' runs make in the pools of the
     `pooled` ones (the scratch holds both), or what stops it: an added run's query without a
@@ -99,8 +100,17 @@ def plan_extension(
         documents_added=added_documents,
         judged_before={s: sum(v) / len(v) for s, v in shares.items() if v},
     )
+    study_round.start_time.FromNanoseconds(int(now * 1e9))
     total = len(by_query) + new_queries
-    return PlannedExtension(study_round, total, pooled_documents), []
+    judged_again = {row.query_id: row for row in scratch.pool_rows()}
+    every_row = [judged_again.pop(row.query_id, row) for row in rows]
+    every_row += judged_again.values()
+    book = ProgressBook.recounted(
+        initial_progress(total, pooled_documents).SerializeToString(),
+        (now, total - extended),
+        every_row,
+    )
+    return PlannedExtension(study_round, book.to_bytes()), []
 
 
 def _has_labels(row: StudyQueryRow) -> bool:

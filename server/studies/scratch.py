@@ -73,7 +73,8 @@ class ScratchInputs:
         self._db.execute(f"PRAGMA cache_size = -{SCRATCH_CACHE_KIB}")
         self._db.executescript(_SCHEMA)
         self._db.execute("BEGIN")
-        self._systems = systems
+        self._wanted = systems
+        self._systems: set[str] = set()
 
     def close(self) -> None:
         self._db.close()
@@ -90,8 +91,9 @@ class ScratchInputs:
             ((topic.query_id, topic.text) for topic in chunk.topics),
         )
         for run in chunk.runs:
-            if self._systems is not None and run.system not in self._systems:
+            if self._wanted is not None and run.system not in self._wanted:
                 continue
+            self._systems.add(run.system)
             entries = run.entries
             for start in range(0, len(entries), _INSERT_BATCH):
                 db.executemany(
@@ -149,7 +151,8 @@ class ScratchInputs:
         return found
 
     def systems(self) -> list[str]:
-        return [row[0] for row in self._db.execute("SELECT DISTINCT system FROM entries")]
+        """The systems whose runs were loaded, by name."""
+        return sorted(self._systems)
 
     def topics(self) -> Iterator[tuple[str, str]]:
         """(query id, text) in the order the topics were sent; a query's first text."""
