@@ -32,6 +32,8 @@ from tierank.v1 import study_pb2
 SCRATCH_CACHE_KIB = 8192
 # Rows handed to SQLite at once while loading a chunk.
 _INSERT_BATCH = 5000
+# Documents looked up in one statement (SQLite allows 32,766 parameters).
+_LOOKUP_BATCH = 500
 
 _SCHEMA = """
 CREATE TABLE topics (seq INTEGER PRIMARY KEY, qid TEXT NOT NULL, text TEXT NOT NULL);
@@ -179,12 +181,16 @@ class ScratchInputs:
     def passages_of(self, docs: Collection[str]) -> dict[str, Passage]:
         """The passages of `docs` that were sent (a document's first)."""
         found: dict[str, Passage] = {}
-        for doc in docs:
-            row = self._db.execute(
-                "SELECT text, metadata FROM passages WHERE doc = ? ORDER BY seq LIMIT 1", (doc,)
-            ).fetchone()
-            if row is not None:
-                found[doc] = Passage(row[0], json.loads(row[1]))
+        wanted = list(docs)
+        for start in range(0, len(wanted), _LOOKUP_BATCH):
+            batch = wanted[start : start + _LOOKUP_BATCH]
+            # Descending: a document sent twice (with the same text) keeps its first metadata.
+            for doc, text, metadata in self._db.execute(
+                f"SELECT doc, text, metadata FROM passages WHERE doc IN "
+                f"({', '.join('?' * len(batch))}) ORDER BY seq DESC",
+                batch,
+            ):
+                found[doc] = Passage(text, json.loads(metadata))
         return found
 
     def note_missing(self, docs: Collection[str]) -> None:
