@@ -233,8 +233,9 @@ def _add_add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "add-run",
         help="add systems' runs to a study that has ended and judge only what they add",
         description="Pool more systems' runs into a study that has ended: only the documents"
-        " their top --depth adds to each query's pool are judged, each such query's new job"
-        " starting from every verdict its previous job holds. Then print the system table"
+        " their top D (the study's depth) adds to each query's pool are judged, each such"
+        " query's new job starting from every verdict its previous job holds. Then print the"
+        " system table"
         " (with how much of each added system's top 10 was judged before and after) and"
         " write qrels.txt, report.json and report.html.",
         epilog=_EXIT_HELP,
