@@ -45,7 +45,9 @@ Studies: pooling, comparison, results (:mod:`.pooling`, :mod:`.comparison`, :mod
     SystemComparison(intervals, ranking, adjacent: [AdjacentComparison])``;
     ``system_intervals(per_query)``; ``rank_by_mean(means)``; ``mean_over_queries(values)``.
     ``study_results(labels, runs, measures, primary=, human=) -> StudyResults(...,
-    systems: [SystemResults], ranking, comparisons, per_query, agreement: Agreement | None)``.
+    systems: [SystemResults], ranking, comparisons, per_query, agreement: Agreement | None)``;
+    the same query by query: ``StudyTally(measures, systems=, primary=, with_human=)``,
+    ``.add(qid, labels, runs, human)``, ``.results()``.
 
 Labels from tiers (:mod:`.tier_labels`)
     ``labels_from_rank_bands(tiers, bands, below, position)``,
@@ -116,6 +118,7 @@ from tierank.evaluation.set_measures import (
 from tierank.evaluation.study_results import (
     Agreement,
     StudyResults,
+    StudyTally,
     SystemResults,
     study_results,
 )
@@ -159,6 +162,7 @@ __all__ = [
     "SetParams",
     "SetScores",
     "StudyResults",
+    "StudyTally",
     "SystemComparison",
     "SystemResults",
     "anchor_tier_grades",

@@ -6,6 +6,7 @@ The fields are named as in the study report (``tierank.study.report/1``): ``syst
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -97,58 +98,162 @@ def study_results(
     intervals are drawn with ``seed`` (measures NA on the same queries resample alike). With
     ``human``, the systems are also scored on the human qrels of the study's queries (those the
     human qrels judge), and the two rankings and label sets compared (:class:`Agreement`).
-    ``scale`` maps grades for the set-based measures (RA-nWG, ...).
+    ``scale`` maps grades for the set-based measures (RA-nWG, ...). The same as adding each
+    query to a :class:`StudyTally`.
     """
-    parsed = _parse_measures(measures)
-    primary_name = _name_of(parse_measure(primary), parsed)
-    values = {system: _values_by_name(parsed, labels, run, scale) for system, run in runs.items()}
-    comparison = compare_systems(
-        {system: by_measure[primary_name] for system, by_measure in values.items()},
-        confidence=confidence,
-        alpha=alpha,
-        samples=samples,
-        seed=seed,
+    tally = StudyTally(
+        measures, systems=list(runs), primary=primary, with_human=human is not None, scale=scale
     )
-    intervals = {primary_name: comparison.intervals}
-    for name in parsed:
-        if name != primary_name:
-            intervals[name] = system_intervals(
-                {system: by_measure[name] for system, by_measure in values.items()},
-                confidence=confidence,
-                samples=samples,
-                seed=seed,
-            )
-    systems = [
-        SystemResults(
-            system,
-            sum(v is not None for v in values[system][primary_name].values()),
-            {name: intervals[name][system] for name in parsed},
-        )
-        for system in comparison.ranking
-    ]
-    per_query = {
-        qid: {
-            system: {name: values[system][name][qid] for name in parsed}
-            for system in comparison.ranking
+    for qid in sorted(labels):
+        query_runs = {system: run.get(qid, {}) for system, run in runs.items()}
+        tally.add(qid, labels[qid], query_runs, human.get(qid) if human is not None else None)
+    return tally.results(confidence=confidence, alpha=alpha, samples=samples, seed=seed)
+
+
+class StudyTally:
+    """A study's results built one query at a time, holding only each query's values (and, with
+    human qrels, the pairs' two grades), never the runs or the label sets: what
+    :func:`study_results` computes, for a study too large to hold those whole."""
+
+    def __init__(
+        self,
+        measures: Sequence[str],
+        *,
+        systems: Sequence[str],
+        primary: str = "nDCG@10",
+        with_human: bool = False,
+        scale: GradeScale = TREC_DL_SCALE,
+    ) -> None:
+        self._parsed = _parse_measures(measures)
+        self._primary = _name_of(parse_measure(primary), self._parsed)
+        self._systems = list(systems)
+        self._scale = scale
+        self._with_human = with_human
+        # system -> measure name -> query id -> value; the same under the human qrels.
+        self._values: dict[str, dict[str, dict[str, float | None]]] = {
+            system: {name: {} for name in self._parsed} for system in self._systems
         }
-        for qid in sorted(labels)
-    }
-    agreement = None
-    if human is not None:
-        study_means = {system: interval.mean for system, interval in comparison.intervals.items()}
-        agreement = _agreement(
-            labels, human, runs, parsed, primary_name, study_means, comparison.ranking, scale
+        self._human_values: dict[str, dict[str, dict[str, float | None]]] = {
+            system: {name: {} for name in self._parsed} for system in self._systems
+        }
+        # The grades of the (query, document) pairs both label: ours, theirs (small ints).
+        self._ours = array("h")
+        self._theirs = array("h")
+        self._queries: list[str] = []
+
+    def add(
+        self,
+        qid: str,
+        labels: Mapping[str, int],
+        runs: Mapping[str, Mapping[str, float]],
+        human: Mapping[str, int] | None = None,
+    ) -> None:
+        """One query: its labels, each system's scored documents for it (a system missing
+        retrieved nothing), and its human grades (None: the human qrels do not judge it)."""
+        self._queries.append(qid)
+        for system in self._systems:
+            run = {qid: runs.get(system, {})}
+            for name, by_query in _values_by_name(
+                self._parsed, {qid: labels}, run, self._scale
+            ).items():
+                self._values[system][name][qid] = by_query[qid]
+            if human is not None:
+                for name, by_query in _values_by_name(
+                    self._parsed, {qid: human}, run, self._scale
+                ).items():
+                    self._human_values[system][name][qid] = by_query[qid]
+        if human is not None:
+            for docid in sorted(labels):
+                if docid in human:
+                    self._ours.append(labels[docid])
+                    self._theirs.append(human[docid])
+
+    def results(
+        self,
+        *,
+        confidence: float = 0.95,
+        alpha: float = 0.05,
+        samples: int = 10_000,
+        seed: int = 0,
+    ) -> StudyResults:
+        values, parsed, primary_name = self._values, self._parsed, self._primary
+        comparison = compare_systems(
+            {system: by_measure[primary_name] for system, by_measure in values.items()},
+            confidence=confidence,
+            alpha=alpha,
+            samples=samples,
+            seed=seed,
         )
-    return StudyResults(
-        primary_name,
-        list(parsed),
-        confidence,
-        systems,
-        comparison.ranking,
-        comparison.adjacent,
-        per_query,
-        agreement,
-    )
+        intervals = {primary_name: comparison.intervals}
+        for name in parsed:
+            if name != primary_name:
+                intervals[name] = system_intervals(
+                    {system: by_measure[name] for system, by_measure in values.items()},
+                    confidence=confidence,
+                    samples=samples,
+                    seed=seed,
+                )
+        systems = [
+            SystemResults(
+                system,
+                sum(v is not None for v in values[system][primary_name].values()),
+                {name: intervals[name][system] for name in parsed},
+            )
+            for system in comparison.ranking
+        ]
+        per_query = {
+            qid: {
+                system: {name: values[system][name][qid] for name in parsed}
+                for system in comparison.ranking
+            }
+            for qid in sorted(self._queries)
+        }
+        agreement = None
+        if self._with_human:
+            study_means = {system: i.mean for system, i in comparison.intervals.items()}
+            agreement = self._agreement(study_means, comparison.ranking)
+        return StudyResults(
+            primary_name,
+            list(parsed),
+            confidence,
+            systems,
+            comparison.ranking,
+            comparison.adjacent,
+            per_query,
+            agreement,
+        )
+
+    def _agreement(
+        self, study_means: Mapping[str, float | None], ranking: Sequence[str]
+    ) -> Agreement:
+        ours, theirs = list(self._ours), list(self._theirs)
+        grades = list(range(min(ours + theirs), max(ours + theirs) + 1)) if ours else []
+        human_measures = {
+            system: {
+                name: mean_over_queries(list(by_query.values()))
+                for name, by_query in self._human_values[system].items()
+            }
+            for system in self._systems
+        }
+        human_means = {system: means[self._primary] for system, means in human_measures.items()}
+        human_ranking = rank_by_mean(human_means)
+        # τ-b of the means themselves, so that systems tied on one side count as tied there.
+        paired_means = [
+            (ours_mean, human_mean)
+            for system in sorted(self._systems)
+            if (ours_mean := study_means[system]) is not None
+            and (human_mean := human_means[system]) is not None
+        ]
+        return Agreement(
+            pairs=len(ours),
+            kappa=cohen_kappa(ours, theirs, categories=grades),
+            weighted_kappa=cohen_kappa(ours, theirs, "linear", categories=grades),
+            confusion=confusion_matrix(ours, theirs, categories=grades),
+            kendall_tau=kendall_tau_b([m for m, _ in paired_means], [m for _, m in paired_means]),
+            rbo=rank_biased_overlap(ranking, human_ranking, RBO_PERSISTENCE).value,
+            human_ranking=human_ranking,
+            human_measures={system: human_measures[system] for system in human_ranking},
+        )
 
 
 def _parse_measures(measures: Sequence[str]) -> dict[str, Measure]:
@@ -171,55 +276,11 @@ def _name_of(measure: Measure, parsed: Mapping[str, Measure]) -> str:
 
 
 def _values_by_name(
-    parsed: Mapping[str, Measure], qrels: Qrels, run: Run, scale: GradeScale
+    parsed: Mapping[str, Measure],
+    qrels: Mapping[str, Mapping[str, int]],
+    run: Mapping[str, Mapping[str, float]],
+    scale: GradeScale,
 ) -> dict[str, dict[str, float | None]]:
     """Measure name -> query id -> value, for every query of ``qrels``."""
     evaluation = evaluate(parsed.values(), qrels, run, all_queries=True, scale=scale)
     return {name: evaluation.per_query[measure] for name, measure in parsed.items()}
-
-
-def _agreement(
-    labels: Qrels,
-    human: Qrels,
-    runs: Mapping[str, Run],
-    parsed: Mapping[str, Measure],
-    primary_name: str,
-    study_means: Mapping[str, float | None],
-    ranking: Sequence[str],
-    scale: GradeScale,
-) -> Agreement:
-    pairs = sorted(
-        (qid, docid)
-        for qid, grades in labels.items()
-        for docid in grades
-        if docid in human.get(qid, {})
-    )
-    ours = [labels[qid][docid] for qid, docid in pairs]
-    theirs = [human[qid][docid] for qid, docid in pairs]
-    grades = list(range(min(ours + theirs), max(ours + theirs) + 1)) if pairs else []
-    human_qrels = {qid: judged for qid, judged in human.items() if qid in labels}
-    human_measures = {}
-    for system, run in runs.items():
-        values = _values_by_name(parsed, human_qrels, run, scale)
-        human_measures[system] = {
-            name: mean_over_queries(list(values[name].values())) for name in parsed
-        }
-    human_means = {system: means[primary_name] for system, means in human_measures.items()}
-    human_ranking = rank_by_mean(human_means)
-    # τ-b of the means themselves, so that systems tied on one side count as tied there.
-    paired_means = [
-        (ours_mean, human_mean)
-        for system in sorted(runs)
-        if (ours_mean := study_means[system]) is not None
-        and (human_mean := human_means[system]) is not None
-    ]
-    return Agreement(
-        pairs=len(pairs),
-        kappa=cohen_kappa(ours, theirs, categories=grades),
-        weighted_kappa=cohen_kappa(ours, theirs, "linear", categories=grades),
-        confusion=confusion_matrix(ours, theirs, categories=grades),
-        kendall_tau=kendall_tau_b([m for m, _ in paired_means], [m for _, m in paired_means]),
-        rbo=rank_biased_overlap(ranking, human_ranking, RBO_PERSISTENCE).value,
-        human_ranking=human_ranking,
-        human_measures={system: human_measures[system] for system in human_ranking},
-    )

@@ -7,22 +7,25 @@ event loop only reads storage.
 
 from __future__ import annotations
 
+import functools
 from typing import Protocol
 
 import anyio.to_thread
 
-from tierank.evaluation import Qrels, Run, StudyResults, judged_share, study_results
+from tierank.evaluation import Qrels, StudyResults, StudyTally, judged_share
 from tierank.evaluation.comparison import Interval
 from tierank.limits import DEFAULT_STUDY_MEASURES
 from tierank.server.labeling import DEFAULT_RANK_BANDS, fixed_mapping
 from tierank.server.storage.base import JobReader, StudyQueryRow, StudyRecord, StudyStore
 from tierank.server.studies.extension import pooled_systems
-from tierank.server.studies.inputs import chunk_pages
 from tierank.server.studies.progress import every_query, labelling_job
+from tierank.server.studies.scratch import ScratchInputs, open_scratch
 from tierank.server.wire.jobs import TIER_EVENT_KINDS
 from tierank.v1 import rank_pb2, study_pb2
 
 CONFIDENCE = 0.95
+# Queries whose tiers are read and tallied at once.
+_REPORT_PAGE = 500
 ALPHA = 0.05
 
 
@@ -55,72 +58,68 @@ def labels_of(spec: study_pb2.StudySpec, tiers: dict[str, list[list[str]]]) -> Q
 async def build_report(
     storage: ReportStore, record: StudyRecord, progress: study_pb2.StudyProgress
 ) -> study_pb2.StudyReport:
+    """The report, from the study's scratch inputs and its jobs' tiers a page of queries at a
+    time: what it holds is each query's values, never every run or label at once."""
     spec = study_pb2.StudySpec.FromString(record.spec)
-    rows = await every_query(storage, record.study_id)
-    tiers = await query_tiers(storage, record, rows)
     counts = study_pb2.StudyInputs.FromString(record.inputs)
+    measures = list(spec.measures) or list(DEFAULT_STUDY_MEASURES)
+    rows = await every_query(storage, record.study_id)
     # A study that has started reports on the systems it pooled (not on runs added since).
-    pooled = pooled_systems(counts) or None
-    queries = {row.query_id for row in rows}
-    runs: dict[str, Run] = {}
-    human: Qrels = {}
-    async for page in chunk_pages(storage, record.study_id):
-        await anyio.to_thread.run_sync(_add_runs_and_human, page, pooled, queries, runs, human)
-
-    def compute() -> study_pb2.StudyReport:
-        labels = labels_of(spec, tiers)
-        measures = list(spec.measures) or list(DEFAULT_STUDY_MEASURES)
-        results = study_results(
-            labels,
-            runs,
+    async with open_scratch(storage, record.study_id, pooled_systems(counts) or None) as scratch:
+        human_queries = await anyio.to_thread.run_sync(scratch.human_queries)
+        tally = StudyTally(
             measures,
+            systems=scratch.systems(),
             primary=measures[0],
-            human=human or None,
-            confidence=CONFIDENCE,
-            alpha=ALPHA,
+            with_human=any(row.query_id in human_queries for row in rows),
         )
-        report = _report(record, spec, progress, rows, results)
-        report.judged.extend(_judged(counts, runs, labels, queries))
-        return report
+        judged: dict[str, list[float]] = {system: [] for system in scratch.systems()}
+        for start in range(0, len(rows), _REPORT_PAGE):
+            page = rows[start : start + _REPORT_PAGE]
+            labels = labels_of(spec, await query_tiers(storage, record, page))
+            await anyio.to_thread.run_sync(_tally, scratch, page, labels, tally, judged)
+    results = await anyio.to_thread.run_sync(
+        functools.partial(tally.results, confidence=CONFIDENCE, alpha=ALPHA)
+    )
+    report = _report(record, spec, progress, rows, results)
+    report.judged.extend(_judged(counts, judged))
+    return report
 
-    return await anyio.to_thread.run_sync(compute)
 
-
-def _add_runs_and_human(
-    chunks: list[bytes],
-    systems: set[str] | None,
-    queries: set[str],
-    runs: dict[str, Run],
-    human: Qrels,
+def _tally(
+    scratch: ScratchInputs,
+    rows: list[StudyQueryRow],
+    labels: Qrels,
+    tally: StudyTally,
+    judged: dict[str, list[float]],
 ) -> None:
-    """Add to `runs` and `human` what the chunks hold of the runs of `systems` (None: all)
-    and of the human qrels, for `queries` (their conflicts the study's start refused)."""
-    for chunk_bytes in chunks:
-        chunk = study_pb2.AddStudyInputsRequest.FromString(chunk_bytes)
-        for run in chunk.runs:
-            if systems is None or run.system in systems:
-                scores = runs.setdefault(run.system, {})
-                for entry in run.entries:
-                    if entry.query_id in queries:
-                        scores.setdefault(entry.query_id, {})[entry.doc_id] = entry.score
-        for judgment in chunk.human_qrels:
-            if judgment.query_id in queries:
-                human.setdefault(judgment.query_id, {})[judgment.doc_id] = judgment.grade
+    """Add the queries of `rows` to the tally (those with labels), and each system's share
+    of its top 10 they label to `judged`."""
+    for row in rows:
+        qid = row.query_id
+        runs = scratch.runs_of(qid)
+        query_labels = labels.get(qid)
+        if query_labels is not None:
+            tally.add(qid, query_labels, runs, scratch.human_of(qid))
+        for system, shares in judged.items():
+            share = judged_share({qid: runs.get(system, {})}, labels, [qid])
+            if share is not None:
+                shares.append(share)
 
 
 def _judged(
-    counts: study_pb2.StudyInputs, runs: dict[str, Run], labels: Qrels, queries: set[str]
+    counts: study_pb2.StudyInputs, shares: dict[str, list[float]]
 ) -> list[study_pb2.SystemJudged]:
     """Per pooled system, how much of its top-10 had labels before its round and has now."""
     judged = []
     for study_round in counts.rounds:
         for system in study_round.systems:
-            if system not in runs:
+            if system not in shares:
                 continue
             entry = study_pb2.SystemJudged(
                 system=system,
                 round=study_round.round,
-                after=judged_share(runs[system], labels, queries) or 0.0,
+                after=sum(shares[system]) / len(shares[system]) if shares[system] else 0.0,
                 documents_added=study_round.documents_added,
             )
             if system in study_round.judged_before:

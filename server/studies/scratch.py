@@ -178,6 +178,15 @@ class ScratchInputs:
             runs.setdefault(system, {})[doc] = score
         return runs
 
+    def human_queries(self) -> set[str]:
+        """The queries the human qrels judge."""
+        return {row[0] for row in self._db.execute("SELECT DISTINCT qid FROM human")}
+
+    def human_of(self, qid: str) -> dict[str, int] | None:
+        """The query's human grades (None where the human qrels do not judge it)."""
+        grades = dict(self._db.execute("SELECT doc, grade FROM human WHERE qid = ?", (qid,)))
+        return grades or None
+
     def passages_of(self, docs: Collection[str]) -> dict[str, Passage]:
         """The passages of `docs` that were sent (a document's first)."""
         found: dict[str, Passage] = {}
