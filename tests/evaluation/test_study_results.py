@@ -7,6 +7,7 @@ import pytest
 
 from tierank.evaluation import (
     Interval,
+    StudyTally,
     compare_systems,
     evaluate,
     rank_biased_overlap,
@@ -97,6 +98,15 @@ def test_measures_keep_their_names_and_must_include_the_primary():
         study_results(LABELS, RUNS, ["P@1"], samples=100)
     with pytest.raises(ValueError, match="twice"):
         study_results(LABELS, RUNS, ["nDCG@10", "nDCG(ties=0)@10"], samples=100)
+
+
+def test_a_tally_fed_query_by_query_in_any_order_is_study_results():
+    whole = study_results(LABELS, RUNS, MEASURES, human=HUMAN, samples=500)
+    tally = StudyTally(MEASURES, systems=list(RUNS), with_human=True)
+    for qid in reversed(sorted(LABELS)):
+        runs = {system: run[qid] for system, run in RUNS.items() if qid in run}
+        tally.add(qid, LABELS[qid], runs, HUMAN.get(qid))
+    assert tally.results(samples=500) == whole
 
 
 # ---- DL19: six runs against the human qrels ----------------------------------------------------
