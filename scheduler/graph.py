@@ -6,11 +6,23 @@ candidate i), which keeps the closure of a 1000-node graph in a few thousand int
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
-import igraph
+# igraph imports matplotlib.pyplot whenever matplotlib is installed (the bench extra installs it),
+# for plots the scheduler never draws: about a third of a second of start-up for every server
+# process and admin tool. A None in sys.modules makes that import fail, which igraph takes as
+# "not installed"; matplotlib itself stays importable afterwards.
+if "matplotlib" in sys.modules:
+    import igraph
+else:
+    sys.modules["matplotlib"] = None  # type: ignore[assignment]
+    try:
+        import igraph
+    finally:
+        del sys.modules["matplotlib"]
 
 
 def bits_of(indices: Iterable[int]) -> int:

@@ -44,7 +44,9 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-async def _call(method: str, settings: ServerSettings, request_json: str) -> str:
+async def call(method: str, settings: ServerSettings, request_json: str) -> str:
+    """The call, its request and its response as JSON, as the tool makes it (and tests, in their
+    own process, to set a database up)."""
     descriptor = _SERVICE.methods_by_name[method]
     request_type = admin_pb2.DESCRIPTOR.message_types_by_name[descriptor.input_type.name]
     request = json_format.Parse(request_json or "{}", getattr(admin_pb2, request_type.name)())
@@ -69,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = ServerSettings(**given_settings(p, args, os.environ, ["db"]))
     configure(settings.log_level, settings.log_format)
     try:
-        print(anyio.run(_call, args.method, settings, sys.stdin.read()))
+        print(anyio.run(call, args.method, settings, sys.stdin.read()))
     except (json_format.ParseError, DatabaseLocked, StorageError, SealingError) as error:
         print(f"tierank: {error}", file=sys.stderr)
         return 1

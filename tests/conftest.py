@@ -41,6 +41,21 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> Generator[None, int,
     return min((yield), MAX_WORKERS)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Bytecode for the Python processes the suite starts, where $PYTHONDONTWRITEBYTECODE is set.
+
+    A run starts hundreds of them (servers, `tierank` commands, admin tools), each importing
+    some hundreds of tierank's modules; with no bytecode written, each compiled them all afresh,
+    about a quarter of its start-up. They write it to pytest's cache folder instead (never
+    beside the sources), set here before xdist starts its workers, which inherit it.
+    """
+    cache = getattr(config, "cache", None)  # absent under `-p no:cacheprovider`
+    if cache is None or "PYTHONPYCACHEPREFIX" in os.environ:
+        return
+    if os.environ.pop("PYTHONDONTWRITEBYTECODE", None):
+        os.environ["PYTHONPYCACHEPREFIX"] = str(cache.mkdir("bytecode"))
+
+
 @pytest.fixture(autouse=True)
 def isolated_environment(
     monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory

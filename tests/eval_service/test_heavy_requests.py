@@ -87,23 +87,25 @@ def test_a_maximal_grading_request_leaves_others_served_and_stops_at_its_deadlin
 
 
 def test_a_tenant_runs_only_a_few_grading_requests_at_once(tmp_path: Path) -> None:
-    with LocalServer(db=tmp_path / "tierank.db") as server:
+    with (
+        LocalServer(db=tmp_path / "tierank.db") as server,
+        grpc.insecure_channel(server.address, options=_LARGE_MESSAGES) as channel,
+    ):
+        stub = eval_pb2_grpc.EvalServiceStub(channel)
         running = [
-            _Call(server.address, _grade_request(MAX_PAIRS), timeout=8.0)
+            stub.GradePairs.future(_grade_request(MAX_PAIRS), timeout=8.0)
             for _ in range(MAX_EVAL_REQUESTS_PER_TENANT)
         ]
-        for call in running:
-            call.start()
         time.sleep(1.5)  # both are read and grading: each takes far longer than this
-        with grpc.insecure_channel(server.address) as channel:
-            stub = eval_pb2_grpc.EvalServiceStub(channel)
-            try:
-                stub.GradePairs(_grade_request(1), timeout=30)
-                refused = None
-            except grpc.RpcError as error:
-                refused = error
+        try:
+            stub.GradePairs(_grade_request(1), timeout=30)
+            refused = None
+        except grpc.RpcError as error:
+            refused = error
+        # Still grading when the third came (not ended by their deadline), then given up.
+        assert not any(call.done() for call in running)
         for call in running:
-            call.join()
+            call.cancel()
         assert refused is not None, "a third request of the tenant is refused"
         assert refused.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert f"already runs {MAX_EVAL_REQUESTS_PER_TENANT} grading" in refused.details()

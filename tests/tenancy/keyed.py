@@ -1,35 +1,34 @@
 """A real server with --auth keys on loopback, its first operator key made as an operator makes
-it (`python -m tierank.server.admin_tool` on the database before the server starts), and
+it (`python -m tierank.server.admin_tool`'s call on the database before the server starts), and
 sessions to call it as one tenant or another."""
 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import anyio
 import grpc
 
+from tierank.server.admin_tool import call
 from tierank.server.app import background_server
 from tierank.server.settings import ServerSettings
 from tierank.v1 import admin_pb2, admin_pb2_grpc, eval_pb2_grpc, rank_pb2_grpc
 
 
 def admin_tool(db: Path | str, method: str, request: dict) -> dict:
-    """One AdminService call on the database, as `tierank keys --db` makes it."""
-    done = subprocess.run(
-        [sys.executable, "-m", "tierank.server.admin_tool", method, "--db", str(db)],
-        input=json.dumps(request),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    return json.loads(done.stdout)
+    """One AdminService call on the database, as `tierank keys --db` makes it: the admin tool's
+    own call, made in this process (tests/client/test_cli_admin.py runs the tool as a process)
+    and on a thread of its own, since the tests that set up call it from their event loop."""
+    settings = ServerSettings(db=db)
+    with ThreadPoolExecutor(1) as thread:
+        made = thread.submit(anyio.run, call, method, settings, json.dumps(request))
+        return json.loads(made.result(timeout=60))
 
 
 def operator_key(db: Path | str) -> str:
