@@ -7,7 +7,8 @@ and SQLite's page cache (SCRATCH_CACHE_KIB) at a time, whatever the study's size
 pools it makes wait here too until storage takes them. The file is the server's own (under
 the system's temporary directory), deleted when the scratch is closed.
 
-The conflicts between chunks are found with the same words `inputs.assemble` uses.
+The conflicts between chunks (a topic or passage sent with two texts, a run listing a document
+twice, two human grades for one pair) are found here, by query over the loaded rows.
 """
 
 from __future__ import annotations
@@ -125,8 +126,7 @@ class ScratchInputs:
     # -- what the chunks hold -------------------------------------------------------------
 
     def problems(self) -> Violations:
-        """The conflicts between chunks (in the words of `inputs.assemble`), and too many
-        systems."""
+        """The conflicts between chunks, and too many systems."""
         found = Violations()
         db = self._db
         for (qid,) in db.execute(
