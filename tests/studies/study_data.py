@@ -81,3 +81,23 @@ def oracle_ranking(
         parameters=rank_pb2.JudgeParameters(options=options),
     )
     return rank_pb2.JobSpec(judges=[judge], **fields)  # type: ignore[arg-type]
+
+
+def without(data: Collection, *systems: str) -> Collection:
+    """The collection without these systems' runs (to be added to a study later)."""
+    runs = {system: run for system, run in data.runs.items() if system not in systems}
+    return Collection(data.topics, data.grades, runs, data.passages)
+
+
+def run_request(
+    study: str, data: Collection, system: str, request_id: str
+) -> study_pb2.AddStudyInputsRequest:
+    """One system's run alone, as a chunk for a study that has ended."""
+    request = study_pb2.AddStudyInputsRequest(study=study, request_id=request_id)
+    chunk = request.runs.add(system=system)
+    for qid, scores in data.runs[system].items():
+        chunk.entries.extend(
+            study_pb2.RunEntry(query_id=qid, doc_id=doc, score=score)
+            for doc, score in scores.items()
+        )
+    return request

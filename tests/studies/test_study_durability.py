@@ -18,7 +18,7 @@ from study_calls import (
     until_final,
     until_study,
 )
-from study_data import collection, inputs_request, oracle_ranking
+from study_data import collection, inputs_request, oracle_ranking, run_request, without
 
 from tierank.server.storage.sqlite import SqliteStorage
 from tierank.v1 import rank_pb2, study_pb2
@@ -135,21 +135,14 @@ async def test_kill_9_mid_extension_resumes_it_without_asking_any_call_again(ser
     starting from its previous job's verdicts) are under way: restarted, each grown query has
     one new job, which asked no call its previous job or its own first life had answered."""
     data = collection(queries=QUERIES)
-    first_two = {s: run for s, run in data.runs.items() if s != "poor"}
-    without_poor = type(data)(data.topics, data.grades, first_two, data.passages)
+    without_poor = without(data, "poor")
     address = await anyio.to_thread.run_sync(server_process.start)
     async with grpc.aio.insecure_channel(address) as channel:
         stubs = Stubs.on(channel)
         study = await started_study(stubs, _spec(), inputs_request("", without_poor))
         await until_final(stubs, study.name, timeout=60)
         first_jobs = {job.name for job in await study_jobs(stubs, study.name)}
-        poor = study_pb2.AddStudyInputsRequest(study=study.name, request_id="poor")
-        chunk = poor.runs.add(system="poor")
-        for qid, scores in data.runs["poor"].items():
-            chunk.entries.extend(
-                study_pb2.RunEntry(query_id=qid, doc_id=d, score=s) for d, s in scores.items()
-            )
-        await stubs.studies.AddStudyInputs(poor)
+        await stubs.studies.AddStudyInputs(run_request(study.name, data, "poor", "poor"))
         await stubs.studies.ExtendStudy(study_pb2.ExtendStudyRequest(name=study.name))
         await until_study(
             stubs, study.name, lambda s: s.progress.running >= 1, timeout=30, poll_s=0.02

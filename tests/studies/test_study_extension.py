@@ -20,7 +20,14 @@ from study_calls import (
     until_final,
     until_study,
 )
-from study_data import Collection, collection, inputs_request, oracle_ranking
+from study_data import (
+    Collection,
+    collection,
+    inputs_request,
+    oracle_ranking,
+    run_request,
+    without,
+)
 
 from tierank.client._errors import error_from_rpc
 from tierank.v1 import rank_pb2, study_pb2
@@ -43,26 +50,6 @@ def _spec(**fields: object) -> study_pb2.StudySpec:
         ranking=oracle_ranking(noise=0.3, top_k=10, batch_size=5),
         **fields,
     )  # type: ignore[arg-type]
-
-
-def _without(data: Collection, *systems: str) -> Collection:
-    return Collection(
-        data.topics,
-        data.grades,
-        {s: run for s, run in data.runs.items() if s not in systems},
-        data.passages,
-    )
-
-
-def _run_chunk(name: str, data: Collection, system: str, request_id: str):
-    request = study_pb2.AddStudyInputsRequest(study=name, request_id=request_id)
-    chunk = request.runs.add(system=system)
-    for qid, scores in data.runs[system].items():
-        chunk.entries.extend(
-            study_pb2.RunEntry(query_id=qid, doc_id=doc, score=score)
-            for doc, score in scores.items()
-        )
-    return request
 
 
 def _top(scores: dict[str, float], depth: int) -> list[str]:
@@ -98,7 +85,7 @@ def _reason(error: grpc.aio.AioRpcError) -> str:
 
 async def test_an_added_run_judges_only_its_holes_and_reuses_every_verdict(stubs: Stubs):
     data = collection(queries=QUERIES, docs=30)
-    study = await started_study(stubs, _spec(), inputs_request("", _without(data, "poor")))
+    study = await started_study(stubs, _spec(), inputs_request("", without(data, "poor")))
     first = await until_final(stubs, study.name)
     assert first.state == study_pb2.STUDY_STATE_SUCCEEDED
     assert [(r.round, list(r.systems)) for r in first.inputs.rounds] == [(0, ["fair", "good"])]
@@ -106,7 +93,7 @@ async def test_an_added_run_judges_only_its_holes_and_reuses_every_verdict(stubs
     first_calls = first.progress.judge_calls
     assert first_calls == sum([await paid_calls(stubs, name) for name in first_jobs])
 
-    added = await stubs.studies.AddStudyInputs(_run_chunk(study.name, data, "poor", "poor-1"))
+    added = await stubs.studies.AddStudyInputs(run_request(study.name, data, "poor", "poor-1"))
     assert added.added and added.study.state == study_pb2.STUDY_STATE_SUCCEEDED
     assert added.study.inputs.systems == ["fair", "good", "poor"]
     extended = await _extend(stubs, study.name, request_id="add-poor")
@@ -199,21 +186,21 @@ async def test_what_an_ended_study_refuses_to_take_or_to_extend_with(stubs: Stub
     assert refused.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert _reason(refused) == "STUDY_NOT_STARTED"
 
-    study = await started_study(stubs, _spec(), inputs_request("", _without(data, "poor")))
+    study = await started_study(stubs, _spec(), inputs_request("", without(data, "poor")))
     await until_final(stubs, study.name)
     # A system already pooled, topics and human qrels: each named.
-    again = _run_chunk(study.name, data, "good", "good-again")
+    again = run_request(study.name, data, "good", "good-again")
     again.topics.add(query_id="q9", text="a new topic")
     again.human_qrels.add(query_id="q0", doc_id="q0-d1", grade=2)
     refused = await _refusal(stubs.studies.AddStudyInputs(again))
     assert refused.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert set(_violations(refused)) == {"runs[0].system", "topics", "human_qrels"}
     # A resent chunk of the study's start is answered as the first time.
-    resent = await stubs.studies.AddStudyInputs(inputs_request(study.name, _without(data, "poor")))
+    resent = await stubs.studies.AddStudyInputs(inputs_request(study.name, without(data, "poor")))
     assert not resent.added
 
     # A new run reaching a query without a topic, and documents without passages.
-    stray = _run_chunk(study.name, data, "poor", "poor-stray")
+    stray = run_request(study.name, data, "poor", "poor-stray")
     stray.runs[0].entries.add(query_id="q77", doc_id="q77-d0", score=9.0)
     stray.runs[0].entries.add(query_id="q0", doc_id="unseen-doc", score=99.0)
     assert (await stubs.studies.AddStudyInputs(stray)).added
@@ -228,7 +215,7 @@ async def test_what_an_ended_study_refuses_to_take_or_to_extend_with(stubs: Stub
     refused = await _refusal(_extend(stubs, study.name, systems=["good", "nobody"]))
     assert set(_violations(refused)) == {"systems[0]", "systems[1]"}
     assert "pooled already" in _violations(refused)["systems[0]"]
-    fixed = _run_chunk(study.name, data, "poor", "poor-fixed")
+    fixed = run_request(study.name, data, "poor", "poor-fixed")
     fixed.runs[0].system = "poor2"
     assert (await stubs.studies.AddStudyInputs(fixed)).added
     extended = await _extend(stubs, study.name, systems=["poor2"])
@@ -254,10 +241,10 @@ async def test_an_extension_within_a_budget_keeps_the_labels_it_cannot_pay_to_re
     stubs: Stubs,
 ):
     data = collection(queries=4, docs=20, seed=5)
-    study = await started_study(stubs, _spec(), inputs_request("", _without(data, "poor")))
+    study = await started_study(stubs, _spec(), inputs_request("", without(data, "poor")))
     first = await until_final(stubs, study.name)
     first_queries = {q.query_id: q for q in await study_queries(stubs, study.name)}
-    await stubs.studies.AddStudyInputs(_run_chunk(study.name, data, "poor", "poor"))
+    await stubs.studies.AddStudyInputs(run_request(study.name, data, "poor", "poor"))
     extended = await _extend(stubs, study.name, budget=rank_pb2.Budget(max_judge_calls=1))
     assert extended.spec.budget.max_judge_calls == first.progress.judge_calls + 1
     final = await until_final(stubs, study.name)
@@ -281,10 +268,10 @@ async def test_a_running_study_takes_no_inputs(stubs: Stubs):
     data = collection(queries=4, docs=15, seed=3)
     ranking = oracle_ranking(latency_ms=300, top_k=5, batch_size=4, max_in_flight=1)
     spec = study_pb2.StudySpec(depth=5, ranking=ranking, max_live_queries=1)
-    study = await started_study(stubs, spec, inputs_request("", _without(data, "poor")))
+    study = await started_study(stubs, spec, inputs_request("", without(data, "poor")))
     await until_study(stubs, study.name, lambda s: s.progress.running == 1)
     refused = await _refusal(
-        stubs.studies.AddStudyInputs(_run_chunk(study.name, data, "poor", "poor"))
+        stubs.studies.AddStudyInputs(run_request(study.name, data, "poor", "poor"))
     )
     assert refused.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert _reason(refused) == "STUDY_RUNNING"

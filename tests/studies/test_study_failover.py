@@ -22,7 +22,7 @@ from study_calls import (
     until_final,
     until_study,
 )
-from study_data import collection, inputs_request, oracle_ranking
+from study_data import collection, inputs_request, oracle_ranking, run_request, without
 
 from tierank.client import LocalServer
 from tierank.v1 import study_pb2
@@ -152,7 +152,6 @@ async def test_an_extension_on_postgresql_survives_its_driving_replica(schema_ur
     """A run added to an ended study on PostgreSQL; the replica driving the extension round is
     killed; the other one ends the round, each grown query judged by one new job."""
     data = collection(queries=QUERIES)
-    first_two = {s: run for s, run in data.runs.items() if s != "poor"}
     ranking = oracle_ranking(noise=0.5, latency_ms=150, top_k=3, batch_size=4, max_in_flight=2)
     spec = study_pb2.StudySpec(depth=4, ranking=ranking, max_live_queries=2)
     servers = await anyio.to_thread.run_sync(_replicas, schema_url, 2)
@@ -163,16 +162,9 @@ async def test_an_extension_on_postgresql_survives_its_driving_replica(schema_ur
         ):
             by_replica = {servers[0].pid: Stubs.on(first), servers[1].pid: Stubs.on(second)}
             stubs = by_replica[servers[0].pid]
-            without_poor = type(data)(data.topics, data.grades, first_two, data.passages)
-            study = await started_study(stubs, spec, inputs_request("", without_poor))
+            study = await started_study(stubs, spec, inputs_request("", without(data, "poor")))
             await until_final(stubs, study.name, timeout=60)
-            poor = study_pb2.AddStudyInputsRequest(study=study.name, request_id="poor")
-            chunk = poor.runs.add(system="poor")
-            for qid, scores in data.runs["poor"].items():
-                chunk.entries.extend(
-                    study_pb2.RunEntry(query_id=qid, doc_id=d, score=s) for d, s in scores.items()
-                )
-            await stubs.studies.AddStudyInputs(poor)
+            await stubs.studies.AddStudyInputs(run_request(study.name, data, "poor", "poor"))
             extended = await stubs.studies.ExtendStudy(
                 study_pb2.ExtendStudyRequest(name=study.name, request_id="round-1")
             )
