@@ -6,7 +6,9 @@ streaming alike. The key is kept out of every repr and error message.
 
 PEM material is given as bytes (the PEM text itself) or as a path (str or os.PathLike) that is
 read once, when the client is made. It is checked with `cryptography` before gRPC sees it, so
-that a wrong file is one plain line naming the option instead of a handshake failure later.
+that a wrong file is one plain line naming the option instead of a handshake failure later;
+`cryptography` is imported only then, since most commands name no PEM file and every command
+starts by importing this module.
 """
 
 from __future__ import annotations
@@ -15,13 +17,12 @@ import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
-from cryptography import x509
-from cryptography.exceptions import UnsupportedAlgorithm
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.types import PublicKeyTypes
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.types import PublicKeyTypes
 
 Pem = bytes | str | os.PathLike[str]
 
@@ -154,6 +155,8 @@ def _read(name: str, value: Pem) -> tuple[bytes, str]:
 
 
 def _certificates(name: str, value: Pem) -> bytes:
+    from cryptography import x509
+
     pem, described = _read(name, value)
     try:
         x509.load_pem_x509_certificates(pem)
@@ -163,6 +166,10 @@ def _certificates(name: str, value: Pem) -> bytes:
 
 
 def _private_key(names: Mapping[str, str], value: Pem, chain: bytes) -> bytes:
+    from cryptography import x509
+    from cryptography.exceptions import UnsupportedAlgorithm
+    from cryptography.hazmat.primitives import serialization
+
     pem, described = _read(names["tls_key"], value)
     try:
         key = serialization.load_pem_private_key(pem, password=None)
@@ -180,6 +187,8 @@ def _private_key(names: Mapping[str, str], value: Pem, chain: bytes) -> bytes:
 
 
 def _public_der(public_key: PublicKeyTypes) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
     return public_key.public_bytes(
         serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
     )
