@@ -348,7 +348,7 @@ def test_a_providers_request_rate_holds_in_total_across_replicas(schema_url: str
             for i, server in enumerate(servers):
                 spec = job_spec(
                     "which passage has the highest grade",
-                    [candidate(c.id, c.text) for c in graded_pool(32, seed=i)],
+                    [candidate(c.id, c.text) for c in graded_pool(24, seed=i)],
                     judges=[judge(f"openai:{MODELS['openai']}")],
                     batch_size=4,
                 )
