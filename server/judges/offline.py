@@ -10,7 +10,9 @@ judges agrees with every other, whatever the presentation order.
 noise on every call, so that real disagreement (non-transitive verdicts) occurs. With a
 `profile` it is instead one of the simulated LLM judges of the ranking benchmark (strong,
 weak, position-biased, ...: judges/simulated.py), so that a study judged on the server and
-the benchmark's tournaments judge with the same model.
+the benchmark's tournaments judge with the same model. That module, and numpy with it, is
+imported only where a profile is named: every server and admin tool imports this one at
+start-up, where numpy's import alone was about a tenth of a second.
 """
 
 from __future__ import annotations
@@ -25,8 +27,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import replace
 from functools import cached_property
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from tierank.server.judges.base import (
     BatchRequest,
@@ -40,7 +41,9 @@ from tierank.server.judges.base import (
     PoolContext,
 )
 from tierank.server.judges.options import float_option, refuse_unknown_options
-from tierank.server.judges.simulated import PROFILES, JudgeProfile, JudgeWorld, simulated_answer
+
+if TYPE_CHECKING:
+    from tierank.server.judges.simulated import JudgeProfile, JudgeWorld
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 
@@ -191,6 +194,8 @@ class OracleJudge(_OfflineJudge):
     def _world(self) -> JudgeWorld:
         """The simulated judge's fixed draws for this job: built on the first call, as a job
         built only to learn the judge's identity makes none."""
+        from tierank.server.judges.simulated import JudgeWorld
+
         passages = self._pool.passages
         return JudgeWorld(
             self._pool.query,
@@ -206,6 +211,10 @@ class OracleJudge(_OfflineJudge):
         # The simulated latency is what the call took, as an LLM judge reports its round trip.
         usage = replace(self.estimate(request), latency_s=self._latency_s)
         if self._profile:
+            import numpy as np
+
+            from tierank.server.judges.simulated import simulated_answer
+
             presented = tuple(p.id for p in request.passages)
             rng = np.random.default_rng(request.seed)
             answer = simulated_answer(self._profile, self._world, presented, rng)
@@ -233,6 +242,8 @@ def _named_profile(options: Mapping[str, str]) -> JudgeProfile | None:
     name = options.get("profile")
     if not name:
         return None
+    from tierank.server.judges.simulated import PROFILES
+
     profile = PROFILES.get(name)
     if profile is None:
         rule = f"unknown profile {name[:40]!r}; known: {', '.join(sorted(PROFILES))}"
