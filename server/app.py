@@ -23,6 +23,7 @@ from tierank.server.jobs.hub import EventHub
 from tierank.server.jobs.manager import JobManager
 from tierank.server.jobs.operations import OperationManager
 from tierank.server.jobs.replica import Replica, new_replica_id
+from tierank.server.jobs.steps import TenantActivity
 from tierank.server.judges.registry import JudgeFactory
 from tierank.server.judges.settings import JudgeSettings
 from tierank.server.observability.rpc import TracingInterceptor
@@ -92,7 +93,10 @@ def check_exposure(settings: ServerSettings) -> None:
 
 
 def _grpc_server(
-    settings: ServerSettings, keys: KeyStore, streams: StreamCredentials
+    settings: ServerSettings,
+    keys: KeyStore,
+    streams: StreamCredentials,
+    activity: TenantActivity,
 ) -> grpc.aio.Server:
     authenticator = Authenticator(keys, settings.auth)
     # Health is left out: load balancers probe it without keys.
@@ -100,7 +104,9 @@ def _grpc_server(
     return grpc.aio.server(
         interceptors=[
             TracingInterceptor(SERVICES),  # outermost: the span covers authentication too
-            EdgeInterceptor(settings.max_message_bytes, authenticated, authenticator, streams),
+            EdgeInterceptor(
+                settings.max_message_bytes, authenticated, authenticator, streams, activity
+            ),
         ],
         options=[
             # Above the API's limit, so that the interceptor can answer requests between the two
@@ -190,7 +196,8 @@ async def serve(
     factory: JudgeFactory | None = None
     try:
         streams = StreamCredentials(storage)
-        server = _grpc_server(settings, storage, streams)
+        activity = TenantActivity()  # the RPC edge tells the job steps' thread (steps.py)
+        server = _grpc_server(settings, storage, streams, activity)
         port = _listen(server, settings.listen, credentials)
         factory = JudgeFactory(judge_settings)
         replica = Replica(new_replica_id(), settings.lease_s, takes_free_jobs=settings.resume_jobs)
@@ -203,7 +210,7 @@ async def serve(
         spending = SpendLedger(storage, replica.replica_id)
         async with (
             tracing(settings.otlp_endpoint, settings.trace_content, replica.replica_id),
-            JobManager(storage, factory, hub, accounts, spending, replica) as manager,
+            JobManager(storage, factory, hub, accounts, spending, replica, activity) as manager,
             OperationManager(storage, replica) as operations,
         ):
             rank_pb2_grpc.add_RankServiceServicer_to_server(

@@ -39,7 +39,7 @@ from tierank.server.jobs.hub import EventHub
 from tierank.server.jobs.journal import continued_journal
 from tierank.server.jobs.replica import Replica
 from tierank.server.jobs.runner import JobRunner, JobRunStore
-from tierank.server.jobs.steps import StepThread
+from tierank.server.jobs.steps import StepThread, TenantActivity
 from tierank.server.judges.base import Judge, JudgeConfigError, PoolContext
 from tierank.server.judges.registry import JudgeFactory
 from tierank.server.names import job_name, new_sortable_id
@@ -107,14 +107,16 @@ class JobManager:
         accounts: ProviderAccounts,
         spending: SpendLedger,
         replica: Replica,
+        activity: TenantActivity | None = None,
     ) -> None:
+        """`activity`: which tenants call the server, told by the RPC edge (StepThread)."""
         self._storage = storage
         self._factory = factory
         self._hub = hub
         self._accounts = accounts
         self._spending = spending
         self._replica = replica
-        self._steps = StepThread()
+        self._steps = StepThread(activity)
         self._runners: dict[str, JobRunner] = {}
         self._leases: dict[str, Lease] = {}
         self._tasks: TaskGroup | None = None

@@ -31,6 +31,7 @@ import structlog
 from google.protobuf.message import DecodeError
 
 from tierank.server.errors import FieldViolation, InvalidInput, ResourceExhausted
+from tierank.server.jobs.steps import TenantActivity
 from tierank.server.rpc.auth import Authenticator, current_caller, set_caller
 from tierank.server.rpc.revocation import StreamCredentials
 from tierank.server.rpc.statuses import abort, status_of
@@ -45,11 +46,14 @@ class EdgeInterceptor(grpc.aio.ServerInterceptor):
         services: tuple[str, ...],
         authenticator: Authenticator,
         streams: StreamCredentials,
+        activity: TenantActivity,
     ) -> None:
+        """`activity` is told each authenticated call's tenant."""
         self._max_message_bytes = max_message_bytes
         self._prefixes = tuple(f"/{service}/" for service in services)
         self._authenticator = authenticator
         self._streams = streams
+        self._activity = activity
 
     async def intercept_service(
         self,
@@ -70,6 +74,7 @@ class EdgeInterceptor(grpc.aio.ServerInterceptor):
             details,
             self._authenticator,
             self._streams,
+            self._activity,
         )
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
@@ -100,12 +105,14 @@ class _Call:
         details: grpc.HandlerCallDetails,
         authenticator: Authenticator,
         streams: StreamCredentials,
+        activity: TenantActivity,
     ) -> None:
         self._rpc = method.rpartition("/")[2]
         self._max_message_bytes = max_message_bytes
         self._deserialize = deserialize
         self._authenticator = authenticator
         self._streams = streams
+        self._activity = activity
         self._metadata: tuple[tuple[str, str | bytes], ...] = tuple(
             details.invocation_metadata or ()
         )
@@ -122,6 +129,7 @@ class _Call:
             try:
                 caller = await self._authenticator.caller(self._rpc, self._metadata, context)
                 set_caller(caller)
+                self._activity.saw(caller.tenant)
                 with structlog.contextvars.bound_contextvars(tenant=caller.tenant):
                     yield
             except grpc.aio.AbortError:

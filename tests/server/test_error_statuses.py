@@ -35,6 +35,7 @@ from tierank.server.errors import (
     Unavailable,
 )
 from tierank.server.rpc.auth import AUTH_NONE, Authenticator
+from tierank.server.jobs.steps import TenantActivity
 from tierank.server.rpc.interceptor import EdgeInterceptor
 from tierank.server.rpc.revocation import StreamCredentials
 from tierank.server.storage.sqlite import SqliteStorage
@@ -268,7 +269,11 @@ async def address(tmp_path) -> AsyncIterator[str]:
         },
     )
     interceptor = EdgeInterceptor(
-        1 << 20, (_SERVICE,), Authenticator(storage, AUTH_NONE), StreamCredentials(storage)
+        1 << 20,
+        (_SERVICE,),
+        Authenticator(storage, AUTH_NONE),
+        StreamCredentials(storage),
+        TenantActivity(),
     )
     server = grpc.aio.server(interceptors=[interceptor])
     server.add_generic_rpc_handlers([handler])

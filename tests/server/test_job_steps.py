@@ -4,13 +4,20 @@ after another, each step whole even for a caller that is cancelled."""
 from __future__ import annotations
 
 import contextvars
+import sys
 import threading
 import time
 
 import anyio
 import pytest
 
-from tierank.server.jobs.steps import StepThread
+from tierank.server.jobs.steps import (
+    LOCK_SWITCH_INTERVAL_S,
+    SHARED_LOCK_SWITCH_INTERVAL_S,
+    TENANTS_TOGETHER_S,
+    StepThread,
+    TenantActivity,
+)
 
 _request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="")
 
@@ -87,3 +94,39 @@ async def test_the_loop_serves_other_work_while_a_step_runs():
         group.cancel_scope.cancel()
     # 0.5 s of CPU on the loop's thread would have let no tick run until it ended.
     assert ticks >= 10
+
+
+async def test_the_lock_changes_hands_more_often_while_several_tenants_call():
+    activity = TenantActivity()
+    async with StepThread(activity) as steps:
+        activity.saw("acme")
+        activity.saw("acme")
+        alone = await steps.run("acme", sys.getswitchinterval)
+        activity.saw("globex")
+        together = await steps.run("acme", sys.getswitchinterval)
+        # Calls more than TENANTS_TOGETHER_S apart are not together.
+        activity.together_until = time.monotonic() - 0.01
+        apart = await steps.run("acme", sys.getswitchinterval)
+    assert alone == apart == pytest.approx(LOCK_SWITCH_INTERVAL_S)
+    assert together == pytest.approx(SHARED_LOCK_SWITCH_INTERVAL_S)
+    assert together < alone
+
+
+def test_tenants_count_as_together_only_within_the_window_of_each_others_calls():
+    activity = TenantActivity()
+    activity.saw("acme")
+    assert activity.together_until == 0.0  # one tenant alone
+    before = time.monotonic()
+    activity.saw("globex")
+    # Together for TENANTS_TOGETHER_S after acme's call, the earlier of the two.
+    assert before - 0.5 < activity.together_until - TENANTS_TOGETHER_S <= before
+    first = activity.together_until
+    activity.saw("globex")  # the same tenant again changes nothing
+    assert activity.together_until == first
+
+
+async def test_two_tenants_jobs_stepping_count_as_together_without_any_call():
+    async with StepThread(TenantActivity()) as steps:
+        await steps.run("acme", sys.getswitchinterval)
+        together = await steps.run("globex", sys.getswitchinterval)
+    assert together == pytest.approx(SHARED_LOCK_SWITCH_INTERVAL_S)
