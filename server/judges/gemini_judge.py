@@ -91,7 +91,7 @@ class GeminiJudge(LLMJudge):
                 config=self.generation_config(max_output_tokens, seed, schema),
             )
         except errors.APIError as error:
-            raise _classify(error) from None
+            raise classify_api_error(error) from None
         except httpx2.TimeoutException:
             raise CallError(FailureKind.TIMEOUT, "the HTTP client timed out") from None
         except httpx2.TransportError as error:
@@ -125,7 +125,7 @@ def content_completion(response: types.GenerateContentResponse) -> Completion:
     )
 
 
-def _classify(error: errors.APIError) -> CallError:
+def classify_api_error(error: errors.APIError) -> CallError:
     headers = error.response.headers if error.response is not None else None
     failure = classify_status(error.code, headers, error.message or str(error))
     if failure.retry_after_s is None:
