@@ -231,9 +231,14 @@ class PollPolicy:
     jitter: float = 0.25
 
 
+_MAX_GROWTH_STEPS = 64
+
+
 def poll_delay(attempt: int, policy: PollPolicy, rng: random.Random) -> float:
     """The wait before poll number `attempt` (0-based) after the first."""
-    nominal = min(policy.max_delay_s, policy.first_delay_s * policy.multiplier**attempt)
+    # The exponent is capped: a batch polled for a day must not overflow the float.
+    growth = policy.multiplier ** min(attempt, _MAX_GROWTH_STEPS)
+    nominal = min(policy.max_delay_s, policy.first_delay_s * growth)
     return nominal * (1.0 - policy.jitter * rng.random())
 
 

@@ -40,6 +40,10 @@ LIMITS = BatchLimits(
         "20 MB; no count limit stated"
     ),
 )
+# The Gemini Developer API serves batches under v1beta (ai.google.dev/api/batch-mode), while
+# google-genai calls v1 by default.
+API_VERSION = "v1beta"
+_HTTP = types.HttpOptions(api_version=API_VERSION)
 # The metadata key that carries a request's custom id (the docs' own example uses "key").
 KEY = "key"
 _ENDED = frozenset(
@@ -76,7 +80,9 @@ class GeminiBatches(BatchTransport[GeminiJudge]):
             job = await self.judge.client.genai.aio.batches.create(
                 model=self.judge.config.model,
                 src=[types.InlinedRequest.model_validate(self.entry(call)) for call in calls],
-                config={"display_name": f"tierank {calls[0].custom_id}"},
+                config=types.CreateBatchJobConfig(
+                    display_name=f"tierank {calls[0].custom_id}", http_options=_HTTP
+                ),
             )
         if not job.name:
             raise CallError(FailureKind.SERVER_ERROR, "the created batch has no name")
@@ -84,7 +90,9 @@ class GeminiBatches(BatchTransport[GeminiJudge]):
 
     async def _job(self, batch_id: str, what: str) -> types.BatchJob:
         with _genai_errors(what):
-            return await self.judge.client.genai.aio.batches.get(name=batch_id)
+            return await self.judge.client.genai.aio.batches.get(
+                name=batch_id, config=types.GetBatchJobConfig(http_options=_HTTP)
+            )
 
     async def poll(self, batch_id: str) -> BatchStatus:
         job = await self._job(batch_id, "polling the batch")
@@ -117,7 +125,9 @@ class GeminiBatches(BatchTransport[GeminiJudge]):
 
     async def cancel(self, batch_id: str) -> None:
         with _genai_errors("cancelling the batch"):
-            await self.judge.client.genai.aio.batches.cancel(name=batch_id)
+            await self.judge.client.genai.aio.batches.cancel(
+                name=batch_id, config=types.CancelBatchJobConfig(http_options=_HTTP)
+            )
 
 
 @contextmanager
