@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -292,3 +293,22 @@ def test_poll_delays_grow_to_their_cap_with_jitter_below_the_nominal_value() -> 
     nominal = [10, 20, 40, 60, 60, 60, 60]
     assert all(0.75 * n <= d <= n for d, n in zip(delays, nominal, strict=True)), delays
     assert len(set(delays[3:])) == 4  # jittered, not one fixed cap
+
+
+@flavors
+async def test_results_beyond_one_answers_byte_cap_are_read(
+    flavor: str, fake: FakeBatchServer, factory: JudgeFactory
+) -> None:
+    """Twelve answers of 100 kB: more than the 1 MiB one call's answer may take, as a real
+    batch's results are."""
+
+    def long_answer(recorded: Recorded) -> Answer:
+        answer = rank_by_score(recorded)
+        return replace(answer, text=answer.text + " " * 100_000)
+
+    fake.respond_with(flavor, long_answer)
+    calls = [call(n) for n in range(12)]
+    _, outcomes = await run(transport_for(judge_of(factory, flavor)), calls)
+    assert {k: o.ordering for k, o in outcomes.items() if isinstance(o, JudgeReply)} == {
+        c.custom_id: best_first(c) for c in calls
+    }

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from tierank.server.judges.base import FailureKind
+from tierank.server.judges.bounded_http import ResponseTooLarge
 from tierank.server.judges.retry import CallError, classify_status
 
 
@@ -19,6 +20,8 @@ def stainless_errors(sdk: object, what: str) -> Iterator[None]:
     connection_error = sdk.APIConnectionError  # type: ignore[attr-defined]
     try:
         yield
+    except ResponseTooLarge as error:
+        raise error.failure() from None
     except status_error as error:
         raise classify_status(
             error.status_code, error.response.headers, f"{what}: {error.message}"
@@ -26,6 +29,8 @@ def stainless_errors(sdk: object, what: str) -> Iterator[None]:
     except timeout_error:
         raise CallError(FailureKind.TIMEOUT, f"{what}: the SDK timed out") from None
     except connection_error as error:
+        if isinstance(error.__cause__, ResponseTooLarge):  # anthropic's SDK wraps it
+            raise error.__cause__.failure() from None
         raise CallError(
             FailureKind.CONNECTION_ERROR, f"{what}: connection failed: {error}"
         ) from None

@@ -23,6 +23,7 @@ from tierank.server.judges.batches.base import (
     VendorOutcomes,
     missing_failure,
 )
+from tierank.server.judges.bounded_http import response_cap
 from tierank.server.judges.llm import Completion, Message
 
 LIMITS = BatchLimits(
@@ -72,7 +73,10 @@ class AnthropicBatches(BatchTransport[AnthropicJudge]):
 
     async def _outcomes(self, batch_id: str, calls: Mapping[str, BatchCall]) -> VendorOutcomes:
         found: dict[str, Completion | BatchCallFailure] = {}
-        with stainless_errors(anthropic, "reading the batch results"):
+        with (
+            stainless_errors(anthropic, "reading the batch results"),
+            response_cap(self.results_cap(len(calls))),
+        ):
             async for item in await self._client.messages.batches.results(batch_id):
                 found[item.custom_id] = self._outcome(item.result)
         return VendorOutcomes(found, missing_failure("ended"))

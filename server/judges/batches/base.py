@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
 from tierank.server.judges.base import BatchRequest, JudgeReply
+from tierank.server.judges.bounded_http import MAX_RESPONSE_BYTES
 from tierank.server.judges.llm import Completion, LLMJudge
 from tierank.server.judges.prices import batch_price
 from tierank.server.judges.retry import RETRYABLE, CallError
@@ -128,6 +129,13 @@ class BatchTransport(abc.ABC, Generic[J]):
         """Asks the vendor to cancel; the batch ends later (answered calls keep their answer)."""
 
     # -- shared ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def results_cap(calls: int) -> int:
+        """The most bytes the results of `calls` calls may take: each answer may take what one
+        call's answer may (bounded_http.MAX_RESPONSE_BYTES), and the per-call cap would refuse
+        any batch of more than a few hundred answers."""
+        return PAYLOAD_OVERHEAD_BYTES + calls * MAX_RESPONSE_BYTES
 
     def entry_bytes(self, call: BatchCall) -> int:
         return len(json.dumps(self.entry(call), separators=(",", ":")).encode()) + 1

@@ -23,6 +23,7 @@ from tierank.server.judges.batches.base import (
     VendorOutcomes,
     missing_failure,
 )
+from tierank.server.judges.bounded_http import ResponseTooLarge, response_cap
 from tierank.server.judges.gemini_judge import (
     GeminiJudge,
     classify_api_error,
@@ -44,6 +45,9 @@ LIMITS = BatchLimits(
 # google-genai calls v1 by default.
 API_VERSION = "v1beta"
 _HTTP = types.HttpOptions(api_version=API_VERSION)
+# What a poll may read: an ended job holds all its inlined responses, and a poll does not know
+# how many calls it carries (the 20 MB of requests it may hold answer in less than this).
+JOB_MAX_BYTES = 64 * 1024 * 1024
 # The metadata key that carries a request's custom id (the docs' own example uses "key").
 KEY = "key"
 _ENDED = frozenset(
@@ -88,8 +92,9 @@ class GeminiBatches(BatchTransport[GeminiJudge]):
             raise CallError(FailureKind.SERVER_ERROR, "the created batch has no name")
         return job.name
 
-    async def _job(self, batch_id: str, what: str) -> types.BatchJob:
-        with _genai_errors(what):
+    async def _job(self, batch_id: str, what: str, cap: int = JOB_MAX_BYTES) -> types.BatchJob:
+        # An ended job carries every inlined response, whoever asks for it (polls too).
+        with _genai_errors(what), response_cap(cap):
             return await self.judge.client.genai.aio.batches.get(
                 name=batch_id, config=types.GetBatchJobConfig(http_options=_HTTP)
             )
@@ -105,7 +110,8 @@ class GeminiBatches(BatchTransport[GeminiJudge]):
         return BatchStatus(batch_id, phase, state.value, {})
 
     async def _outcomes(self, batch_id: str, calls: Mapping[str, BatchCall]) -> VendorOutcomes:
-        job = await self._job(batch_id, "reading the batch results")
+        cap = max(JOB_MAX_BYTES, self.results_cap(len(calls)))
+        job = await self._job(batch_id, "reading the batch results", cap)
         found: dict[str, Completion | BatchCallFailure] = {}
         for inlined in (job.dest.inlined_responses if job.dest else None) or ():
             custom_id = (inlined.metadata or {}).get(KEY)
@@ -134,6 +140,8 @@ class GeminiBatches(BatchTransport[GeminiJudge]):
 def _genai_errors(what: str) -> Iterator[None]:
     try:
         yield
+    except ResponseTooLarge as error:
+        raise error.failure() from None
     except errors.APIError as error:
         failure = classify_api_error(error)
         raise CallError(failure.kind, f"{what}: {failure.message}", failure.retry_after_s) from None

@@ -23,6 +23,7 @@ from tierank.server.judges.batches.base import (
     VendorOutcomes,
     missing_failure,
 )
+from tierank.server.judges.bounded_http import response_cap
 from tierank.server.judges.llm import Completion, Message
 from tierank.server.judges.openai_judges import OpenAIJudge, chat_completion
 
@@ -99,7 +100,10 @@ class OpenAIBatches(BatchTransport[OpenAIJudge]):
         for file_id in (batch.output_file_id, batch.error_file_id):
             if not file_id:
                 continue
-            with stainless_errors(openai, "downloading the batch results"):
+            with (
+                stainless_errors(openai, "downloading the batch results"),
+                response_cap(self.results_cap(len(calls))),
+            ):
                 content = await self._client.files.content(file_id)
             for line in content.text.splitlines():
                 if line.strip():
