@@ -30,6 +30,7 @@ from typing import Any
 from aiohttp import web
 from fakes import (
     ANSWER_BODIES,
+    ERROR_BODIES,
     Answer,
     Drop,
     FakeLLMServer,
@@ -68,6 +69,12 @@ class BatchQuirks:
     answered_before_cancel: int = 0
     # Requests a batch may carry; more is refused with HTTP 400, as the vendor refuses it.
     max_requests: int | None = None
+    # Polls answered HTTP 429 with Retry-After before the batch is looked at.
+    refused_polls: int = 0
+    retry_after_s: int = 7
+    # OpenAI and Gemini: the whole batch fails with this message on its first poll (OpenAI's
+    # input validation, a Gemini job that fails); Anthropic validates when it is created.
+    fail: str | None = None
 
 
 @dataclass
@@ -145,10 +152,24 @@ class FakeBatchServer(FakeLLMServer):
 
     # -- the batch lifecycle, shared by every flavor --------------------------------------------
 
+    def _refused(self, flavor: str) -> web.StreamResponse | None:
+        """HTTP 429 for a poll, while the flavor's refused polls last."""
+        quirks = self.quirks[flavor]
+        if quirks.refused_polls <= 0:
+            return None
+        quirks.refused_polls -= 1
+        error = HttpError(429, {"Retry-After": str(quirks.retry_after_s)}, "slow down")
+        return web.json_response(
+            ERROR_BODIES[flavor](error), status=429, headers=dict(error.headers)
+        )
+
     def _advance(self, batch: FakeBatch) -> str:
-        """One poll: returns "open", "cancelling" or "ended" (answering the requests then)."""
+        """One poll: returns "open", "cancelling", "failed" or "ended" (answering the requests
+        then)."""
         quirks = self.quirks[batch.flavor]
         batch.polls += 1
+        if quirks.fail is not None and batch.outcomes is None:
+            return "failed"
         if batch.outcomes is not None:
             return "ended"
         if batch.cancel_at_poll is not None:
@@ -242,7 +263,14 @@ class FakeBatchServer(FakeLLMServer):
 
     async def _openai_get(self, request: web.Request) -> web.StreamResponse:
         batch = self._batch(request, "openai")
+        refused = self._refused("openai")
+        if refused is not None:
+            return refused
         phase = self._advance(batch)
+        if phase == "failed":
+            body = self._openai_batch(batch, "failed")
+            error = {"code": "invalid_request", "message": self.quirks["openai"].fail}
+            return web.json_response(body | {"errors": {"object": "list", "data": [error]}})
         if phase == "open":
             status = "validating" if batch.polls == 1 else "in_progress"
         elif phase == "cancelling":
@@ -333,6 +361,9 @@ class FakeBatchServer(FakeLLMServer):
 
     async def _anthropic_get(self, request: web.Request) -> web.StreamResponse:
         batch = self._batch(request, "anthropic")
+        refused = self._refused("anthropic")
+        if refused is not None:
+            return refused
         phase = self._advance(batch)
         status = {"open": "in_progress", "cancelling": "canceling"}.get(phase, "ended")
         return web.json_response(self._anthropic_batch(batch, status))
@@ -414,7 +445,14 @@ class FakeBatchServer(FakeLLMServer):
 
     async def _gemini_get(self, request: web.Request) -> web.StreamResponse:
         batch = self._batch(request, "gemini")
+        refused = self._refused("gemini")
+        if refused is not None:
+            return refused
         phase = self._advance(batch)
+        if phase == "failed":
+            operation = self._gemini_operation(batch, "BATCH_STATE_FAILED")
+            error = {"code": 400, "message": self.quirks["gemini"].fail}
+            return web.json_response(operation | {"done": True, "error": error})
         if phase != "ended":
             state = "BATCH_STATE_PENDING" if batch.polls == 1 else "BATCH_STATE_RUNNING"
         else:

@@ -11,7 +11,14 @@ import pytest
 from batch_fakes import BATCH_FLAVORS, FakeBatchServer
 from fakes import MODELS, Answer, HttpError, Recorded, rank_by_score, settings_for
 
-from tierank.server.judges.base import BatchRequest, JudgeConfig, JudgeReply, Passage, PoolContext
+from tierank.server.judges.base import (
+    BatchRequest,
+    FailureKind,
+    JudgeConfig,
+    JudgeReply,
+    Passage,
+    PoolContext,
+)
 from tierank.server.judges.batches import transport_for
 from tierank.server.judges.batches.base import (
     BatchCall,
@@ -28,6 +35,7 @@ from tierank.server.judges.batches.base import (
 )
 from tierank.server.judges.llm import LLMJudge
 from tierank.server.judges.registry import JudgeFactory
+from tierank.server.judges.retry import CallError
 
 flavors = pytest.mark.parametrize("flavor", BATCH_FLAVORS)
 MakeTransport = Callable[..., BatchTransport[Any]]
@@ -312,3 +320,50 @@ async def test_results_beyond_one_answers_byte_cap_are_read(
     assert {k: o.ordering for k, o in outcomes.items() if isinstance(o, JudgeReply)} == {
         c.custom_id: best_first(c) for c in calls
     }
+
+
+@flavors
+async def test_polls_refused_with_429_are_waited_out_for_at_least_their_retry_after(
+    flavor: str, fake: FakeBatchServer, factory: JudgeFactory
+) -> None:
+    fake.quirks[flavor].refused_polls = 2
+    fake.quirks[flavor].retry_after_s = 7
+    transport = transport_for(judge_of(factory, flavor))
+    batch_id = await transport.submit([call(1)])
+    waits: list[float] = []
+
+    async def wait(seconds: float) -> None:
+        waits.append(seconds)
+
+    policy = PollPolicy(first_delay_s=1, max_delay_s=2)
+    final = await poll_until_ended(
+        transport, batch_id, policy=policy, rng=random.Random(1), sleep=wait
+    )
+    assert final.phase is BatchPhase.ENDED
+    # Two refused polls, then two open ones and the one that finds it ended.
+    assert len(waits) == 4 and min(waits[:2]) >= 7 and max(waits[2:]) <= 2, waits
+
+
+@pytest.mark.parametrize("flavor", ["openai", "gemini"])
+async def test_a_batch_that_fails_whole_is_reported_failed(
+    flavor: str, fake: FakeBatchServer, factory: JudgeFactory
+) -> None:
+    fake.quirks[flavor].fail = "the input could not be read"
+    transport = transport_for(judge_of(factory, flavor))
+    status = await transport.poll(await transport.submit([call(1)]))
+    assert status.phase is BatchPhase.FAILED
+    assert status.vendor_status == {"openai": "failed", "gemini": "JOB_STATE_FAILED"}[flavor]
+    if flavor == "openai":  # google-genai reads no error of a Gemini Developer API job
+        assert "the input could not be read" in status.message
+
+
+@flavors
+async def test_a_refused_submission_raises_a_classified_error(
+    flavor: str, fake: FakeBatchServer, factory: JudgeFactory
+) -> None:
+    fake.quirks[flavor].max_requests = 1
+    transport = transport_for(judge_of(factory, flavor))
+    with pytest.raises(CallError) as refused:
+        await transport.submit([call(1), call(2)])
+    assert refused.value.kind is FailureKind.CLIENT_ERROR
+    assert "at most 1 requests" in refused.value.message
