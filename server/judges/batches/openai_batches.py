@@ -35,7 +35,8 @@ LIMITS = BatchLimits(
     source="openai SDK batch_create_params.py (input_file_id): up to 50,000 requests, 200 MB",
 )
 _OPEN = frozenset({"validating", "in_progress", "finalizing", "cancelling"})
-# Error codes of requests the batch never ran (platform.openai.com/docs/guides/batch).
+# Error codes of requests the batch never ran (OpenAI's OpenAPI spec, BatchRequestOutputError;
+# its third code, request_timeout, is an error of a request that ran).
 _NOT_RUN = {
     "batch_expired": BatchFailureKind.EXPIRED,
     "batch_cancelled": BatchFailureKind.CANCELLED,
