@@ -344,7 +344,9 @@ class FakeBatchServer(FakeLLMServer):
         requests = body.get("requests") or []
         ids = [r.get("custom_id", "") for r in requests]
         problem = self._too_many("anthropic", len(requests))
-        if len(set(ids)) != len(ids):
+        if not requests:
+            problem = "requests: at least one is required"
+        elif len(set(ids)) != len(ids):
             problem = "custom_id must be unique within a batch"
         if problem:
             error = {"type": "invalid_request_error", "message": problem}

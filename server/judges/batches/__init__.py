@@ -17,9 +17,11 @@ The orchestration built on it (not here yet) is meant to run like this, per stud
    splits each group; the custom ids are the job's call ids (`custom_id_rule` says what each
    vendor accepts, so the caller maps ids it cannot use);
 2. before `submit`, the payload (its custom ids) is journaled as "submitting"; after, the batch
-   id is journaled with it. A restart finds a "submitting" entry without a batch id and must
-   ask the vendor (list its batches, by metadata/display name) before submitting again, so
-   nothing is paid twice;
+   id is journaled with it. A restart that finds a "submitting" entry without a batch id cannot
+   know whether the vendor got it: it must look among the vendor's batches before submitting
+   again, so nothing is paid twice (not built: OpenAI batches can carry metadata and Gemini
+   jobs a display name to be found by; Anthropic batches carry no label, so only their
+   creation time and request count tell them apart);
 3. one replica (the lease holder of the study) polls each open batch with `poll_until_ended`
    (backoff with jitter), recording `BatchStatus` for the study's progress view;
 4. once ended, `results` gives each call's reply (recorded and paid at the batch price, from

@@ -98,8 +98,8 @@ class BatchTransport(abc.ABC, Generic[J]):
     # Declared once per vendor, with its source.
     default_limits: ClassVar[BatchLimits]
     # What the vendor accepts as a custom id, and the rule in words for the error.
-    custom_id_pattern: ClassVar[re.Pattern[str]] = re.compile(r"^.{1,512}$", re.DOTALL)
-    custom_id_rule: ClassVar[str] = "1 to 512 characters"
+    custom_id_pattern: ClassVar[re.Pattern[str]] = re.compile(r"^.+$", re.DOTALL)
+    custom_id_rule: ClassVar[str] = "a non-empty string"
 
     def __init__(self, judge: J, limits: BatchLimits | None = None) -> None:
         self.judge = judge
