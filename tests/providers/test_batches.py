@@ -367,3 +367,19 @@ async def test_a_refused_submission_raises_a_classified_error(
         await transport.submit([call(1), call(2)])
     assert refused.value.kind is FailureKind.CLIENT_ERROR
     assert "at most 1 requests" in refused.value.message
+
+
+@flavors
+async def test_an_unreadable_batch_answer_fails_as_unparseable_and_keeps_its_text(
+    flavor: str, fake: FakeBatchServer, factory: JudgeFactory
+) -> None:
+    fake.script(flavor, Answer("I would rather not rank these."))
+    fake.quirks[flavor].reorder = False
+    _, outcomes = await run(transport_for(judge_of(factory, flavor)), [call(1), call(2)])
+    unreadable, readable = outcomes["call-1"], outcomes["call-2"]
+    assert isinstance(unreadable, JudgeReply) and isinstance(readable, JudgeReply)
+    assert unreadable.failure is not None
+    assert unreadable.failure.kind is FailureKind.UNPARSEABLE
+    assert unreadable.ordering == () and unreadable.raw_text == "I would rather not rank these."
+    assert unreadable.usage.output_tokens > 0  # its tokens were spent all the same
+    assert readable.ordering == best_first(call(2))
