@@ -51,13 +51,8 @@ class AnthropicJudge(LLMJudge):
         answer = self.config.max_output_tokens or answer_tokens
         return answer + (self.thinking_budget if self.config.reasoning else 0)
 
-    async def _complete(
-        self,
-        messages: Sequence[Message],
-        max_output_tokens: int,
-        seed: int,
-        schema: AnswerSchema | None,
-    ) -> Completion:
+    def request_params(self, messages: Sequence[Message], max_output_tokens: int) -> dict[str, Any]:
+        """The messages API parameters of one request, sent on their own or in a batch."""
         # The messages API has no response schema: the prompt states the form to answer in.
         request: dict[str, Any] = {
             "model": self.config.model,
@@ -69,8 +64,19 @@ class AnthropicJudge(LLMJudge):
         elif self.config.temperature is not None:
             # Extended thinking accepts no temperature other than the default.
             request["temperature"] = self.config.temperature
+        return request
+
+    async def _complete(
+        self,
+        messages: Sequence[Message],
+        max_output_tokens: int,
+        seed: int,
+        schema: AnswerSchema | None,
+    ) -> Completion:
         try:
-            response = await self.client.messages.create(**request)
+            response = await self.client.messages.create(
+                **self.request_params(messages, max_output_tokens)
+            )
         except anthropic.APIStatusError as error:
             raise classify_status(
                 error.status_code, error.response.headers, error.message
@@ -82,15 +88,20 @@ class AnthropicJudge(LLMJudge):
                 # Unwrapped, as the other SDKs let it through: LLMJudge classifies it.
                 raise error.__cause__ from None
             raise CallError(FailureKind.CONNECTION_ERROR, f"connection failed: {error}") from None
-        text = "".join(block.text for block in response.content if block.type == "text")
-        return Completion(
-            text=text,
-            truncated=response.stop_reason == "max_tokens",
-            tokens=_tokens(response.usage),
-            response_id=response.id or "",
-            response_model=response.model or "",
-            finish_reason=response.stop_reason or "",
-        )
+        return message_completion(response)
+
+
+def message_completion(response: anthropic.types.Message) -> Completion:
+    """A message read into our Completion, as answered call by call or in a batch."""
+    text = "".join(block.text for block in response.content if block.type == "text")
+    return Completion(
+        text=text,
+        truncated=response.stop_reason == "max_tokens",
+        tokens=_tokens(response.usage),
+        response_id=response.id or "",
+        response_model=response.model or "",
+        finish_reason=response.stop_reason or "",
+    )
 
 
 def _tokens(usage: anthropic.types.Usage) -> TokenCounts:

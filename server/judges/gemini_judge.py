@@ -54,7 +54,7 @@ class GeminiJudge(LLMJudge):
         super().__init__(config, shared)
         self.client = client
 
-    def _config(
+    def generation_config(
         self, max_output_tokens: int, seed: int, schema: AnswerSchema | None
     ) -> types.GenerateContentConfig:
         config = types.GenerateContentConfig(
@@ -84,39 +84,48 @@ class GeminiJudge(LLMJudge):
         seed: int,
         schema: AnswerSchema | None,
     ) -> Completion:
-        contents = [
-            types.Content(
-                role="model" if m.role == "assistant" else "user", parts=[types.Part(text=m.text)]
-            )
-            for m in messages
-        ]
         try:
             response = await self.client.genai.aio.models.generate_content(
                 model=self.config.model,
-                contents=contents,
-                config=self._config(max_output_tokens, seed, schema),
+                contents=contents(messages),
+                config=self.generation_config(max_output_tokens, seed, schema),
             )
         except errors.APIError as error:
-            raise _classify(error) from None
+            raise classify_api_error(error) from None
         except httpx2.TimeoutException:
             raise CallError(FailureKind.TIMEOUT, "the HTTP client timed out") from None
         except httpx2.TransportError as error:
             raise CallError(FailureKind.CONNECTION_ERROR, f"connection failed: {error}") from None
-        candidate = response.candidates[0] if response.candidates else None
-        parts = candidate.content.parts if candidate and candidate.content else None
-        text = "".join(part.text for part in parts or () if part.text and not part.thought)
-        finish = candidate.finish_reason if candidate else None
-        return Completion(
-            text=text,
-            truncated=finish == types.FinishReason.MAX_TOKENS,
-            tokens=_tokens(response.usage_metadata),
-            response_id=response.response_id or "",
-            response_model=response.model_version or "",
-            finish_reason=str(getattr(finish, "value", finish)) if finish else "",
+        return content_completion(response)
+
+
+def contents(messages: Sequence[Message]) -> list[types.Content]:
+    """The conversation as Gemini contents, sent on their own or in a batch."""
+    return [
+        types.Content(
+            role="model" if m.role == "assistant" else "user", parts=[types.Part(text=m.text)]
         )
+        for m in messages
+    ]
 
 
-def _classify(error: errors.APIError) -> CallError:
+def content_completion(response: types.GenerateContentResponse) -> Completion:
+    """A generateContent response read into our Completion, call by call or in a batch."""
+    candidate = response.candidates[0] if response.candidates else None
+    parts = candidate.content.parts if candidate and candidate.content else None
+    text = "".join(part.text for part in parts or () if part.text and not part.thought)
+    finish = candidate.finish_reason if candidate else None
+    return Completion(
+        text=text,
+        truncated=finish == types.FinishReason.MAX_TOKENS,
+        tokens=_tokens(response.usage_metadata),
+        response_id=response.response_id or "",
+        response_model=response.model_version or "",
+        finish_reason=str(getattr(finish, "value", finish)) if finish else "",
+    )
+
+
+def classify_api_error(error: errors.APIError) -> CallError:
     headers = error.response.headers if error.response is not None else None
     failure = classify_status(error.code, headers, error.message or str(error))
     if failure.retry_after_s is None:

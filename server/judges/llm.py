@@ -38,8 +38,8 @@ from tierank.server.judges.breaker import CircuitBreaker
 from tierank.server.judges.endpoints import canonical_base_url, resolves_only_to_loopback
 from tierank.server.judges.limits import ProviderLimits
 from tierank.server.judges.options import refuse_unknown_options
-from tierank.server.judges.parse import Unreadable, parse_ranking
-from tierank.server.judges.prices import TokenCounts, cost_usd
+from tierank.server.judges.parse import Ranking, Unreadable, parse_ranking
+from tierank.server.judges.prices import Price, TokenCounts, cost_usd
 from tierank.server.judges.prompt import (
     DEFAULT_PASSAGE_TOKEN_BUDGET,
     QUALIFICATIONS_CARRY_OVER_FROM,
@@ -132,6 +132,58 @@ def cap_answer(text: str) -> tuple[str, str | None]:
     return text[:MAX_ANSWER_CHARS], (
         f"\n\n--- answer cut: {len(text)} characters, the first {MAX_ANSWER_CHARS} kept ---"
     )
+
+
+@dataclass(frozen=True)
+class Reading(Generic[Answer]):
+    """One answer as read: the text stored for audit (cut marker included), what `read` made
+    of it, and the failure that ends the call when no corrective follow-up can help."""
+
+    raw_text: str
+    parsed: Answer | Unreadable
+    failure: JudgeFailure | None
+
+
+def read_completion(
+    completion: Completion,
+    read: Callable[[str, bool], Answer | Unreadable],
+    max_output_tokens: int,
+) -> Reading[Answer]:
+    """Reads one answer, as the call-by-call exchange and provider batches both do: capped at
+    MAX_ANSWER_CHARS, and a truncated unreadable answer is a TRUNCATED failure (the same limit
+    would cut a follow-up's answer again)."""
+    text, cut_marker = cap_answer(completion.text)
+    truncated = completion.truncated or cut_marker is not None
+    parsed = read(text, truncated)
+    failure = None
+    if isinstance(parsed, Unreadable) and cut_marker is not None:
+        message = (
+            f"answer of {len(completion.text)} characters cut at {MAX_ANSWER_CHARS} "
+            f"before a usable answer: {parsed.reason}"
+        )
+        failure = JudgeFailure(FailureKind.TRUNCATED, message)
+    elif isinstance(parsed, Unreadable) and completion.truncated:
+        message = (
+            f"answer cut at the output-token limit ({max_output_tokens}) "
+            f"before a usable answer: {parsed.reason}"
+        )
+        failure = JudgeFailure(FailureKind.TRUNCATED, message)
+    return Reading(text + (cut_marker or ""), parsed, failure)
+
+
+@dataclass(frozen=True)
+class RankingCall:
+    """What one listwise judge call asks first, whether sent on its own or in a provider batch:
+    the rendered prompt, its output cap and the answer schema (None: the prompt alone states
+    the form)."""
+
+    prompt: str
+    max_output_tokens: int
+    schema: AnswerSchema | None
+    k: int
+
+    def read(self, text: str, truncated: bool) -> Ranking | Unreadable:
+        return parse_ranking(text, self.k, truncated=truncated)
 
 
 class ProviderShared:
@@ -305,14 +357,23 @@ class LLMJudge(Judge):
             cost_usd=cost_usd(tokens, self.price),
         )
 
-    async def judge(self, request: BatchRequest) -> JudgeReply:
+    def ranking_call(self, request: BatchRequest) -> RankingCall:
         k = len(request.passages)
-        exchange = await self.exchange(
-            self._render(request),
-            read=lambda text, truncated: parse_ranking(text, k, truncated=truncated),
-            corrective=lambda reason: corrective_message(reason, self.answer_format, k),
+        return RankingCall(
+            prompt=self._render(request),
             max_output_tokens=self._max_output_tokens(k),
             schema=RANKING_SCHEMA if self.answer_format is AnswerFormat.JSON else None,
+            k=k,
+        )
+
+    async def judge(self, request: BatchRequest) -> JudgeReply:
+        call = self.ranking_call(request)
+        exchange = await self.exchange(
+            call.prompt,
+            read=call.read,
+            corrective=lambda reason: corrective_message(reason, self.answer_format, call.k),
+            max_output_tokens=call.max_output_tokens,
+            schema=call.schema,
             seed=request.seed,
             deadline=request.deadline,
             call_id=request.call_id,
@@ -322,6 +383,30 @@ class LLMJudge(Judge):
         return JudgeReply(
             ordering, exchange.usage, exchange.failure, exchange.prompt, exchange.raw_text
         )
+
+    def reply_to(
+        self, request: BatchRequest, completion: Completion, price: Price | None
+    ) -> JudgeReply:
+        """The reply to `request` from an answer that came outside the exchange (a provider
+        batch's result), read as the exchange reads a first answer and charged at `price`. An
+        unreadable answer fails as UNPARSEABLE: its corrective follow-up would be a call of
+        its own, which the caller may make (the batch answer's tokens are already spent)."""
+        call = self.ranking_call(request)
+        reading = read_completion(completion, call.read, call.max_output_tokens)
+        usage = JudgeUsage(
+            input_tokens=completion.tokens.input,
+            output_tokens=completion.tokens.output,
+            cached_input_tokens=completion.tokens.cached_input,
+            cost_usd=cost_usd(completion.tokens, price),
+        )
+        failure = reading.failure
+        if isinstance(reading.parsed, Unreadable):
+            failure = failure or JudgeFailure(
+                FailureKind.UNPARSEABLE, f"unreadable batch answer: {reading.parsed.reason}"
+            )
+            return JudgeReply((), usage, failure, call.prompt, reading.raw_text)
+        ordering = tuple(request.passages[n - 1].id for n in reading.parsed.numbers)
+        return JudgeReply(ordering, usage, None, call.prompt, reading.raw_text)
 
     async def exchange(
         self,
@@ -405,24 +490,13 @@ class LLMJudge(Judge):
                 completion.response_id, completion.response_model, completion.finish_reason
             )
             spent += completion.tokens
-            text, cut_marker = cap_answer(completion.text)
-            answers.append(text + (cut_marker or ""))
-            truncated = completion.truncated or cut_marker is not None
-            parsed = read(text, truncated)
+            reading = read_completion(completion, read, max_output_tokens)
+            answers.append(reading.raw_text)
+            parsed = reading.parsed
             if not isinstance(parsed, Unreadable):
                 return done(answer=parsed)
-            if cut_marker is not None:
-                message = (
-                    f"answer of {len(completion.text)} characters cut at {MAX_ANSWER_CHARS} "
-                    f"before a usable answer: {parsed.reason}"
-                )
-                return done(failure=JudgeFailure(FailureKind.TRUNCATED, message))
-            if completion.truncated:
-                message = (
-                    f"answer cut at the output-token limit ({max_output_tokens}) "
-                    f"before a usable answer: {parsed.reason}"
-                )
-                return done(failure=JudgeFailure(FailureKind.TRUNCATED, message))
+            if reading.failure is not None:
+                return done(failure=reading.failure)
             if is_follow_up:
                 message = f"unreadable after one corrective follow-up: {parsed.reason}"
                 return done(failure=JudgeFailure(FailureKind.UNPARSEABLE, message))

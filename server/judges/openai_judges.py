@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 import openai
 import structlog
+from openai.types.chat import ChatCompletion
 
 from tierank.server.judges.base import BatchRequest, FailureKind, JudgeConfig, JudgeReply
 from tierank.server.judges.bounded_http import bounded_event_hooks
@@ -62,7 +63,7 @@ class OpenAIJudge(LLMJudge):
         super().__init__(config, shared)
         self.client = client
 
-    def _request(
+    def request_body(
         self,
         messages: Sequence[Message],
         max_output_tokens: int,
@@ -70,6 +71,7 @@ class OpenAIJudge(LLMJudge):
         schema: AnswerSchema | None,
         response_format: str = "json_schema",
     ) -> dict[str, Any]:
+        """The chat completions body of one request, sent on its own or in a batch."""
         request: dict[str, Any] = {
             "model": self.config.model,
             "messages": [{"role": m.role, "content": m.text} for m in messages],
@@ -97,7 +99,7 @@ class OpenAIJudge(LLMJudge):
         seed: int,
         schema: AnswerSchema | None,
     ) -> Completion:
-        return await self._send(self._request(messages, max_output_tokens, seed, schema))
+        return await self._send(self.request_body(messages, max_output_tokens, seed, schema))
 
     async def _send(self, request: Mapping[str, Any]) -> Completion:
         try:
@@ -110,21 +112,27 @@ class OpenAIJudge(LLMJudge):
             raise CallError(FailureKind.TIMEOUT, "the SDK timed out") from None
         except openai.APIConnectionError as error:
             raise CallError(FailureKind.CONNECTION_ERROR, f"connection failed: {error}") from None
-        if not response.choices:
-            raise CallError(FailureKind.SERVER_ERROR, "the response holds no choices")
+        completion = chat_completion(response)
         self._answered_by(response.model)
-        choice = response.choices[0]
-        return Completion(
-            text=choice.message.content or "",
-            truncated=choice.finish_reason == "length",
-            tokens=_tokens(response.usage),
-            response_id=response.id or "",
-            response_model=response.model or "",
-            finish_reason=choice.finish_reason or "",
-        )
+        return completion
 
     def _answered_by(self, model: str | None) -> None:
         """What the response says of the model that answered; OpenAI's own is not needed."""
+
+
+def chat_completion(response: ChatCompletion) -> Completion:
+    """A chat completion read into our Completion, as answered call by call or in a batch."""
+    if not response.choices:
+        raise CallError(FailureKind.SERVER_ERROR, "the response holds no choices")
+    choice = response.choices[0]
+    return Completion(
+        text=choice.message.content or "",
+        truncated=choice.finish_reason == "length",
+        tokens=_tokens(response.usage),
+        response_id=response.id or "",
+        response_model=response.model or "",
+        finish_reason=choice.finish_reason or "",
+    )
 
 
 def _error_text(error: openai.APIStatusError) -> str:
@@ -270,7 +278,7 @@ class OpenAICompatibleJudge(OpenAIJudge):
     ) -> Completion:
         while True:
             response_format = self.formats.current if schema is not None else "text"
-            request = self._request(messages, max_output_tokens, seed, schema, response_format)
+            request = self.request_body(messages, max_output_tokens, seed, schema, response_format)
             try:
                 return await self._send(request)
             except CallError as error:

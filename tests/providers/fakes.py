@@ -202,6 +202,7 @@ class FakeLLMServer:
             app.router.add_post(
                 f"/{version}/models/{{model}}:generateContent", self._handler("gemini")
             )
+        self.add_routes(app)
         self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -209,6 +210,9 @@ class FakeLLMServer:
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         self.url = f"http://127.0.0.1:{port}"
         return self
+
+    def add_routes(self, app: web.Application) -> None:
+        """More endpoints on the same server (the batch APIs' fake adds its own)."""
 
     async def stop(self) -> None:
         self._stopping.set()  # releases hanging handlers so shutdown is quick

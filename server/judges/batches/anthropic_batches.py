@@ -1,0 +1,98 @@
+"""Anthropic's Message Batches: the calls as `requests=[{custom_id, params}]`, statuses
+in_progress / canceling / ended, and the results streamed as JSONL from the batch's
+results_url, each succeeded, errored, canceled or expired, in any order."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import anthropic
+
+from tierank.server.judges.anthropic_judge import AnthropicJudge, message_completion
+from tierank.server.judges.batches._sdk_errors import stainless_errors
+from tierank.server.judges.batches.base import (
+    BatchCall,
+    BatchCallFailure,
+    BatchFailureKind,
+    BatchLimits,
+    BatchPhase,
+    BatchStatus,
+    BatchTransport,
+    VendorOutcomes,
+    missing_failure,
+)
+from tierank.server.judges.bounded_http import response_cap
+from tierank.server.judges.llm import Completion, Message
+
+LIMITS = BatchLimits(
+    max_requests=100_000,
+    max_bytes=256 * 1024 * 1024,
+    source=(
+        "docs.anthropic.com build-with-claude/batch-processing (batch limitations): "
+        "100,000 requests or 256 MB, whichever comes first; API reference: maxItems 100000"
+    ),
+)
+
+
+class AnthropicBatches(BatchTransport[AnthropicJudge]):
+    provider = "anthropic"
+    default_limits = LIMITS
+    # API reference, Create a Message Batch: custom_id pattern.
+    custom_id_pattern = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+    custom_id_rule = "1 to 64 letters, digits, '_' or '-'"
+
+    @property
+    def _client(self) -> anthropic.AsyncAnthropic:
+        return self.judge.client
+
+    def entry(self, call: BatchCall) -> dict[str, Any]:
+        ranking = self.judge.ranking_call(call.request)
+        params = self.judge.request_params(
+            [Message("user", ranking.prompt)], ranking.max_output_tokens
+        )
+        return {"custom_id": call.custom_id, "params": params}
+
+    async def submit(self, calls: Sequence[BatchCall]) -> str:
+        self._check_ids(calls)
+        with stainless_errors(anthropic, "creating the batch"):
+            batch = await self._client.messages.batches.create(
+                requests=[self.entry(call) for call in calls]  # type: ignore[misc]
+            )
+        return batch.id
+
+    async def poll(self, batch_id: str) -> BatchStatus:
+        with stainless_errors(anthropic, "polling the batch"):
+            batch = await self._client.messages.batches.retrieve(batch_id)
+        status = batch.processing_status
+        # results_url is given once processing has ended; until then nothing can be read.
+        ended = status == "ended" and batch.results_url is not None
+        phase = BatchPhase.ENDED if ended else BatchPhase.OPEN
+        return BatchStatus(batch_id, phase, status, batch.request_counts.model_dump())
+
+    async def _outcomes(self, batch_id: str, calls: Mapping[str, BatchCall]) -> VendorOutcomes:
+        found: dict[str, Completion | BatchCallFailure] = {}
+        with (
+            stainless_errors(anthropic, "reading the batch results"),
+            response_cap(self.results_cap(len(calls))),
+        ):
+            async for item in await self._client.messages.batches.results(batch_id):
+                found[item.custom_id] = self._outcome(item.result)
+        return VendorOutcomes(found, missing_failure("ended"))
+
+    def _outcome(self, result: Any) -> Completion | BatchCallFailure:
+        if result.type == "succeeded":
+            return self._answer(message_completion, result.message)
+        if result.type == "errored":
+            error = result.error.error
+            return BatchCallFailure(BatchFailureKind.ERRORED, error.type, error.message)
+        if result.type == "canceled":
+            return BatchCallFailure(
+                BatchFailureKind.CANCELLED, "canceled", "the batch was canceled"
+            )
+        return BatchCallFailure(BatchFailureKind.EXPIRED, "expired", "the batch expired first")
+
+    async def cancel(self, batch_id: str) -> None:
+        with stainless_errors(anthropic, "cancelling the batch"):
+            await self._client.messages.batches.cancel(batch_id)

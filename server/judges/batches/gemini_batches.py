@@ -1,0 +1,153 @@
+"""Gemini batch mode (Gemini Developer API) through google-genai's `batches`: inlined
+requests, each carrying its custom id as metadata `key`, answered by inlined responses that
+echo it; job states JOB_STATE_PENDING / RUNNING / SUCCEEDED / FAILED / CANCELLED / EXPIRED."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import httpx2
+from google.genai import errors, types
+
+from tierank.server.judges.base import FailureKind
+from tierank.server.judges.batches.base import (
+    BatchCall,
+    BatchCallFailure,
+    BatchFailureKind,
+    BatchLimits,
+    BatchPhase,
+    BatchStatus,
+    BatchTransport,
+    VendorOutcomes,
+    missing_failure,
+)
+from tierank.server.judges.bounded_http import ResponseTooLarge, response_cap
+from tierank.server.judges.gemini_judge import (
+    GeminiJudge,
+    classify_api_error,
+    content_completion,
+    contents,
+)
+from tierank.server.judges.llm import Completion, Message
+from tierank.server.judges.retry import CallError
+
+LIMITS = BatchLimits(
+    max_requests=None,
+    max_bytes=20 * 1000 * 1000,
+    source=(
+        "ai.google.dev/gemini-api/docs/batch-api (inline requests): total request size under "
+        "20 MB; no count limit stated"
+    ),
+)
+# The Gemini Developer API serves batches under v1beta (ai.google.dev/api/batch-mode), while
+# google-genai calls v1 by default.
+API_VERSION = "v1beta"
+_HTTP = types.HttpOptions(api_version=API_VERSION)
+# What a poll may read: an ended job holds all its inlined responses, and a poll does not know
+# how many calls it carries (the 20 MB of requests it may hold answer in less than this).
+JOB_MAX_BYTES = 64 * 1024 * 1024
+# The metadata key that carries a request's custom id (the docs' own example uses "key").
+KEY = "key"
+_ENDED = frozenset(
+    {
+        types.JobState.JOB_STATE_SUCCEEDED,
+        types.JobState.JOB_STATE_PARTIALLY_SUCCEEDED,
+        types.JobState.JOB_STATE_CANCELLED,
+        types.JobState.JOB_STATE_EXPIRED,
+    }
+)
+
+
+class GeminiBatches(BatchTransport[GeminiJudge]):
+    provider = "gemini"
+    default_limits = LIMITS
+
+    def entry(self, call: BatchCall) -> dict[str, Any]:
+        ranking = self.judge.ranking_call(call.request)
+        config = self.judge.generation_config(
+            ranking.max_output_tokens, call.request.seed, ranking.schema
+        )
+        return {
+            "contents": [
+                content.model_dump(mode="json", exclude_none=True)
+                for content in contents([Message("user", ranking.prompt)])
+            ],
+            "config": config.model_dump(mode="json", exclude_none=True),
+            "metadata": {KEY: call.custom_id},
+        }
+
+    async def submit(self, calls: Sequence[BatchCall]) -> str:
+        self._check_ids(calls)
+        with _genai_errors("creating the batch"):
+            job = await self.judge.client.genai.aio.batches.create(
+                model=self.judge.config.model,
+                src=[types.InlinedRequest.model_validate(self.entry(call)) for call in calls],
+                config=types.CreateBatchJobConfig(
+                    display_name=f"tierank {calls[0].custom_id}", http_options=_HTTP
+                ),
+            )
+        if not job.name:
+            raise CallError(FailureKind.SERVER_ERROR, "the created batch has no name")
+        return job.name
+
+    async def _job(self, batch_id: str, what: str, cap: int = JOB_MAX_BYTES) -> types.BatchJob:
+        # An ended job carries every inlined response, whoever asks for it (polls too).
+        with _genai_errors(what), response_cap(cap):
+            return await self.judge.client.genai.aio.batches.get(
+                name=batch_id, config=types.GetBatchJobConfig(http_options=_HTTP)
+            )
+
+    async def poll(self, batch_id: str) -> BatchStatus:
+        job = await self._job(batch_id, "polling the batch")
+        state = job.state or types.JobState.JOB_STATE_UNSPECIFIED
+        # google-genai reads no batchStats from the Gemini Developer API: no counts to show.
+        if state is types.JobState.JOB_STATE_FAILED:
+            message = (job.error.message if job.error else None) or "failed"
+            return BatchStatus(batch_id, BatchPhase.FAILED, state.value, {}, message)
+        phase = BatchPhase.ENDED if state in _ENDED else BatchPhase.OPEN
+        return BatchStatus(batch_id, phase, state.value, {})
+
+    async def _outcomes(self, batch_id: str, calls: Mapping[str, BatchCall]) -> VendorOutcomes:
+        cap = max(JOB_MAX_BYTES, self.results_cap(len(calls)))
+        job = await self._job(batch_id, "reading the batch results", cap)
+        found: dict[str, Completion | BatchCallFailure] = {}
+        for inlined in (job.dest.inlined_responses if job.dest else None) or ():
+            custom_id = (inlined.metadata or {}).get(KEY)
+            if custom_id is None:
+                # Without its key a response cannot be matched to a call: it is not guessed
+                # from its position, and its call fails as one with no result.
+                continue
+            if inlined.error is not None:
+                error = inlined.error
+                found[custom_id] = BatchCallFailure(
+                    BatchFailureKind.ERRORED, str(error.code), error.message or ""
+                )
+            elif inlined.response is not None:
+                found[custom_id] = self._answer(content_completion, inlined.response)
+        state = job.state or types.JobState.JOB_STATE_UNSPECIFIED
+        return VendorOutcomes(found, missing_failure(state.value))
+
+    async def cancel(self, batch_id: str) -> None:
+        with _genai_errors("cancelling the batch"):
+            await self.judge.client.genai.aio.batches.cancel(
+                name=batch_id, config=types.CancelBatchJobConfig(http_options=_HTTP)
+            )
+
+
+@contextmanager
+def _genai_errors(what: str) -> Iterator[None]:
+    try:
+        yield
+    except ResponseTooLarge as error:
+        raise error.failure() from None
+    except errors.APIError as error:
+        failure = classify_api_error(error)
+        raise CallError(failure.kind, f"{what}: {failure.message}", failure.retry_after_s) from None
+    except httpx2.TimeoutException:
+        raise CallError(FailureKind.TIMEOUT, f"{what}: timed out") from None
+    except httpx2.TransportError as error:
+        raise CallError(
+            FailureKind.CONNECTION_ERROR, f"{what}: connection failed: {error}"
+        ) from None
