@@ -192,6 +192,8 @@ class _Unfinished(Collector):
         if source is None:
             return
         count, loop = source
+        if _running_loop() is loop:
+            return  # collected on the loop itself (in-process, not a scrape): it cannot wait
         future = asyncio.run_coroutine_threadsafe(_awaited(count), loop)
         try:
             counts = future.result(COUNT_TIMEOUT_S)
@@ -208,6 +210,13 @@ class _Unfinished(Collector):
             for tenant, state in seen:
                 family.add_metric([tenant, names[kind](state)], counted.get((tenant, state), 0))
             yield family
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 async def _awaited(count: Callable[[], Awaitable[_Counts]]) -> _Counts:
