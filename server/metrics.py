@@ -174,12 +174,14 @@ class _Unfinished(Collector):
 
     @asynccontextmanager
     async def counting(self, count: Callable[[], Awaitable[_Counts]]) -> AsyncIterator[None]:
-        """Scrapes count with `count` (run on the current event loop) for the block."""
+        """Scrapes count with `count` (run on the current event loop) for the block; a server
+        started in the block (tests run several in one process) counts until it stops."""
+        before = self._source
         self._source = (count, asyncio.get_running_loop())
         try:
             yield
         finally:
-            self._source = None
+            self._source = before
             with self._lock:
                 self._seen = {"jobs": set(), "studies": set()}
 
