@@ -65,6 +65,8 @@ class LocalServer:
         self.env = env
         self.startup_timeout = startup_timeout
         self.address = ""
+        # Where it serves /metrics, when started with --metrics-listen; "" otherwise.
+        self.metrics_address = ""
         self._workdir: tempfile.TemporaryDirectory[str] | None = None
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -106,6 +108,8 @@ class LocalServer:
             )
         try:
             self.address = self._wait_for_address(ready_file)
+            # The file is written whole, at once: its second line, if any, came with the first.
+            self.metrics_address = (ready_file.read_text().splitlines()[1:] or [""])[0]
         except BaseException:
             self.stop()
             raise

@@ -210,6 +210,7 @@ async def serve(
         spending = SpendLedger(storage, replica.replica_id)
         async with (
             tracing(settings.otlp_endpoint, settings.trace_content, replica.replica_id),
+            metrics.UNFINISHED.counting(storage.unfinished_counts),
             JobManager(storage, factory, hub, accounts, spending, replica, activity) as manager,
             OperationManager(storage, replica) as operations,
         ):

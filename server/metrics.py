@@ -13,8 +13,11 @@ bucket's exemplar links to.
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from contextlib import asynccontextmanager
 from typing import Protocol
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_server
@@ -22,6 +25,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from tierank.addresses import parse_address
+from tierank.v1 import rank_pb2, study_pb2
 
 MAX_MODELS_PER_PROVIDER = 32
 OTHER_MODEL = "other"
@@ -76,6 +80,12 @@ JUDGE_RETRIES = Counter(
     ["provider", "model"],
 )
 
+STUDIES_FINISHED = Counter(
+    "tierank_studies_finished_total",
+    "Studies this server ended, by final state",
+    ["tenant", "state"],
+)
+
 _models: dict[str, set[str]] = {}
 
 
@@ -124,6 +134,99 @@ class _Breakers(Collector):
 
 BREAKERS = _Breakers()
 REGISTRY.register(BREAKERS)
+
+
+def study_ended(tenant: str, state: int) -> None:
+    """A study ended in `state` here (its driver, or a cancel of a draft)."""
+    STUDIES_FINISHED.labels(tenant, study_pb2.StudyState.Name(state)).inc()
+
+
+class _Counts(Protocol):
+    @property
+    def jobs(self) -> Mapping[tuple[str, int], int]: ...
+    @property
+    def studies(self) -> Mapping[tuple[str, int], int]: ...
+
+
+# How long a scrape waits for the database's counts before it goes on without them.
+COUNT_TIMEOUT_S = 5.0
+
+
+class _Unfinished(Collector):
+    """tierank_jobs and tierank_studies: the jobs and studies of the whole database that have
+    not ended, by tenant and state, counted when scraped. The scrape runs in the HTTP server's
+    thread and the database belongs to the server's event loop: the count is asked of the loop.
+    A (tenant, state) counted once stays, at 0 when none is left, so that a panel drops to 0
+    rather than to no data."""
+
+    _FAMILIES = (
+        ("tierank_jobs", "Jobs pending or running, on any replica of this database", "jobs"),
+        ("tierank_studies", "Studies in draft or running, in this database", "studies"),
+    )
+
+    def __init__(self) -> None:
+        self._source: tuple[Callable[[], Awaitable[_Counts]], asyncio.AbstractEventLoop] | None = (
+            None
+        )
+        self._seen: dict[str, set[tuple[str, int]]] = {"jobs": set(), "studies": set()}
+        # Scrapes can come at once (one thread each).
+        self._lock = threading.Lock()
+
+    @asynccontextmanager
+    async def counting(self, count: Callable[[], Awaitable[_Counts]]) -> AsyncIterator[None]:
+        """Scrapes count with `count` (run on the current event loop) for the block; a server
+        started in the block (tests run several in one process) counts until it stops."""
+        before = self._source
+        self._source = (count, asyncio.get_running_loop())
+        try:
+            yield
+        finally:
+            self._source = before
+            with self._lock:
+                self._seen = {"jobs": set(), "studies": set()}
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        for name, documentation, _ in self._FAMILIES:
+            yield GaugeMetricFamily(name, documentation, labels=["tenant", "state"])
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        source = self._source
+        if source is None:
+            return
+        count, loop = source
+        if _running_loop() is loop:
+            return  # collected on the loop itself (in-process, not a scrape): it cannot wait
+        future = asyncio.run_coroutine_threadsafe(_awaited(count), loop)
+        try:
+            counts = future.result(COUNT_TIMEOUT_S)
+        except Exception:  # the database away, the loop stopping: the scrape goes on without
+            future.cancel()
+            return
+        names = {"jobs": rank_pb2.JobState.Name, "studies": study_pb2.StudyState.Name}
+        for name, documentation, kind in self._FAMILIES:
+            counted: Mapping[tuple[str, int], int] = getattr(counts, kind)
+            with self._lock:
+                self._seen[kind].update(counted)
+                seen = sorted(self._seen[kind])
+            family = GaugeMetricFamily(name, documentation, labels=["tenant", "state"])
+            for tenant, state in seen:
+                family.add_metric([tenant, names[kind](state)], counted.get((tenant, state), 0))
+            yield family
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+async def _awaited(count: Callable[[], Awaitable[_Counts]]) -> _Counts:
+    return await count()
+
+
+UNFINISHED = _Unfinished()
+REGISTRY.register(UNFINISHED)
 
 
 def expose(listen: str) -> str:

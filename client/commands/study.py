@@ -503,7 +503,9 @@ def _list(args: argparse.Namespace) -> int:
             if args.json:
                 print(json.dumps(_study_json(study)))
             else:
-                print(progress_line(study))
+                print(
+                    progress_line(study) + (f" · trace {study.trace_id}" if study.trace_id else "")
+                )
     return EXIT_OK
 
 
@@ -524,6 +526,8 @@ def _print_study(study: study_pb2.Study, as_json: bool) -> None:
         print(json.dumps(_study_json(study), indent=2))
         return
     print(progress_line(study))
+    if study.trace_id:  # the server that made it was tracing
+        print(f"trace: {study.trace_id}")
     if study.error.message:
         print(f"error: {study.error.message}")
 

@@ -43,7 +43,7 @@ from tierank.server.jobs.steps import StepThread, TenantActivity
 from tierank.server.judges.base import Judge, JudgeConfigError, PoolContext
 from tierank.server.judges.registry import JudgeFactory
 from tierank.server.names import job_name, new_sortable_id
-from tierank.server.observability.tracing import current_trace_context
+from tierank.server.observability.tracing import current_trace_context, in_stored_trace
 from tierank.server.storage.base import (
     CANCEL,
     EVENTS,
@@ -250,7 +250,8 @@ class JobManager:
             if runner is None or self._leases.get(lease.job_id) != lease:
                 continue  # it ended (or was claimed again) meanwhile
             if lease.job_id not in held:
-                self._log.warning("lease lost to another replica", job_id=lease.job_id)
+                with in_stored_trace(runner.trace_context):
+                    self._log.warning("lease lost to another replica", job_id=lease.job_id)
                 metrics.LEASES_LOST.inc()
                 runner.abandon()
             elif held[lease.job_id]:
@@ -265,9 +266,11 @@ class JobManager:
         if wanted <= 0:  # the usual beat: no claim (on SQLite, a read of every unfinished job)
             return
         for claim in await self._storage.claim_jobs(replica.replica_id, replica.lease_s, wanted):
-            self._log.info("claimed job", job_id=claim.job.job_id, epoch=claim.lease.epoch)
-            metrics.LEASE_TAKEOVERS.inc()  # new jobs are claimed where they are created
-            await self._resume(claim)
+            # In the job's trace: these lines, and the tasks that run or fail the job.
+            with in_stored_trace(claim.job.trace_context):
+                self._log.info("claimed job", job_id=claim.job.job_id, epoch=claim.lease.epoch)
+                metrics.LEASE_TAKEOVERS.inc()  # new jobs are claimed where they are created
+                await self._resume(claim)
 
     async def _follow_changes(self) -> None:
         async for change in self._storage.changes():
@@ -501,7 +504,10 @@ class JobManager:
             claim = await self._storage.claim_job(
                 job_id, self._replica.replica_id, self._replica.lease_s
             )
-            runner = await self._resume(claim) if claim is not None else None
+            runner = None
+            if claim is not None:
+                with in_stored_trace(claim.job.trace_context):  # not the cancelling call's
+                    runner = await self._resume(claim)
         if runner is None:
             await self._until_finished(tenant, job_id)
             return

@@ -183,6 +183,7 @@ class JobRunner:
         self._deadline = create_time + spec.deadline_seconds if spec.deadline_seconds else None
         self._log = structlog.get_logger().bind(job_id=job_id, tenant=tenant)
         self._paid = PaidCalls(storage, spending, tenant, durably=self._durably, log=self._log)
+        self.trace_context = trace_context  # the manager's lines about the job carry its trace
         self._telemetry = JobTelemetry(job_id, tenant, trace_context)
         self._wake: MemoryObjectSendStream[_Answer | _Wake] | None = None
         self._cancel_requested = False

@@ -48,9 +48,9 @@ TENANTS_TOGETHER_S = 1.0
 
 class TenantActivity:
     """Whether several tenants use the server now: told on the event loop of each call's tenant
-    and each job step's, read by the step thread. Keeps the two tenants that called last (a server with
-    thousands of tenants costs no more per call), and publishes one float, which the step
-    thread reads without a lock."""
+    and each job step's, read by the step thread. Keeps the last two tenants it was told of (a
+    server with thousands of tenants costs no more per call), and publishes one float, which
+    the step thread reads without a lock."""
 
     def __init__(self) -> None:
         self._last: tuple[str, float] | None = None

@@ -124,6 +124,22 @@ def stored_context(traceparent: str) -> otel_context.Context | None:
     return _STORED_FORM.extract({_TRACEPARENT: traceparent})
 
 
+@contextmanager
+def in_stored_trace(traceparent: str) -> Iterator[None]:
+    """The stored context current for the block, with no span of its own: what is logged in
+    it (a job's lines outside its runs: claimed, lease lost, cannot resume) carries its trace
+    id, and tasks started in it inherit it. Nothing for "" (made without tracing)."""
+    context = stored_context(traceparent)
+    if context is None:
+        yield
+        return
+    token = otel_context.attach(context)
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
+
+
 def trace_id_of(traceparent: str) -> str:
     """The 32 hex digits of a stored traceparent's trace id ("" for none): what trace UIs and
     `tierank jobs` show."""

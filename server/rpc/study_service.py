@@ -25,10 +25,13 @@ from tierank.limits import (
     MAX_STUDIES_PAGE_SIZE,
     MAX_STUDY_QUERIES_PAGE_SIZE,
 )
+from tierank.server import metrics
 from tierank.server.errors import FieldViolation, InvalidInput, NotFound, PreconditionFailed
 from tierank.server.job_states import FINAL_STUDY_STATES, STUDY_DRAFT, STUDY_RUNNING
 from tierank.server.jobs.manager import JobManager
 from tierank.server.names import BadName, new_sortable_id, parse_study_name, study_name
+from tierank.server.observability.studies import StudyTelemetry
+from tierank.server.observability.tracing import current_trace_context
 from tierank.server.rpc import page_tokens
 from tierank.server.rpc.auth import current_caller
 from tierank.server.rpc.study_requests import validate_extension, validate_study_spec
@@ -119,6 +122,8 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
             update_time=now,
             inputs=study_pb2.StudyInputs().SerializeToString(),
             progress=study_pb2.StudyProgress().SerializeToString(),
+            # This call's trace is the study's: its rounds and jobs continue it.
+            trace_context=current_trace_context(),
         )
         stored = await self._storage.create_study(record)
         if stored.study_id != record.study_id and stored.spec != record.spec:
@@ -176,23 +181,25 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
             return await self._cancel_draft(record)
         spec = study_pb2.StudySpec.FromString(record.spec)
         async with open_scratch(self._storage, record.study_id) as scratch:
-            depth = spec.depth or DEFAULT_STUDY_DEPTH
-            pooled, violations = await anyio.to_thread.run_sync(plan_queries, scratch, depth)
-            if violations:
-                raise InvalidInput(violations)
-            assert pooled is not None  # no violation
-            await self._check_judges(spec, scratch.first_pool(), record.tenant)
-            progress = initial_progress(pooled.queries, pooled.documents).SerializeToString()
-            first_round = study_pb2.StudyRound(
-                round=0,
-                systems=sorted(scratch.systems()),
-                queries_extended=pooled.queries,
-                documents_added=pooled.documents,
-            )
-            first_round.start_time.GetCurrentTime()
-            started = await self._storage.start_study(
-                record.study_id, scratch.pools(), progress, with_round(first_round)
-            )
+            # Pooling is in the study's trace, with the rounds it makes.
+            with _telemetry(record).part("tierank.study.start", {"tierank.study.round": 0}):
+                depth = spec.depth or DEFAULT_STUDY_DEPTH
+                pooled, violations = await anyio.to_thread.run_sync(plan_queries, scratch, depth)
+                if violations:
+                    raise InvalidInput(violations)
+                assert pooled is not None  # no violation
+                await self._check_judges(spec, scratch.first_pool(), record.tenant)
+                progress = initial_progress(pooled.queries, pooled.documents).SerializeToString()
+                first_round = study_pb2.StudyRound(
+                    round=0,
+                    systems=sorted(scratch.systems()),
+                    queries_extended=pooled.queries,
+                    documents_added=pooled.documents,
+                )
+                first_round.start_time.GetCurrentTime()
+                started = await self._storage.start_study(
+                    record.study_id, scratch.pools(), progress, with_round(first_round)
+                )
         if not started:
             # Started by another call meanwhile, or cancelled: a cancelled draft ends here.
             record = await self._record(request.name)
@@ -263,26 +270,28 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
         depth = spec.depth or DEFAULT_STUDY_DEPTH
         now = time.time()
         async with open_scratch(self._storage, record.study_id, pooled | set(chosen)) as scratch:
-            planned, violations = await anyio.to_thread.run_sync(
-                plan_extension, scratch, pooled, chosen, rows, depth, now
-            )
-            if violations:
-                raise InvalidInput(violations)
-            assert planned is not None  # no violation
-            if planned.round.queries_extended:
-                await self._check_judges(spec, scratch.first_pool(), record.tenant)
-            progress = study_pb2.StudyProgress.FromString(record.progress)
-            _extend_limits(spec, request, progress, elapsed=now - record.start_time)
-            study_round = planned.round
-            study_round.round = len(counts.rounds)
-            study_round.request_id = request.request_id
-            extended_now = await self._storage.extend_study(
-                record.study_id,
-                spec.SerializeToString(deterministic=True),
-                scratch.pools(),
-                planned.progress,
-                with_round(study_round),
-            )
+            extending = {"tierank.study.round": len(counts.rounds)}
+            with _telemetry(record).part("tierank.study.extend", extending):
+                planned, violations = await anyio.to_thread.run_sync(
+                    plan_extension, scratch, pooled, chosen, rows, depth, now
+                )
+                if violations:
+                    raise InvalidInput(violations)
+                assert planned is not None  # no violation
+                if planned.round.queries_extended:
+                    await self._check_judges(spec, scratch.first_pool(), record.tenant)
+                progress = study_pb2.StudyProgress.FromString(record.progress)
+                _extend_limits(spec, request, progress, elapsed=now - record.start_time)
+                study_round = planned.round
+                study_round.round = len(counts.rounds)
+                study_round.request_id = request.request_id
+                extended_now = await self._storage.extend_study(
+                    record.study_id,
+                    spec.SerializeToString(deterministic=True),
+                    scratch.pools(),
+                    planned.progress,
+                    with_round(study_round),
+                )
         if extended_now:
             self._driver.nudge(record.study_id)
         # Else extended (or cancelled) by another call meanwhile: the study as it is now.
@@ -327,9 +336,10 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
 
     async def _cancel_draft(self, record: StudyRecord) -> study_pb2.Study:
         # A draft has no driver: it ends here, with nothing judged.
-        await self._storage.finish_study(
+        if await self._storage.finish_study(
             record.study_id, study_pb2.STUDY_STATE_CANCELLED, record.progress, b""
-        )
+        ):
+            metrics.study_ended(record.tenant, study_pb2.STUDY_STATE_CANCELLED)
         return study_view(await self._record(study_name(record.study_id)))
 
     async def WatchStudy(
@@ -409,6 +419,10 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
         if len(rows) > page_size:
             response.next_page_token = _token(listing, str(page[-1].position))
         return response
+
+
+def _telemetry(record: StudyRecord) -> StudyTelemetry:
+    return StudyTelemetry(record.study_id, record.tenant, record.trace_context)
 
 
 def _extend_limits(

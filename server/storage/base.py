@@ -71,6 +71,14 @@ class Membership:
 
 
 @dataclass(frozen=True)
+class UnfinishedCounts:
+    """Jobs and studies that have not ended: (tenant, state) -> how many."""
+
+    jobs: dict[tuple[str, int], int]
+    studies: dict[tuple[str, int], int]
+
+
+@dataclass(frozen=True)
 class Change:
     """A wake-up from another replica: `kind` is EVENTS (`job_id` has events up to `sequence`),
     CANCEL (a client asked to cancel `job_id`), FREED (`job_id` can be claimed now) or RESYNC
@@ -272,6 +280,9 @@ class StudyRecord:
     error_message: str = ""
     cancel_requested: bool = False
     report: bytes = b""
+    # The CreateStudy call's trace context (a W3C traceparent; "" without tracing): the
+    # driver's rounds and the study's jobs continue that trace, on any replica.
+    trace_context: str = ""
 
 
 @dataclass(frozen=True)
@@ -768,6 +779,11 @@ class Database(Protocol):
     @abc.abstractmethod
     def announce(self, address: str) -> None:
         """Say where this server serves, for a second server the database refuses to name it."""
+
+    @abc.abstractmethod
+    async def unfinished_counts(self) -> UnfinishedCounts:
+        """How many jobs and studies of the whole database have not ended, by tenant and
+        state (what the metrics show); read through partial indexes that hold only those."""
 
     @abc.abstractmethod
     async def close(self) -> None: ...

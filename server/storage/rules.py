@@ -67,7 +67,8 @@ BY_REQUEST_INDEX = "AND request_id <> ''"
 
 STUDY_COLUMNS = (
     "study_id, tenant, request_id, state, spec, create_time, update_time, start_time, "
-    "end_time, inputs, progress, error_code, error_message, cancel_requested, report"
+    "end_time, inputs, progress, error_code, error_message, cancel_requested, report, "
+    "trace_context"
 )
 STUDY_QUERY_COLUMNS = "query_id, position, pool_size, job_id, assignment, outcome, carried"
 
@@ -84,7 +85,7 @@ def study_from_row(row: Sequence[Any], error_message: str | None = None) -> Stud
     """A study as both backends select it (STUDY_COLUMNS); `error_message` where the backend
     decodes it itself."""
     (study_id, tenant, request_id, state, spec, created, updated, started, ended) = row[:9]
-    inputs, progress, error_code, stored_message, cancel_requested, report = row[9:]
+    inputs, progress, error_code, stored_message, cancel_requested, report, trace = row[9:]
     return StudyRecord(
         study_id,
         tenant,
@@ -101,6 +102,7 @@ def study_from_row(row: Sequence[Any], error_message: str | None = None) -> Stud
         error_message=stored_message if error_message is None else error_message,
         cancel_requested=bool(cancel_requested),
         report=bytes(report),
+        trace_context=trace,
     )
 
 

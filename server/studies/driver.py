@@ -20,10 +20,12 @@ import anyio
 import structlog
 
 from tierank.limits import DEFAULT_LIVE_QUERIES
+from tierank.server import metrics
 from tierank.server.errors import QuotaExceeded, TierankError, Unavailable
 from tierank.server.job_states import FINAL_STUDY_STATES, TERMINAL_STATES
 from tierank.server.jobs.manager import JobManager
 from tierank.server.names import parse_job_name
+from tierank.server.observability.studies import StudySpan, StudyTelemetry
 from tierank.server.storage.base import (
     JobReader,
     StudyQueryRow,
@@ -48,6 +50,8 @@ log = structlog.get_logger()
 PASS_INTERVAL_S = 0.25
 # Studies one replica drives at once.
 MAX_DRIVEN_STUDIES = 64
+# The span attribute that says which round of a study (0: its start, then each extension).
+_ROUND = "tierank.study.round"
 # Queries a cancel reads at once to end those never started.
 _CANCEL_PAGE = 500
 
@@ -130,17 +134,32 @@ class StudyDriver:
 
     async def _drive_guarded(self, record: StudyRecord) -> None:
         study_log = log.bind(study=record.study_id, tenant=record.tenant)
+        telemetry = StudyTelemetry(record.study_id, record.tenant, record.trace_context)
+        rounds = len(study_pb2.StudyInputs.FromString(record.inputs).rounds)
+        try:
+            # One span per take-up of the study's round, in the study's trace: the jobs it
+            # creates are its children, so every query's runs join that trace too, and every
+            # line the driver logs carries the trace's id.
+            with telemetry.part("tierank.study.run", {_ROUND: max(0, rounds - 1)}) as span:
+                await self._drive_traced(record, study_log, telemetry, span)
+        finally:
+            self._driven.discard(record.study_id)
+
+    async def _drive_traced(
+        self, record: StudyRecord, study_log: Any, telemetry: StudyTelemetry, span: StudySpan
+    ) -> None:
         try:
             rows = await every_query(self.storage, record.study_id)
             progress = ProgressBook.recounted(record.progress, round_start(record), rows)
-            await _Drive(self, record, study_log, progress).run()
+            await _Drive(self, record, study_log, progress, telemetry).run()
         except TierankError as error:
             # Storage gone or the like: the lease runs out and this or another replica resumes.
             study_log.warning("study paused", error=str(error))
-        except Exception:
+        except Exception as error:
             study_log.exception("study failed")
+            span.failed(error)
             try:
-                await self.storage.finish_study(
+                ended = await self.storage.finish_study(
                     record.study_id,
                     study_pb2.STUDY_STATE_FAILED,
                     record.progress,
@@ -150,17 +169,24 @@ class StudyDriver:
                 )
             except TierankError:
                 study_log.exception("could not record the study's failure")
-        finally:
-            self._driven.discard(record.study_id)
+            else:
+                if ended:
+                    metrics.study_ended(record.tenant, study_pb2.STUDY_STATE_FAILED)
 
 
 class _Drive:
     """One study, driven pass by pass."""
 
     def __init__(
-        self, driver: StudyDriver, record: StudyRecord, study_log: Any, progress: ProgressBook
+        self,
+        driver: StudyDriver,
+        record: StudyRecord,
+        study_log: Any,
+        progress: ProgressBook,
+        telemetry: StudyTelemetry,
     ) -> None:
         self._driver = driver
+        self._telemetry = telemetry
         self._storage = driver.storage
         self._record = record
         self._log = study_log
@@ -212,6 +238,13 @@ class _Drive:
         left = self._progress.budget_left(budget, [])
         if self._assign([]) is None or not budget.ByteSize():
             return False  # nothing left, or nothing limited (no query was cut short by it)
+        with self._telemetry.step("tierank.study.top_up") as span:
+            reopened = await self._reopen_provisional(left)
+            span.set("tierank.study.queries_reopened", reopened)
+        return reopened > 0
+
+    async def _reopen_provisional(self, left: rank_pb2.Budget) -> int:
+        """Reopen the queries `left` can pay for, most open candidates first; how many."""
         open_candidates: list[tuple[int, StudyQueryRow]] = []
         for row in await every_query(self._storage, self._record.study_id):
             outcome = study_pb2.StudyQuery.FromString(row.outcome) if row.outcome else None
@@ -226,7 +259,7 @@ class _Drive:
             if unsettled:
                 open_candidates.append((unsettled, row))
         if not open_candidates:
-            return False
+            return 0
         open_candidates.sort(key=lambda found: (-found[0], found[1].position))
         chosen = [row for _, row in open_candidates[: self._affordable_queries(left)]]
         for row in chosen:
@@ -235,7 +268,7 @@ class _Drive:
             self._record.study_id, [row.query_id for row in chosen], self._progress.to_bytes()
         )
         self._log.info("study tops up its provisional queries", queries=len(chosen))
-        return True
+        return len(chosen)
 
     def _affordable_queries(self, left: rank_pb2.Budget) -> int:
         """How many queries what is left can pay for a call each, at the study's mean call."""
@@ -423,12 +456,16 @@ class _Drive:
         await self._finish(study_pb2.STUDY_STATE_CANCELLED)
 
     async def _finish(self, state: int) -> None:
-        ended = dataclasses.replace(self._record, state=state)
-        # The report holds the progress the study ends with.
-        final = self._progress.to_bytes(final=True)
-        report = await self._driver.build_report(ended, study_pb2.StudyProgress.FromString(final))
-        if await self._storage.finish_study(self._record.study_id, state, final, report):
-            self._log.info("study ended", state=study_pb2.StudyState.Name(state))
+        name = study_pb2.StudyState.Name(state)
+        with self._telemetry.step("tierank.study.end", {"tierank.study.state": name}):
+            ended = dataclasses.replace(self._record, state=state)
+            # The report holds the progress the study ends with.
+            final = self._progress.to_bytes(final=True)
+            progress = study_pb2.StudyProgress.FromString(final)
+            report = await self._driver.build_report(ended, progress)
+            if await self._storage.finish_study(self._record.study_id, state, final, report):
+                metrics.study_ended(self._record.tenant, state)
+                self._log.info("study ended", state=name)
 
 
 def _add_spent(budget: rank_pb2.Budget, spent: study_pb2.StudyQuery) -> None:

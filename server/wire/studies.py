@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tierank.server.names import study_name
+from tierank.server.observability.tracing import trace_id_of
 from tierank.server.storage.base import StudyRecord
 from tierank.server.wire.common import timestamp
 from tierank.v1 import study_pb2
@@ -18,6 +19,7 @@ def study_view(record: StudyRecord) -> study_pb2.Study:
         update_time=timestamp(record.update_time),
         inputs=study_pb2.StudyInputs.FromString(record.inputs),
         progress=study_pb2.StudyProgress.FromString(record.progress),
+        trace_id=trace_id_of(record.trace_context),
     )
     if record.start_time:
         study.start_time.CopyFrom(timestamp(record.start_time))

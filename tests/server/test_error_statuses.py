@@ -34,8 +34,8 @@ from tierank.server.errors import (
     Unauthenticated,
     Unavailable,
 )
-from tierank.server.rpc.auth import AUTH_NONE, Authenticator
 from tierank.server.jobs.steps import TenantActivity
+from tierank.server.rpc.auth import AUTH_NONE, Authenticator
 from tierank.server.rpc.interceptor import EdgeInterceptor
 from tierank.server.rpc.revocation import StreamCredentials
 from tierank.server.storage.sqlite import SqliteStorage

@@ -1,13 +1,15 @@
 """Two replicas (server processes) on one PostgreSQL schema: the one driving a study is killed
 with SIGKILL, and the other takes the study over once its lease runs out and ends it, with one
-job per query."""
+job per query, in the study's trace."""
 
 from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import anyio
 import grpc
@@ -27,6 +29,10 @@ from study_data import collection, inputs_request, oracle_ranking, run_request, 
 from tierank.client import LocalServer
 from tierank.v1 import study_pb2
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "observability"))
+
+from collector import TraceCollector, named
+
 # The shortest --lease-seconds allows: a study, like a job, moves on soonest.
 LEASE_S = 2.0
 # How often a replica looks for studies to take up (the driver's claim loop), and slack.
@@ -43,9 +49,11 @@ def _owner(db: str, name: str) -> str:
     return row[0] if row else ""
 
 
-def _replicas(db: str, count: int) -> list[LocalServer]:
+def _replicas(db: str, count: int, env: dict[str, str] | None = None) -> list[LocalServer]:
     servers = [
-        LocalServer(db=db, extra_args=("--lease-seconds", str(LEASE_S), "--log-level", "warning"))
+        LocalServer(
+            db=db, extra_args=("--lease-seconds", str(LEASE_S), "--log-level", "warning"), env=env
+        )
         for _ in range(count)
     ]
     with ThreadPoolExecutor(count) as pool:
@@ -57,7 +65,13 @@ async def test_kill_9_the_driving_replica_and_the_other_ends_the_study(schema_ur
     data = collection(queries=QUERIES)
     ranking = oracle_ranking(noise=0.5, latency_ms=150, top_k=3, batch_size=4, max_in_flight=2)
     spec = study_pb2.StudySpec(depth=4, ranking=ranking, max_live_queries=2)
-    servers = await anyio.to_thread.run_sync(_replicas, schema_url, 2)
+    collector = TraceCollector().__enter__()
+    # Spans leave every 50 ms: the killed replica has sent what had ended.
+    env = {
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": collector.endpoint,
+        "OTEL_BSP_SCHEDULE_DELAY": "50",
+    }
+    servers = await anyio.to_thread.run_sync(_replicas, schema_url, 2, env)
     try:
         async with (
             grpc.aio.insecure_channel(servers[0].address) as first,
@@ -86,9 +100,18 @@ async def test_kill_9_the_driving_replica_and_the_other_ends_the_study(schema_ur
             ended = await until_final(stubs, study.name, timeout=25)
             jobs = await study_jobs(stubs, study.name)
             calls = [await paid_calls(stubs, job.name) for job in jobs]
+        job_ids = {job.name.rsplit("/", 1)[1] for job in jobs}
+        sid = study_id(study.name)
+        spans = collector.wait_for(
+            lambda spans: any(
+                s.attributes.get("tierank.study.id") == sid
+                for s in named(spans, "tierank.study.end")
+            )
+        )
     finally:
         for server in servers:
             server.stop()
+        collector.__exit__()
 
     assert taken_over < LEASE_S + CLAIM_LOOP_S + SLACK_S
     assert ended.state == study_pb2.STUDY_STATE_SUCCEEDED, ended.error
@@ -98,6 +121,19 @@ async def test_kill_9_the_driving_replica_and_the_other_ends_the_study(schema_ur
     assert not duplicated_request_ids(jobs)
     assert len(jobs) == QUERIES
     assert progress.judge_calls == sum(calls)
+    # One trace: the survivor's run of the study (the victim's never ended) and every job's
+    # runs, on either replica.
+    (run,) = [
+        s for s in named(spans, "tierank.study.run") if s.attributes["tierank.study.id"] == sid
+    ]
+    assert run.trace_id == ended.trace_id != ""
+    job_runs = [
+        s for s in named(spans, "tierank.job.run") if s.attributes["tierank.job.id"] in job_ids
+    ]
+    assert {s.trace_id for s in job_runs} == {ended.trace_id}
+    # Both replicas' work is in it (the victim's waves, sent as they ended).
+    replicas = {s.resource["service.instance.id"] for s in spans if s.trace_id == run.trace_id}
+    assert run.resource["service.instance.id"] in replicas and len(replicas) == 2
 
 
 async def test_a_server_that_drives_only_its_own_studies_never_holds_another_replicas(

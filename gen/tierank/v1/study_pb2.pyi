@@ -194,7 +194,7 @@ class StudyProgress(_message.Message):
     def __init__(self, queries: _Optional[int] = ..., pending: _Optional[int] = ..., running: _Optional[int] = ..., settled: _Optional[int] = ..., provisional: _Optional[int] = ..., failed: _Optional[int] = ..., judge_calls: _Optional[int] = ..., usage: _Optional[_Union[_rank_pb2.Usage, _Mapping]] = ..., critical_path: _Optional[int] = ..., eta_seconds: _Optional[float] = ..., pooled_documents: _Optional[int] = ...) -> None: ...
 
 class Study(_message.Message):
-    __slots__ = ("name", "request_id", "spec", "state", "create_time", "update_time", "start_time", "end_time", "inputs", "progress", "error")
+    __slots__ = ("name", "request_id", "spec", "state", "create_time", "update_time", "start_time", "end_time", "inputs", "progress", "error", "trace_id")
     NAME_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
@@ -206,6 +206,7 @@ class Study(_message.Message):
     INPUTS_FIELD_NUMBER: _ClassVar[int]
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     name: str
     request_id: str
     spec: StudySpec
@@ -217,7 +218,8 @@ class Study(_message.Message):
     inputs: StudyInputs
     progress: StudyProgress
     error: _rank_pb2.JobError
-    def __init__(self, name: _Optional[str] = ..., request_id: _Optional[str] = ..., spec: _Optional[_Union[StudySpec, _Mapping]] = ..., state: _Optional[_Union[StudyState, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., inputs: _Optional[_Union[StudyInputs, _Mapping]] = ..., progress: _Optional[_Union[StudyProgress, _Mapping]] = ..., error: _Optional[_Union[_rank_pb2.JobError, _Mapping]] = ...) -> None: ...
+    trace_id: str
+    def __init__(self, name: _Optional[str] = ..., request_id: _Optional[str] = ..., spec: _Optional[_Union[StudySpec, _Mapping]] = ..., state: _Optional[_Union[StudyState, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., inputs: _Optional[_Union[StudyInputs, _Mapping]] = ..., progress: _Optional[_Union[StudyProgress, _Mapping]] = ..., error: _Optional[_Union[_rank_pb2.JobError, _Mapping]] = ..., trace_id: _Optional[str] = ...) -> None: ...
 
 class CreateStudyRequest(_message.Message):
     __slots__ = ("spec", "request_id")

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
-from tierank.server.job_states import STUDY_RUNNING, TERMINAL_STATES
+from tierank.server.job_states import STUDY_DRAFT, STUDY_RUNNING, TERMINAL_STATES
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,8 @@ class Migration:
 # Counting a tenant's unfinished jobs must repeat the predicate of the partial index
 # jobs_unfinished exactly, or the planner cannot prove the index applies.
 UNFINISHED_JOBS = f"state NOT IN ({', '.join(str(s) for s in sorted(TERMINAL_STATES))})"
+# Likewise for studies and the partial index studies_unfinished.
+UNFINISHED_STUDIES = f"state IN ({STUDY_DRAFT}, {STUDY_RUNNING})"
 
 # Any constant works as long as nothing else in the database uses it; this one spells "tierank".
 MIGRATION_LOCK = 0x7469657261_6E6B
@@ -260,6 +262,14 @@ CREATE TABLE study_queries (
 CREATE UNIQUE INDEX study_queries_id ON study_queries (study_id, query_id);
 """
 
+# A study's trace context (a W3C traceparent, ASCII): its rounds, on any replica, continue its
+# trace. The metrics count the studies that have not ended by tenant and state when scraped;
+# the partial index keeps that to those studies, however many have ended.
+_STUDY_TRACES = f"""
+ALTER TABLE studies ADD COLUMN trace_context {_TEXT} NOT NULL DEFAULT '';
+CREATE INDEX studies_unfinished ON studies (tenant, state) WHERE {UNFINISHED_STUDIES};
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "jobs, events, journal, verdicts; tenants, keys, usage, reservations", _INITIAL),
     Migration(2, "job leases, replicas, reservation owners, watchers", _REPLICAS),
@@ -272,6 +282,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "study queries judged again after an extension carry their previous outcome",
         "ALTER TABLE study_queries ADD COLUMN carried BYTEA NOT NULL DEFAULT '';",
     ),
+    Migration(8, "studies' trace context; studies counted by state", _STUDY_TRACES),
 )
 
 _LEDGER = """

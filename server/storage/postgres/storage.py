@@ -7,7 +7,7 @@ from __future__ import annotations
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from tierank.server.storage.base import Storage
+from tierank.server.storage.base import Storage, UnfinishedCounts
 from tierank.server.storage.postgres.cache import PostgresVerdictCache
 from tierank.server.storage.postgres.connection import (
     CONNECTION_OPTIONS,
@@ -18,6 +18,7 @@ from tierank.server.storage.postgres.connection import (
 from tierank.server.storage.postgres.jobs import PostgresJobs
 from tierank.server.storage.postgres.keys import PostgresKeys
 from tierank.server.storage.postgres.leases import PostgresLeases, PostgresWatchers
+from tierank.server.storage.postgres.migrations import UNFINISHED_JOBS, UNFINISHED_STUDIES
 from tierank.server.storage.postgres.operations import PostgresOperations
 from tierank.server.storage.postgres.qualifications import PostgresQualifications
 from tierank.server.storage.postgres.spend import PostgresSpend
@@ -91,6 +92,18 @@ class PostgresStorage(
 
     async def ping(self) -> None:
         await self._fetchone("SELECT 1", None)
+
+    async def unfinished_counts(self) -> UnfinishedCounts:
+        jobs = await self._fetchall(
+            f"SELECT tenant, state, COUNT(*) FROM jobs WHERE {UNFINISHED_JOBS} GROUP BY 1, 2"
+        )
+        studies = await self._fetchall(
+            f"SELECT tenant, state, COUNT(*) FROM studies WHERE {UNFINISHED_STUDIES} GROUP BY 1, 2"
+        )
+        return UnfinishedCounts(
+            {(tenant, state): count for tenant, state, count in jobs},
+            {(tenant, state): count for tenant, state, count in studies},
+        )
 
     async def close(self) -> None:
         await self._pool.close()

@@ -15,6 +15,7 @@ from tierank.server.storage.base import (
     StudyStore,
 )
 from tierank.server.storage.postgres.connection import NOW, PostgresConnection, text
+from tierank.server.storage.postgres.migrations import UNFINISHED_STUDIES
 from tierank.server.storage.rules import (
     BY_REQUEST_INDEX,
     STUDY_COLUMNS,
@@ -23,7 +24,6 @@ from tierank.server.storage.rules import (
     study_query_from_row,
 )
 
-_UNFINISHED = f"state IN ({STUDY_DRAFT}, {STUDY_RUNNING})"
 # Listing leaves the report out: it can be large, and only GetStudyReport reads it.
 _LISTED_COLUMNS = STUDY_COLUMNS.replace("report", "''::bytea")
 
@@ -170,7 +170,8 @@ class PostgresStudies(PostgresConnection, StudyStore):
     ) -> bool:
         async with self._transaction() as conn:
             cursor = await conn.execute(
-                f"SELECT inputs FROM studies WHERE study_id = %s AND NOT {_UNFINISHED} FOR UPDATE",
+                f"SELECT inputs FROM studies WHERE study_id = %s AND NOT {UNFINISHED_STUDIES} "
+                "FOR UPDATE",
                 (study_id,),
             )
             inputs = await cursor.fetchone()
@@ -257,7 +258,7 @@ class PostgresStudies(PostgresConnection, StudyStore):
     async def update_study_progress(self, study_id: str, progress: bytes) -> None:
         await self._execute(
             f"UPDATE studies SET progress = %s, update_time = {NOW} "
-            f"WHERE study_id = %s AND {_UNFINISHED}",
+            f"WHERE study_id = %s AND {UNFINISHED_STUDIES}",
             (progress, study_id),
         )
 
@@ -283,7 +284,7 @@ class PostgresStudies(PostgresConnection, StudyStore):
     async def request_study_cancel(self, tenant: str, study_id: str) -> bool:
         row = await self._fetchone(
             f"WITH marked AS (UPDATE studies SET cancel_requested = TRUE, update_time = {NOW} "
-            f"WHERE study_id = %s AND tenant = %s AND {_UNFINISHED} RETURNING 1) "
+            f"WHERE study_id = %s AND tenant = %s AND {UNFINISHED_STUDIES} RETURNING 1) "
             "SELECT COUNT(*) FROM marked",
             (study_id, tenant),
         )
@@ -301,7 +302,8 @@ class PostgresStudies(PostgresConnection, StudyStore):
         row = await self._fetchone(
             "WITH ended AS (UPDATE studies SET state = %s, progress = %s, report = %s, "
             f"error_code = %s, error_message = %s, end_time = {NOW}, update_time = {NOW}, "
-            f"owner = '', lease_until = 0 WHERE study_id = %s AND {_UNFINISHED} RETURNING 1) "
+            f"owner = '', lease_until = 0 WHERE study_id = %s AND {UNFINISHED_STUDIES} "
+            "RETURNING 1) "
             "SELECT COUNT(*) FROM ended",
             (state, progress, report, error_code, error_message.encode(), study_id),
         )

@@ -20,11 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tierank.server.errors import StorageError
-from tierank.server.job_states import TERMINAL_STATES
+from tierank.server.job_states import STUDY_DRAFT, STUDY_RUNNING, TERMINAL_STATES
 
 # Counting a tenant's unfinished jobs must match the partial index jobs_unfinished word for
 # word, or SQLite cannot use it and scans every job the tenant ever had.
 UNFINISHED_JOBS = f"state NOT IN ({', '.join(str(s) for s in sorted(TERMINAL_STATES))})"
+# Likewise for studies and the partial index studies_unfinished.
+UNFINISHED_STUDIES = f"state IN ({STUDY_DRAFT}, {STUDY_RUNNING})"
 
 
 @dataclass(frozen=True)
@@ -220,6 +222,14 @@ CREATE TABLE study_queries (
 CREATE UNIQUE INDEX study_queries_id ON study_queries (study_id, query_id);
 """
 
+# A study's trace context (a W3C traceparent): its rounds, on any replica, continue its trace.
+# The metrics count the studies that have not ended by tenant and state when scraped; the
+# partial index keeps that to those studies, however many have ended.
+_STUDY_TRACES = f"""
+ALTER TABLE studies ADD COLUMN trace_context TEXT NOT NULL DEFAULT '';
+CREATE INDEX studies_unfinished ON studies (tenant, state) WHERE {UNFINISHED_STUDIES};
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -234,6 +244,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "study queries judged again after an extension carry their previous outcome",
         "ALTER TABLE study_queries ADD COLUMN carried BLOB NOT NULL DEFAULT x'';",
     ),
+    Migration(4, "studies' trace context; studies counted by state", _STUDY_TRACES),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

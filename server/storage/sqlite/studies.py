@@ -23,8 +23,8 @@ from tierank.server.storage.rules import (
     study_query_from_row,
 )
 from tierank.server.storage.sqlite.connection import SqliteState
+from tierank.server.storage.sqlite.migrations import UNFINISHED_STUDIES
 
-_UNFINISHED = f"state IN ({STUDY_DRAFT}, {STUDY_RUNNING})"
 # Listing leaves the report out: it can be large, and only GetStudyReport reads it.
 _LISTED_COLUMNS = STUDY_COLUMNS.replace("report", "x''")
 STUDY_BY_REQUEST = (
@@ -184,7 +184,7 @@ class SqliteStudies(SqliteState, StudyStore):
     ) -> bool:
         def write(conn: sqlite3.Connection) -> bool:
             inputs = conn.execute(
-                f"SELECT inputs FROM studies WHERE study_id = ? AND NOT {_UNFINISHED}",
+                f"SELECT inputs FROM studies WHERE study_id = ? AND NOT {UNFINISHED_STUDIES}",
                 (study_id,),
             ).fetchone()
             if inputs is None:
@@ -294,7 +294,7 @@ class SqliteStudies(SqliteState, StudyStore):
         def write(conn: sqlite3.Connection) -> None:
             conn.execute(
                 f"UPDATE studies SET progress = ?, update_time = ? WHERE study_id = ? AND "
-                f"{_UNFINISHED}",
+                f"{UNFINISHED_STUDIES}",
                 (progress, time.time(), study_id),
             )
 
@@ -349,7 +349,7 @@ class SqliteStudies(SqliteState, StudyStore):
         def write(conn: sqlite3.Connection) -> bool:
             marked = conn.execute(
                 f"UPDATE studies SET cancel_requested = 1, update_time = ? "
-                f"WHERE study_id = ? AND tenant = ? AND {_UNFINISHED}",
+                f"WHERE study_id = ? AND tenant = ? AND {UNFINISHED_STUDIES}",
                 (time.time(), study_id, tenant),
             )
             return marked.rowcount > 0
@@ -370,7 +370,7 @@ class SqliteStudies(SqliteState, StudyStore):
             ended = conn.execute(
                 "UPDATE studies SET state = ?, progress = ?, report = ?, error_code = ?, "
                 "error_message = ?, end_time = ?, update_time = ?, owner = '', lease_until = 0 "
-                f"WHERE study_id = ? AND {_UNFINISHED}",
+                f"WHERE study_id = ? AND {UNFINISHED_STUDIES}",
                 (state, progress, report, error_code, error_message, now, now, study_id),
             )
             return ended.rowcount > 0
