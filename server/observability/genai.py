@@ -9,7 +9,8 @@ output_tokens, with the parts of the input served from and written to the provid
 cache as gen_ai.usage.cache_read.input_tokens / cache_creation.input_tokens (the conventions'
 names, as opentelemetry-semantic-conventions 0.66b2 spells them); error.type names a failure's
 kind. Beside them: the job, tenant and call it belongs to, the requests it sent and how many
-were retries, the time spent waiting for a rate limit or a slot, and the provider's breaker state after the call.
+were retries, the time spent waiting for a rate limit or a slot, and the provider's breaker
+state after the call.
 
 Prompts, passages and answers go into a span (gen_ai.input.messages, gen_ai.output.messages)
 only with --trace-content; a failure's message stays out too without it (a provider's error can
