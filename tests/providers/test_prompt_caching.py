@@ -1,0 +1,158 @@
+"""Prompt caching (issue 24 item 3) through the real SDKs against fakes that cache as each
+vendor does: the prompt's stable part comes first, Anthropic's is marked only when the model
+can cache it, and cached tokens are reported, charged at their price and settled."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+
+import grpc
+import pytest
+from fakes import MODELS, FakeLLMServer, rank_by_score, settings_for
+from job_helpers import completed, llm_judge, run_job, scored_spec, verdicts
+
+from tierank.server.judges.base import BatchRequest, Judge, JudgeConfig, Passage, PoolContext
+from tierank.server.judges.prices import DEFAULT_PRICES, Price
+from tierank.server.judges.registry import JudgeFactory
+from tierank.v1 import admin_pb2, admin_pb2_grpc, rank_pb2
+
+QUERY = "which passage scores highest"
+# Nearly the longest rubric a job may have (16 KiB): with the instructions about 4,180 tokens at
+# 4 characters a token, past every model's minimum in the fakes (OpenAI 1,024, Gemini 2.5
+# 2,048, Claude Haiku 4.5 4,096).
+LONG_RUBRIC = "A passage is relevant when it states its score plainly. " * 292
+# About 1,400 tokens: past Claude Sonnet 4.6's minimum (1,024), short of Haiku 4.5's (4,096).
+MIDDLE_RUBRIC = "A passage is relevant when it states its score plainly. " * 100
+PASSAGES = tuple(Passage(f"p{n}", f"passage p{n} has score {n}.") for n in range(4))
+
+MakeJudge = Callable[[str, str, str], Judge]
+
+
+@pytest.fixture
+async def make_judge(fake_llm: FakeLLMServer) -> AsyncIterator[MakeJudge]:
+    factory = JudgeFactory(settings_for(fake_llm))
+
+    def make(flavor: str, model: str, rubric: str) -> Judge:
+        pool = PoolContext(query=QUERY, rubric=rubric, passages=PASSAGES)
+        return factory.build(JudgeConfig(provider=flavor, model=model), pool)
+
+    yield make
+    await factory.aclose()
+
+
+def request(rubric: str, passages: tuple[Passage, ...] = PASSAGES) -> BatchRequest:
+    return BatchRequest(call_id="c", query=QUERY, rubric=rubric, passages=passages)
+
+
+@pytest.mark.parametrize(
+    ("model", "rubric", "marked"),
+    [
+        ("claude-haiku-4-5", "Relevant if it states a score.", False),
+        ("claude-sonnet-4-6", "Relevant if it states a score.", False),
+        ("claude-haiku-4-5", MIDDLE_RUBRIC, False),
+        ("claude-sonnet-4-6", MIDDLE_RUBRIC, True),
+        ("claude-haiku-4-5", LONG_RUBRIC, True),
+    ],
+)
+async def test_anthropic_marks_the_stable_block_only_when_the_model_can_cache_it(
+    fake_llm: FakeLLMServer, make_judge: MakeJudge, model: str, rubric: str, marked: bool
+) -> None:
+    fake_llm.respond_with("anthropic", rank_by_score)
+    reply = await make_judge("anthropic", model, rubric).judge(request(rubric))
+    assert reply.ordering == ("p3", "p2", "p1", "p0")
+
+    (sent,) = fake_llm.requests("anthropic")
+    stable, varying = sent.body["messages"][0]["content"]
+    # The stable block holds the instructions, rubric, query and the form of the answer, and
+    # nothing of the passages; the passages follow in the second block, never marked.
+    assert rubric.strip() in stable["text"] and QUERY in stable["text"]
+    assert "Answer with the ranking only" in stable["text"]
+    assert "passage p" not in stable["text"] and "passage p3 has score 3." in varying["text"]
+    assert ("cache_control" in stable) is marked
+    assert "cache_control" not in varying
+    if marked:
+        assert stable["cache_control"] == {"type": "ephemeral"}
+
+
+async def test_the_stable_part_is_the_same_text_for_every_batch_of_a_query(
+    fake_llm: FakeLLMServer, make_judge: MakeJudge
+) -> None:
+    """Other passages, another number of them: the same first block to the character."""
+    fake_llm.respond_with("anthropic", rank_by_score)
+    judge = make_judge("anthropic", "claude-sonnet-4-6", MIDDLE_RUBRIC)
+    await judge.judge(request(MIDDLE_RUBRIC))
+    await judge.judge(request(MIDDLE_RUBRIC, PASSAGES[:2]))
+    first, second = (r.body["messages"][0]["content"] for r in fake_llm.requests("anthropic"))
+    assert first[0] == second[0]
+    assert first[1] != second[1]
+
+
+def expected_cost(usage: rank_pb2.Usage, price: Price) -> float:
+    """What the price table charges for the usage: each part of the input at its own price."""
+    write_price = price.input if price.cache_write is None else price.cache_write
+    uncached = usage.input_tokens - usage.cached_input_tokens - usage.cache_write_input_tokens
+    return (
+        uncached * price.input
+        + usage.cached_input_tokens * price.cached_input
+        + usage.cache_write_input_tokens * write_price
+        + usage.output_tokens * price.output
+    ) / 1e6
+
+
+@pytest.mark.parametrize("flavor", ["openai", "anthropic", "gemini"])
+async def test_a_job_is_charged_less_with_cached_prompts_by_what_the_price_table_says(
+    flavor: str, fake_llm: FakeLLMServer, judged_address
+) -> None:
+    fake_llm.respond_with(flavor, rank_by_score)
+    address = await judged_address()
+    price = DEFAULT_PRICES[f"{flavor}/{MODELS[flavor]}"]
+    judges = [llm_judge(flavor, MODELS[flavor])]
+    async with grpc.aio.insecure_channel(address) as channel:
+        from tierank.v1 import rank_pb2_grpc
+
+        stub = rank_pb2_grpc.RankServiceStub(channel)
+        # The same job twice, once without the provider's cache and once with it. The rubrics
+        # differ in one letter, so both jobs pay for every call (no verdict cache) with the same
+        # token counts.
+        plain_spec = scored_spec(12, judges, query=QUERY, rubric=LONG_RUBRIC.replace("A ", "B ", 1))
+        plain = completed(await run_job(stub, plain_spec))
+        fake_llm.cache_prompts(flavor)
+        events = await run_job(stub, scored_spec(12, judges, query=QUERY, rubric=LONG_RUBRIC))
+        cached = completed(events)
+
+        answered = [v for v in verdicts(events) if not v.cached]
+        assert len(answered) >= 3
+        first, *later = answered
+        # The first call finds nothing cached (Anthropic writes its stable part then); every
+        # later call of the query has its stable part served from the cache.
+        assert first.usage.cached_input_tokens == 0
+        assert all(v.usage.cached_input_tokens > 0 for v in later)
+        writes = [v.usage.cache_write_input_tokens for v in answered]
+        if flavor == "anthropic":
+            assert writes[0] > 0 and not any(writes[1:])
+            assert all(v.usage.cached_input_tokens == writes[0] for v in later)
+        else:
+            assert not any(writes)
+        for verdict in answered:
+            assert verdict.usage.cost_usd == pytest.approx(expected_cost(verdict.usage, price))
+
+        stats = cached.stats
+        assert stats.judge_calls == plain.stats.judge_calls
+        assert stats.input_tokens == plain.stats.input_tokens
+        assert stats.cached_input_tokens == sum(v.usage.cached_input_tokens for v in answered)
+        assert stats.cache_write_input_tokens == sum(writes)
+        assert plain.stats.cached_input_tokens == plain.stats.cache_write_input_tokens == 0
+        saved = (
+            stats.cached_input_tokens * (price.input - price.cached_input)
+            - stats.cache_write_input_tokens * ((price.cache_write or price.input) - price.input)
+        ) / 1e6
+        assert saved > 0
+        assert plain.stats.cost_usd - stats.cost_usd == pytest.approx(saved)
+
+        # The tenant's usage settles what each call cost, cached prompts at their price.
+        admin = admin_pb2_grpc.AdminServiceStub(channel)
+        usage = await admin.GetUsage(admin_pb2.GetUsageRequest())
+        assert sum(s.cost_usd for s in usage.total) == pytest.approx(
+            plain.stats.cost_usd + stats.cost_usd
+        )
+        assert usage.reserved.cost_usd == 0
