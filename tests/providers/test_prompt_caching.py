@@ -4,12 +4,14 @@ can cache it, and cached tokens are reported, charged at their price and settled
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import AsyncIterator, Callable
 
 import grpc
 import pytest
 from fakes import MODELS, FakeLLMServer, rank_by_score, settings_for
-from job_helpers import completed, llm_judge, run_job, scored_spec, verdicts
+from job_helpers import completed, llm_judge, run_job, scored_spec, tierank, verdicts
 
 from tierank.server.judges.base import BatchRequest, Judge, JudgeConfig, Passage, PoolContext
 from tierank.server.judges.prices import DEFAULT_PRICES, Price
@@ -156,3 +158,40 @@ async def test_a_job_is_charged_less_with_cached_prompts_by_what_the_price_table
             plain.stats.cost_usd + stats.cost_usd
         )
         assert usage.reserved.cost_usd == 0
+
+
+async def test_the_command_line_shows_the_tokens_read_from_and_written_to_the_cache(
+    fake_llm: FakeLLMServer, judged_address, tmp_path
+) -> None:
+    fake_llm.respond_with("anthropic", rank_by_score)
+    fake_llm.cache_prompts("anthropic")
+    address = await judged_address()
+    pool = tmp_path / "pool.jsonl"
+    pool.write_text(
+        "".join(
+            json.dumps({"id": f"c{i:03d}", "text": f"passage c{i:03d} has score {12 - i}."}) + "\n"
+            for i in range(12)
+        )
+    )
+    rubric = tmp_path / "rubric.txt"
+    rubric.write_text(LONG_RUBRIC)
+    common = ("--query", QUERY, "--rubric", f"@{rubric}", "--judge", "anthropic:claude-haiku-4-5")
+    table = await tierank("rank", str(pool), *common, "--k", "4", "--server", address)
+    assert table.returncode == 0, table.stderr
+    read = re.search(r"\(prompt cache: (\d+) read, (\d+) written\)", table.stdout)
+    assert read is not None, table.stdout
+    written = int(read.group(2))
+    assert int(read.group(1)) > 0 and written > 0
+    # Every call after the first read what the first one wrote.
+    calls = int(re.search(r"(\d+) judge calls", table.stdout).group(1))  # type: ignore[union-attr]
+    assert int(read.group(1)) == (calls - 1) * written
+
+    # Another job of the query (other batches: no verdict is reused) within the cache's
+    # lifetime reads the same prefix on every call, and JSON output carries the counts.
+    as_json = await tierank(
+        "rank", str(pool), *common, "--k", "3", "--format", "json", "--server", address
+    )
+    assert as_json.returncode == 0, as_json.stderr
+    stats = json.loads(as_json.stdout)["stats"]
+    assert int(stats["cached_input_tokens"]) == int(stats["judge_calls"]) * written
+    assert int(stats.get("cache_write_input_tokens", 0)) == 0
