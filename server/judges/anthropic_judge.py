@@ -25,7 +25,12 @@ from tierank.server.judges.llm import (
     ProviderShared,
 )
 from tierank.server.judges.prices import TokenCounts
-from tierank.server.judges.prompt import AnswerFormat, estimate_tokens
+from tierank.server.judges.prompt import (
+    AnswerFormat,
+    PromptParts,
+    estimate_tokens,
+    upper_bound_tokens,
+)
 from tierank.server.judges.retry import CallError, classify_status
 
 # Anthropic's minimum thinking budget is 1024 tokens.
@@ -126,6 +131,16 @@ class AnthropicJudge(LLMJudge):
             finish_reason=response.stop_reason or "",
         )
 
+    def cache_write_bound(self, prompt: PromptParts) -> int:
+        # The prompt and the corrective follow-up that repeats it may each write the marked
+        # part (a follow-up can reach another server before the first write is visible).
+        return 2 * upper_bound_tokens(prompt.stable) if self._marks(prompt.stable) else 0
+
+    def _marks(self, stable: str) -> bool:
+        """Whether a stable part this long is marked for the prompt cache: only when the model
+        caches a prefix that long."""
+        return estimate_tokens(stable) >= min_cacheable_tokens(self.config.model)
+
     def _message(self, message: Message) -> dict[str, Any]:
         """The message as content blocks: its stable part first, marked for the prompt cache
         when the model caches a prefix that long, then the rest."""
@@ -133,7 +148,7 @@ class AnthropicJudge(LLMJudge):
         if not stable:
             return {"role": message.role, "content": message.text}
         block: dict[str, Any] = {"type": "text", "text": stable}
-        if estimate_tokens(stable) >= min_cacheable_tokens(self.config.model):
+        if self._marks(stable):
             block["cache_control"] = CACHE_CONTROL
         blocks = [block, {"type": "text", "text": rest}] if rest else [block]
         return {"role": message.role, "content": blocks}

@@ -18,7 +18,7 @@ import json
 import random
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar, Generic, TypeVar
 
 from tierank.server import metrics
@@ -288,21 +288,33 @@ class LLMJudge(Judge):
 
     def estimate(self, request: BatchRequest) -> JudgeUsage:
         k = len(request.passages)
+        prompt = self._render(request)
         return self.worst_case(
-            self._render(request).text,
+            prompt.text,
             self._max_output_tokens(k),
             corrective_message("x" * 200, self.answer_format, k),
+            cache_writes=self.cache_write_bound(prompt),
         )
 
-    def worst_case(self, prompt: str, max_output: int, corrective: str) -> JudgeUsage:
+    def cache_write_bound(self, prompt: PromptParts) -> int:
+        """At most how many of an exchange's prompt tokens the provider may write to its prompt
+        cache, which it charges above the input price: none, unless the adapter marks a part
+        of `prompt` for caching."""
+        return 0
+
+    def worst_case(
+        self, prompt: str, max_output: int, corrective: str, cache_writes: int = 0
+    ) -> JudgeUsage:
         """Upper bound of an exchange: the prompt and a corrective follow-up that repeats it
-        with a full-length first answer, each answered with the maximum output."""
+        with a full-length first answer, each answered with the maximum output; `cache_writes`
+        of its input tokens at the cache-write price."""
         follow_up = upper_bound_tokens(corrective)
         first_input = upper_bound_tokens(prompt)
         tokens = TokenCounts(
             input=first_input + (first_input + max_output + follow_up),
             output=2 * max_output,
         )
+        tokens = replace(tokens, cache_write=min(cache_writes, tokens.input))
         return JudgeUsage(
             input_tokens=tokens.input,
             output_tokens=tokens.output,

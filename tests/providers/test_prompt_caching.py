@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 
 import grpc
 import pytest
@@ -15,6 +16,7 @@ from job_helpers import completed, llm_judge, run_job, scored_spec, tierank, ver
 
 from tierank.server.judges.base import BatchRequest, Judge, JudgeConfig, Passage, PoolContext
 from tierank.server.judges.prices import DEFAULT_PRICES, Price
+from tierank.server.judges.prompt import AnswerFormat, render_prompt_parts, upper_bound_tokens
 from tierank.server.judges.registry import JudgeFactory
 from tierank.v1 import admin_pb2, admin_pb2_grpc, rank_pb2
 
@@ -87,6 +89,34 @@ async def test_the_stable_part_is_the_same_text_for_every_batch_of_a_query(
     first, second = (r.body["messages"][0]["content"] for r in fake_llm.requests("anthropic"))
     assert first[0] == second[0]
     assert first[1] != second[1]
+
+
+async def test_the_reservation_covers_cache_writes_at_their_price(
+    fake_llm: FakeLLMServer,
+) -> None:
+    """Anthropic charges a write 1.25x the input price: a call that may write reserves that."""
+    price = Price(input=1.0, cached_input=0.1, output=5.0, cache_write=1.25)
+    settings = replace(
+        settings_for(fake_llm),
+        prices={"anthropic/claude-haiku-4-5": price, "anthropic/claude-sonnet-4-6": price},
+    )
+    factory = JudgeFactory(settings)
+    pool = PoolContext(query=QUERY, rubric=MIDDLE_RUBRIC, passages=PASSAGES)
+    try:
+        # The same prompt and price; Sonnet 4.6 marks it (1,024), Haiku 4.5 does not (4,096).
+        marks, does_not = (
+            factory.build(JudgeConfig(provider="anthropic", model=model), pool).estimate(
+                request(MIDDLE_RUBRIC)
+            )
+            for model in ("claude-sonnet-4-6", "claude-haiku-4-5")
+        )
+    finally:
+        await factory.aclose()
+    assert marks.input_tokens == does_not.input_tokens
+    stable = render_prompt_parts(QUERY, MIDDLE_RUBRIC, PASSAGES, AnswerFormat.TEXT).stable
+    # Both requests of the exchange (the prompt, the corrective follow-up) may write it.
+    premium = 2 * upper_bound_tokens(stable) * (price.cache_write - price.input) / 1e6
+    assert marks.cost_usd - does_not.cost_usd == pytest.approx(premium)
 
 
 def expected_cost(usage: rank_pb2.Usage, price: Price) -> float:
