@@ -146,7 +146,8 @@ def report(
     )
     print(
         "\n| model | queries cacheable | cached share, after the first call | "
-        "$ per 1,000 queries: uncached / after first call / after first wave | saved |"
+        "$ per 1,000 queries: uncached / after first call / after first wave | "
+        "saved: after first call / after first wave |"
     )
     print("|---|---|---|---|---|")
     for model in MODELS:
