@@ -11,10 +11,11 @@ from dataclasses import replace
 
 import grpc
 import pytest
-from fakes import MODELS, FakeLLMServer, rank_by_score, settings_for
+from fakes import MODELS, Answer, FakeLLMServer, rank_by_score, settings_for
 from job_helpers import completed, llm_judge, run_job, scored_spec, tierank, verdicts
 
 from tierank.server.judges.base import BatchRequest, Judge, JudgeConfig, Passage, PoolContext
+from tierank.server.judges.graders import GradeRequest
 from tierank.server.judges.prices import DEFAULT_PRICES, Price
 from tierank.server.judges.prompt import AnswerFormat, render_prompt_parts, upper_bound_tokens
 from tierank.server.judges.registry import JudgeFactory
@@ -225,3 +226,30 @@ async def test_the_command_line_shows_the_tokens_read_from_and_written_to_the_ca
     stats = json.loads(as_json.stdout)["stats"]
     assert int(stats["cached_input_tokens"]) == int(stats["judge_calls"]) * written
     assert int(stats.get("cache_write_input_tokens", 0)) == 0
+
+
+async def test_a_pointwise_grade_marks_what_comes_before_the_passage(
+    fake_llm: FakeLLMServer,
+) -> None:
+    """Grading many passages of one query repeats the scale, rubric and query: the same
+    stable block, cached from the second grade on."""
+    fake_llm.respond_with("anthropic", lambda request: Answer("##final score: 2"))
+    fake_llm.cache_prompts("anthropic")
+    factory = JudgeFactory(settings_for(fake_llm))
+    try:
+        grader = factory.build_grader(JudgeConfig(provider="anthropic", model="claude-sonnet-4-6"))
+        replies = [
+            await grader.grade(GradeRequest(QUERY, MIDDLE_RUBRIC, passage))
+            for passage in PASSAGES[:3]
+        ]
+    finally:
+        await factory.aclose()
+    assert [reply.grade for reply in replies] == [2, 2, 2]
+    blocks = [r.body["messages"][0]["content"] for r in fake_llm.requests("anthropic")]
+    assert all(b[0] == blocks[0][0] for b in blocks)
+    assert blocks[0][0]["cache_control"] == {"type": "ephemeral"}
+    assert QUERY in blocks[0][0]["text"] and "passage p0" not in blocks[0][0]["text"]
+    assert "passage p0 has score 0." in blocks[0][1]["text"]
+    written = replies[0].usage.cache_write_input_tokens
+    assert written > 0 and replies[0].usage.cached_input_tokens == 0
+    assert [r.usage.cached_input_tokens for r in replies[1:]] == [written, written]
