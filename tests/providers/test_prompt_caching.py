@@ -16,6 +16,7 @@ from job_helpers import completed, llm_judge, run_job, scored_spec, tierank, ver
 
 from tierank.server.judges.base import BatchRequest, Judge, JudgeConfig, Passage, PoolContext
 from tierank.server.judges.graders import GradeRequest
+from tierank.server.judges.parse import Unreadable, parse_ranking
 from tierank.server.judges.prices import DEFAULT_PRICES, Price
 from tierank.server.judges.prompt import AnswerFormat, render_prompt_parts, upper_bound_tokens
 from tierank.server.judges.registry import JudgeFactory
@@ -253,3 +254,15 @@ async def test_a_pointwise_grade_marks_what_comes_before_the_passage(
     written = replies[0].usage.cache_write_input_tokens
     assert written > 0 and replies[0].usage.cached_input_tokens == 0
     assert [r.usage.cached_input_tokens for r in replies[1:]] == [written, written]
+
+
+@pytest.mark.parametrize("answer_format", list(AnswerFormat))
+def test_an_echo_of_the_stable_parts_instruction_is_not_a_ranking(
+    answer_format: AnswerFormat,
+) -> None:
+    """The stable part states the form of the answer without the batch's size: a model that
+    repeats that sentence has named no passage."""
+    stable = render_prompt_parts(QUERY, "", PASSAGES, answer_format).stable
+    instruction = stable.strip().splitlines()[-1]
+    assert instruction.startswith("Answer with")
+    assert isinstance(parse_ranking(instruction, k=len(PASSAGES)), Unreadable)
