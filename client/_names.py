@@ -80,6 +80,17 @@ def abandoned_note(stats: rank_pb2.JobStats) -> str:
     return f", {stats.abandoned_calls} abandoned" if stats.abandoned_calls else ""
 
 
+def prompt_cache_note(usage: rank_pb2.JobStats | rank_pb2.Usage) -> str:
+    """ " (prompt cache: N read, M written)" when the provider's prompt cache served or stored
+    part of the input tokens (each charged at its own price); else empty."""
+    if not (usage.cached_input_tokens or usage.cache_write_input_tokens):
+        return ""
+    return (
+        f" (prompt cache: {usage.cached_input_tokens} read, "
+        f"{usage.cache_write_input_tokens} written)"
+    )
+
+
 def position_bias_note(stats: rank_pb2.JobStats) -> str:
     """ "; judge J follows shown positions (...)" for each judge flagged as position-biased."""
     return "".join(

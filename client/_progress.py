@@ -13,7 +13,12 @@ from rich.table import Table
 from rich.text import Text
 
 from tierank.client._errors import TierankError
-from tierank.client._names import abandoned_note, position_bias_note, reason_name
+from tierank.client._names import (
+    abandoned_note,
+    position_bias_note,
+    prompt_cache_note,
+    reason_name,
+)
 from tierank.v1 import rank_pb2
 
 _TOP_TIERS_SHOWN = 5
@@ -35,7 +40,8 @@ def describe_event(event: rank_pb2.JobEvent) -> str:
         usage = verdict.usage
         return (
             f"{where}: ordered {len(verdict.ordering)}/{len(verdict.presented)}"
-            f"{' (cached)' if verdict.cached else ''}, {usage.input_tokens} in /"
+            f"{' (cached)' if verdict.cached else ''}, {usage.input_tokens} in"
+            f"{prompt_cache_note(usage)} /"
             f" {usage.output_tokens} out tokens, {usage.latency_seconds:.2f}s"
         )
     if kind == "tiers_updated":

@@ -29,6 +29,7 @@ from tierank.client._console import Console
 from tierank.client._names import (
     abandoned_note,
     position_bias_note,
+    prompt_cache_note,
     reason_name,
     state_name,
     status_text,
@@ -194,7 +195,8 @@ def summary_line(job: rank_pb2.Job) -> str:
         f"{status_text(job.state, job.completion_reason)}: "
         f"{stats.settled_count}/{stats.total_count} settled, {stats.judge_calls} judge calls"
         f" ({stats.failed_calls} failed, {stats.cached_calls} cached{abandoned_note(stats)}), "
-        f"{stats.input_tokens} input / {stats.output_tokens} output tokens, "
+        f"{stats.input_tokens} input{prompt_cache_note(stats)} / {stats.output_tokens} output "
+        "tokens, "
         f"${stats.cost_usd:.4f}, critical path {stats.critical_path}, {stats.wall_seconds:.2f}s"
         f"{position_bias_note(stats)}"
     )

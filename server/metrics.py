@@ -51,6 +51,18 @@ INPUT_TOKENS = Counter(
     "Input tokens judges used",
     ["tenant", "provider", "model"],
 )
+CACHED_INPUT_TOKENS = Counter(
+    "tierank_judge_cached_input_tokens_total",
+    "Input tokens judges used that the provider served from its prompt cache (a part of "
+    "tierank_judge_input_tokens_total, charged at the cached price)",
+    ["tenant", "provider", "model"],
+)
+CACHE_WRITE_INPUT_TOKENS = Counter(
+    "tierank_judge_cache_write_input_tokens_total",
+    "Input tokens judges used that the provider wrote to its prompt cache (a part of "
+    "tierank_judge_input_tokens_total, charged at the cache-write price: Anthropic)",
+    ["tenant", "provider", "model"],
+)
 OUTPUT_TOKENS = Counter(
     "tierank_judge_output_tokens_total",
     "Output tokens judges used",

@@ -593,6 +593,7 @@ class JobRunner:
                 input_tokens=usage.input_tokens,
                 output_tokens=usage.output_tokens,
                 cached_input_tokens=usage.cached_input_tokens,
+                cache_write_input_tokens=usage.cache_write_input_tokens,
                 cost_usd=usage.cost_usd,
                 latency_seconds=usage.latency_s,
             ),

@@ -45,6 +45,7 @@ class StatsBook:
             usage.input_tokens += verdict.usage.input_tokens
             usage.output_tokens += verdict.usage.output_tokens
             usage.cached_input_tokens += verdict.usage.cached_input_tokens
+            usage.cache_write_input_tokens += verdict.usage.cache_write_input_tokens
             usage.cost_usd += verdict.usage.cost_usd
             usage.latency_seconds += verdict.usage.latency_seconds
         if verdict.failed:
@@ -111,6 +112,7 @@ class StatsBook:
             input_tokens=sum(b.usage.input_tokens for b in self._judges),
             output_tokens=sum(b.usage.output_tokens for b in self._judges),
             cached_input_tokens=sum(b.usage.cached_input_tokens for b in self._judges),
+            cache_write_input_tokens=sum(b.usage.cache_write_input_tokens for b in self._judges),
             cost_usd=sum(b.usage.cost_usd for b in self._judges),
             critical_path=critical_path,
             judges=judges,

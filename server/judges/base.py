@@ -45,9 +45,14 @@ class BatchRequest:
 
 @dataclass(frozen=True)
 class JudgeUsage:
+    """`input_tokens` counts every prompt token; `cached_input_tokens` (read from the
+    provider's prompt cache) and `cache_write_input_tokens` (written to it, Anthropic) are
+    parts of it, each charged at its own price (judges.prices)."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     cached_input_tokens: int = 0
+    cache_write_input_tokens: int = 0
     cost_usd: float = 0.0
     latency_s: float = 0.0
 

@@ -36,7 +36,7 @@ from tierank.server.judges.pointwise import (
     parse_grade,
     render_grade_prompt,
 )
-from tierank.server.judges.prompt import AnswerFormat
+from tierank.server.judges.prompt import AnswerFormat, PromptParts
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ class LLMGrader(Grader):
     async def prepare(self) -> None:
         await self._judge.prepare()
 
-    def _prompt(self, request: GradeRequest) -> str:
+    def _prompt(self, request: GradeRequest) -> PromptParts:
         judge = self._judge
         return render_grade_prompt(
             request.query,
@@ -102,10 +102,12 @@ class LLMGrader(Grader):
 
     def estimate(self, request: GradeRequest) -> JudgeUsage:
         judge = self._judge
+        prompt = self._prompt(request)
         return judge.worst_case(
-            self._prompt(request),
+            prompt.text,
             judge.output_allowance(ANSWER_TOKENS),
             corrective_grade_message("x" * 200, judge.answer_format),
+            cache_writes=judge.cache_write_bound(prompt),
         )
 
     async def grade(self, request: GradeRequest) -> GradeReply:

@@ -18,7 +18,7 @@ import json
 import random
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar, Generic, TypeVar
 
 from tierank.server import metrics
@@ -45,9 +45,10 @@ from tierank.server.judges.prompt import (
     QUALIFICATIONS_CARRY_OVER_FROM,
     TEMPLATE_VERSION,
     AnswerFormat,
+    PromptParts,
     corrective_message,
     estimate_tokens,
-    render_prompt,
+    render_prompt_parts,
     upper_bound_tokens,
 )
 from tierank.server.judges.retry import CallError, InFlightTime, call_with_retries
@@ -99,6 +100,9 @@ def default_answer_tokens(k: int) -> int:
 class Message:
     role: str  # "user" or "assistant"
     text: str
+    # How many characters at the start of `text` are the same for every call of one query (a
+    # prompt's PromptParts.stable): what a provider's prompt cache may serve. 0: none known.
+    stable_chars: int = 0
 
 
 @dataclass(frozen=True)
@@ -336,21 +340,33 @@ class LLMJudge(Judge):
 
     def estimate(self, request: BatchRequest) -> JudgeUsage:
         k = len(request.passages)
+        prompt = self._render(request)
         return self.worst_case(
-            self._render(request),
+            prompt.text,
             self._max_output_tokens(k),
             corrective_message("x" * 200, self.answer_format, k),
+            cache_writes=self.cache_write_bound(prompt),
         )
 
-    def worst_case(self, prompt: str, max_output: int, corrective: str) -> JudgeUsage:
+    def cache_write_bound(self, prompt: PromptParts) -> int:
+        """At most how many of an exchange's prompt tokens the provider may write to its prompt
+        cache, which it charges above the input price: none, unless the adapter marks a part
+        of `prompt` for caching."""
+        return 0
+
+    def worst_case(
+        self, prompt: str, max_output: int, corrective: str, cache_writes: int = 0
+    ) -> JudgeUsage:
         """Upper bound of an exchange: the prompt and a corrective follow-up that repeats it
-        with a full-length first answer, each answered with the maximum output."""
+        with a full-length first answer, each answered with the maximum output; `cache_writes`
+        of its input tokens at the cache-write price."""
         follow_up = upper_bound_tokens(corrective)
         first_input = upper_bound_tokens(prompt)
         tokens = TokenCounts(
             input=first_input + (first_input + max_output + follow_up),
             output=2 * max_output,
         )
+        tokens = replace(tokens, cache_write=min(cache_writes, tokens.input))
         return JudgeUsage(
             input_tokens=tokens.input,
             output_tokens=tokens.output,
@@ -410,7 +426,7 @@ class LLMJudge(Judge):
 
     async def exchange(
         self,
-        prompt: str,
+        prompt: str | PromptParts,
         *,
         read: Callable[[str, bool], Answer | Unreadable],
         corrective: Callable[[str], str],
@@ -443,7 +459,7 @@ class LLMJudge(Judge):
 
     async def _exchange(
         self,
-        prompt: str,
+        prompt: str | PromptParts,
         read: Callable[[str, bool], Answer | Unreadable],
         corrective: Callable[[str], str],
         max_output_tokens: int,
@@ -453,7 +469,11 @@ class LLMJudge(Judge):
         span: ChatSpan,
     ) -> Exchange[Answer]:
         in_flight = InFlightTime()
-        messages = [Message("user", prompt)]
+        if isinstance(prompt, PromptParts):
+            messages = [Message("user", prompt.text, stable_chars=len(prompt.stable))]
+        else:
+            messages = [Message("user", prompt)]
+        prompt_text = messages[0].text
         spent = TokenCounts()
         answers: list[str] = []
 
@@ -462,6 +482,7 @@ class LLMJudge(Judge):
                 input_tokens=spent.input,
                 output_tokens=spent.output,
                 cached_input_tokens=spent.cached_input,
+                cache_write_input_tokens=spent.cache_write,
                 cost_usd=cost_usd(spent, self.price),
                 latency_s=in_flight.seconds,
             )
@@ -469,6 +490,8 @@ class LLMJudge(Judge):
             span.ended(
                 input_tokens=spent.input,
                 output_tokens=spent.output,
+                cache_read_input_tokens=spent.cached_input,
+                cache_creation_input_tokens=spent.cache_write,
                 answers=answers,
                 failure_kind=str(failure.kind) if failure else None,
                 requests=in_flight.requests,
@@ -476,7 +499,7 @@ class LLMJudge(Judge):
                 waited_s=in_flight.waited_s,
                 breaker_state=self.shared.breaker(self.config.model).state,
             )
-            return Exchange(answer, failure, usage, prompt, RAW_TEXT_SEPARATOR.join(answers))
+            return Exchange(answer, failure, usage, prompt_text, RAW_TEXT_SEPARATOR.join(answers))
 
         for is_follow_up in (False, True):
             span.sent([(m.role, m.text) for m in messages])
@@ -515,8 +538,8 @@ class LLMJudge(Judge):
         if in_flight.retries:
             metrics.JUDGE_RETRIES.labels(self.provider, model).inc(in_flight.retries)
 
-    def _render(self, request: BatchRequest) -> str:
-        return render_prompt(
+    def _render(self, request: BatchRequest) -> PromptParts:
+        return render_prompt_parts(
             request.query,
             request.rubric,
             request.passages,

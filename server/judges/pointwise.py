@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from tierank.server.judges.llm import AnswerSchema
 from tierank.server.judges.parse import Unreadable
-from tierank.server.judges.prompt import AnswerFormat, cut_to_budget
+from tierank.server.judges.prompt import AnswerFormat, PromptParts, cut_to_budget
 
 POINTWISE_TEMPLATE_VERSION = "pointwise-umbrela-0-3-v1"
 MIN_GRADE = 0
@@ -62,11 +62,13 @@ def format_instruction(answer_format: AnswerFormat) -> str:
 
 def render_grade_prompt(
     query: str, rubric: str, passage: str, answer_format: AnswerFormat, passage_token_budget: int
-) -> str:
+) -> PromptParts:
+    """The prompt in its two parts: everything before the passage (the scale, the rubric, the
+    query) is the same for every grade of a query, for a provider's prompt cache."""
     rubric_line = (
         f"Rubric (what relevant means for this task): {rubric.strip()}\n\n" if rubric else ""
     )
-    return (
+    stable = (
         "You are a relevance judge. Given a query and a passage, grade how well the passage "
         "satisfies the query on an integer scale from 0 to 3:\n"
         f"{_SCALE}\n\n"
@@ -75,11 +77,14 @@ def render_grade_prompt(
         "refers only and entirely to what the query asks. If none fits, give 0.\n\n"
         f"{rubric_line}"
         f"Query: {query.strip()}\n\n"
+    )
+    varying = (
         f"Passage: {cut_to_budget(passage, passage_token_budget)}\n\n"
         "Work through it silently: consider the intent behind the query, how well the "
         "passage matches a likely intent, and how trustworthy the passage is; weigh these and "
         f"decide on one final grade. {format_instruction(answer_format)}"
     )
+    return PromptParts(stable, varying)
 
 
 def corrective_grade_message(reason: str, answer_format: AnswerFormat) -> str:

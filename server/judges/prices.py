@@ -76,6 +76,13 @@ def find_price(prices: Mapping[str, Price], provider: str, model: str) -> Price 
 
 
 # Defaults, verify against the provider's page. Keys are "provider/model-prefix".
+# Prompt-cache prices (`cached_input`, Anthropic's `cache_write`), read 2026-11-28: Anthropic's
+# "Model pricing" table (platform.claude.com/docs/en/about-claude/pricing: "Cache hits &
+# refreshes" and "5m cache writes", 1.25x input, the TTL tierank's cache_control asks for);
+# OpenAI's "Cached input" column (developers.openai.com/api/docs/pricing: a quarter of input for
+# GPT-4.1 and o3/o4-mini, a half for GPT-4o, a tenth for GPT-5); Google's "Context caching"
+# price for text (ai.google.dev/gemini-api/docs/pricing, which implicit caching hits are charged
+# at, with no storage charge). docs/providers.md, "Prompt caching", says when caching pays.
 DEFAULT_PRICES: Mapping[str, Price] = {
     "openai/gpt-4.1": Price(input=2.00, cached_input=0.50, output=8.00),
     "openai/gpt-4.1-mini": Price(input=0.40, cached_input=0.10, output=1.60),

@@ -3,6 +3,11 @@
 Changing the wording changes verdicts, so any edit must bump TEMPLATE_VERSION: it is part of
 each judge's cache identity and therefore of the verdict cache key.
 
+Layout: what is the same for every call of one query (instructions, rubric, query, the form of
+the answer) comes first and what changes (the passages, their count) last, so that a provider's
+prompt cache, which serves a repeated prefix, can serve the first part on every call after the
+first (`PromptParts.stable`; docs/providers.md, "Prompt caching").
+
 Token rule: a text of n characters counts as ceil(n / 4) tokens (the usual average for English
 with the GPT, Claude and Gemini tokenizers). Passages are cut to the judge's token budget by
 that rule. Budget reservations need an upper bound instead, a worst case for the text's script:
@@ -15,15 +20,17 @@ from __future__ import annotations
 
 import enum
 import math
+from dataclasses import dataclass
 
 from tierank.evaluation.rubric import DEFAULT_RUBRIC
 from tierank.server.judges.base import Passage
 
-TEMPLATE_VERSION = "listwise-v3"
+TEMPLATE_VERSION = "listwise-v4"
 # Earlier templates whose qualifications still stand for this one: listwise-v3 changed only the
-# form of the example and the reading of out-of-range numbers, not what a judge is asked, so a
-# judge measured (and perhaps refused) under them is not a new judge.
-QUALIFICATIONS_CARRY_OVER_FROM = ("listwise-v2",)
+# form of the example and the reading of out-of-range numbers, and listwise-v4 only the order of
+# the parts (the form of the answer stated before the passages, for prompt caching), not what a
+# judge is asked, so a judge measured (and perhaps refused) under them is not a new judge.
+QUALIFICATIONS_CARRY_OVER_FROM = ("listwise-v3", "listwise-v2")
 DEFAULT_PASSAGE_TOKEN_BUDGET = 300
 CHARS_PER_TOKEN = 4
 UPPER_BOUND_CHARS_PER_TOKEN = 2
@@ -66,18 +73,66 @@ def cut_to_budget(text: str, token_budget: int) -> str:
 EXAMPLE_PLACEHOLDERS = ("C", "A", "B")
 
 
-def format_instruction(answer_format: AnswerFormat, k: int) -> str:
+def format_instruction(answer_format: AnswerFormat, k: int | None = None) -> str:
+    """The form of the answer; without `k`, in words that hold for any number of passages
+    (the stable part of the prompt states it once for every call of a query)."""
+    all_passages = f"all {k} passages" if k is not None else "all the passages"
     if answer_format is AnswerFormat.JSON:
         return (
-            f'Answer with JSON only, of the form {{"ranking": [...]}}: the numbers of all {k} '
-            "passages, most relevant first, each number exactly once."
+            'Answer with JSON only, of the form {"ranking": [...]}: '
+            f"the numbers of {all_passages}, most relevant first, each number exactly once."
         )
     example = " > ".join(f"[{letter}]" for letter in EXAMPLE_PLACEHOLDERS)
+    numbers = f"a passage number from 1 to {k}" if k is not None else "a passage number"
     return (
-        f"Answer with the ranking only: the numbers of all {k} passages in square brackets, "
+        f"Answer with the ranking only: the numbers of {all_passages} in square brackets, "
         f'most relevant first, separated by " > ", in the form {example} (where each letter '
-        f"stands for a passage number from 1 to {k}). Use each number exactly once."
+        f"stands for {numbers}). Use each number exactly once."
     )
+
+
+@dataclass(frozen=True)
+class PromptParts:
+    """A prompt in two parts: `stable`, the same for every call of one query with one rubric
+    and answer format, then `varying`, this call's passages. Sent as one message whose text
+    is `stable + varying`; a provider that caches marked blocks (Anthropic) gets the two as
+    blocks, the stable one marked when it is long enough to be cached."""
+
+    stable: str
+    varying: str
+
+    @property
+    def text(self) -> str:
+        return self.stable + self.varying
+
+
+def render_prompt_parts(
+    query: str,
+    rubric: str,
+    passages: tuple[Passage, ...],
+    answer_format: AnswerFormat,
+    passage_token_budget: int = DEFAULT_PASSAGE_TOKEN_BUDGET,
+) -> PromptParts:
+    """Passages are numbered from 1 in the order given: that order is the presentation order.
+    An empty rubric is replaced by the default definition of relevance. Nothing in the stable
+    part depends on the passages, not even their number, so it is the same text, to the
+    character, for every call of the query."""
+    numbered = "\n".join(
+        f"[{number}] {cut_to_budget(passage.text, passage_token_budget)}"
+        for number, passage in enumerate(passages, start=1)
+    )
+    k = len(passages)
+    stable = (
+        "You are a relevance judge. Rank the passages below by how well each one satisfies "
+        "the rubric for the query.\n\n"
+        f"Rubric: {rubric.strip() or DEFAULT_RUBRIC}\n\n"
+        f"Query: {query.strip()}\n\n"
+        f"{format_instruction(answer_format)}\n\n"
+    )
+    varying = (
+        f"Passages:\n{numbered}\n\nRank all {k} passages. {format_instruction(answer_format, k)}"
+    )
+    return PromptParts(stable, varying)
 
 
 def render_prompt(
@@ -87,21 +142,8 @@ def render_prompt(
     answer_format: AnswerFormat,
     passage_token_budget: int = DEFAULT_PASSAGE_TOKEN_BUDGET,
 ) -> str:
-    """Passages are numbered from 1 in the order given: that order is the presentation order.
-    An empty rubric is replaced by the default definition of relevance."""
-    numbered = "\n".join(
-        f"[{number}] {cut_to_budget(passage.text, passage_token_budget)}"
-        for number, passage in enumerate(passages, start=1)
-    )
-    k = len(passages)
-    return (
-        f"You are a relevance judge. Rank the {k} passages below by how well each one "
-        "satisfies the rubric for the query.\n\n"
-        f"Rubric: {rubric.strip() or DEFAULT_RUBRIC}\n\n"
-        f"Query: {query.strip()}\n\n"
-        f"Passages:\n{numbered}\n\n"
-        f"Rank all {k} passages. {format_instruction(answer_format, k)}"
-    )
+    """The whole prompt as one text (see `render_prompt_parts`)."""
+    return render_prompt_parts(query, rubric, passages, answer_format, passage_token_budget).text
 
 
 def corrective_message(reason: str, answer_format: AnswerFormat, k: int) -> str:

@@ -5,9 +5,12 @@ both gen_ai.system (the conventions up to v1.36, which most collectors and the O
 Anthropic instrumentations still emit) and gen_ai.provider.name (its name from v1.37 on),
 gen_ai.request.model and the request's settings, and once answered gen_ai.response.id,
 gen_ai.response.model, gen_ai.response.finish_reasons and gen_ai.usage.input_tokens /
-output_tokens; error.type names a failure's kind. Beside them: the job, tenant and call it
-belongs to, the requests it sent and how many were retries, the time spent waiting for a rate
-limit or a slot, and the provider's breaker state after the call.
+output_tokens, with the parts of the input served from and written to the provider's prompt
+cache as gen_ai.usage.cache_read.input_tokens / cache_creation.input_tokens (the conventions'
+names, as opentelemetry-semantic-conventions 0.66b2 spells them); error.type names a failure's
+kind. Beside them: the job, tenant and call it belongs to, the requests it sent and how many
+were retries, the time spent waiting for a rate limit or a slot, and the provider's breaker
+state after the call.
 
 Prompts, passages and answers go into a span (gen_ai.input.messages, gen_ai.output.messages)
 only with --trace-content; a failure's message stays out too without it (a provider's error can
@@ -76,6 +79,8 @@ class ChatSpan:
         input_tokens: int,
         output_tokens: int,
         answers: Sequence[str],
+        cache_read_input_tokens: int = 0,
+        cache_creation_input_tokens: int = 0,
         failure_kind: str | None,
         requests: int,
         retries: int,
@@ -87,6 +92,9 @@ class ChatSpan:
         span = self._span
         span.set_attribute("gen_ai.usage.input_tokens", input_tokens)
         span.set_attribute("gen_ai.usage.output_tokens", output_tokens)
+        # Parts of gen_ai.usage.input_tokens, as the GenAI conventions ask.
+        span.set_attribute("gen_ai.usage.cache_read.input_tokens", cache_read_input_tokens)
+        span.set_attribute("gen_ai.usage.cache_creation.input_tokens", cache_creation_input_tokens)
         span.set_attribute("tierank.judge.requests", requests)
         span.set_attribute("tierank.judge.retries", retries)
         span.set_attribute("tierank.judge.wait_seconds", waited_s)

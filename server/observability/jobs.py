@@ -34,6 +34,10 @@ class _Usage(Protocol):
     @property
     def output_tokens(self) -> int: ...
     @property
+    def cached_input_tokens(self) -> int: ...
+    @property
+    def cache_write_input_tokens(self) -> int: ...
+    @property
     def cost_usd(self) -> float: ...
 
 
@@ -114,6 +118,12 @@ class JobTelemetry:
             metrics.JUDGE_LATENCY.labels(provider, model).observe(usage.latency_s, _exemplar())
             metrics.INPUT_TOKENS.labels(tenant, provider, model).inc(usage.input_tokens)
             metrics.OUTPUT_TOKENS.labels(tenant, provider, model).inc(usage.output_tokens)
+            metrics.CACHED_INPUT_TOKENS.labels(tenant, provider, model).inc(
+                usage.cached_input_tokens
+            )
+            metrics.CACHE_WRITE_INPUT_TOKENS.labels(tenant, provider, model).inc(
+                usage.cache_write_input_tokens
+            )
             metrics.COST_USD.labels(tenant, provider, model).inc(usage.cost_usd)
         wave = self._waves.pop(call_id, None)
         if wave is None:

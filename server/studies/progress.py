@@ -33,6 +33,7 @@ def outcome_of(row: StudyQueryRow, job: JobRecord, latest: EventRow | None) -> s
         outcome.usage.input_tokens = stats.input_tokens
         outcome.usage.output_tokens = stats.output_tokens
         outcome.usage.cached_input_tokens = stats.cached_input_tokens
+        outcome.usage.cache_write_input_tokens = stats.cache_write_input_tokens
         outcome.usage.cost_usd = stats.cost_usd
         outcome.critical_path = stats.critical_path
         outcome.wall_seconds = stats.wall_seconds
@@ -145,6 +146,7 @@ class ProgressBook:
         usage.input_tokens += sign * outcome.usage.input_tokens
         usage.output_tokens += sign * outcome.usage.output_tokens
         usage.cached_input_tokens += sign * outcome.usage.cached_input_tokens
+        usage.cache_write_input_tokens += sign * outcome.usage.cache_write_input_tokens
         usage.cost_usd += sign * outcome.usage.cost_usd
 
     def reopened(self, outcome: study_pb2.StudyQuery) -> None:

@@ -21,6 +21,7 @@ def usage_total(parts: Sequence[JudgeUsage]) -> rank_pb2.Usage:
         input_tokens=sum(u.input_tokens for u in parts),
         output_tokens=sum(u.output_tokens for u in parts),
         cached_input_tokens=sum(u.cached_input_tokens for u in parts),
+        cache_write_input_tokens=sum(u.cache_write_input_tokens for u in parts),
         cost_usd=sum(u.cost_usd for u in parts),
         latency_seconds=sum(u.latency_s for u in parts),
     )

@@ -152,6 +152,10 @@ def test_a_jobs_rpc_runs_waves_and_judge_calls_are_one_trace_without_any_text(tm
         assert attributes["gen_ai.operation.name"] == "chat"
         assert attributes["gen_ai.usage.input_tokens"] == verdict.usage.input_tokens > 0
         assert attributes["gen_ai.usage.output_tokens"] == verdict.usage.output_tokens > 0
+        # The fake provider serves a prefix of every prompt from its cache (graded_fakes).
+        cache_read = attributes["gen_ai.usage.cache_read.input_tokens"]
+        assert cache_read == verdict.usage.cached_input_tokens > 0
+        assert attributes["gen_ai.usage.cache_creation.input_tokens"] == 0
         assert attributes["gen_ai.response.id"] == "chatcmpl-fake"
         assert attributes["gen_ai.response.finish_reasons"] == ["stop"]
         assert attributes["tierank.tenant"] == "default"
@@ -181,6 +185,11 @@ def test_a_jobs_rpc_runs_waves_and_judge_calls_are_one_trace_without_any_text(tm
         and " # " in line
     ]
     assert exemplars and all(f'trace_id="{CALLER_TRACE}"' in line for line in exemplars)
+    cached = sum(v.usage.cached_input_tokens for v in verdicts.values())
+    assert (
+        f'tierank_judge_cached_input_tokens_total{{model="{MODEL}",provider="openai",'
+        f'tenant="default"}} {float(cached)}'
+    ) in scraped.splitlines()
 
 
 def _scrape(address: str) -> str:

@@ -13,6 +13,10 @@ back to a responder function when the queue is empty (or to HTTP 500 when it has
 request is recorded with its arrival time so tests can count HTTP requests (the SDKs' own
 retries must be off) and read the prompt that was sent.
 
+Prompt caching (`FakeLLMServer.cache_prompts(flavor)`, off by default so that scripted token
+counts stay as written) fills in the cached-token fields of each answer the way the vendor
+reports them; `PromptCache` says how each one behaves.
+
 The OpenAI-compatible flavor can also behave like a local server (`LocalServer`), as
 llama-cpp-python's does: one completion at a time (the rest wait in the server's queue), HTTP
 500 naming `json_schema` for a `response_format` it does not support, the request's model name
@@ -156,6 +160,104 @@ def _content_text(content: Any) -> str:
 
 Responder = Callable[[Recorded], Step]
 
+# Every token count the fake makes: 4 characters per token, as rank_by_score counts.
+FAKE_CHARS_PER_TOKEN = 4
+
+
+def fake_tokens(text: str) -> int:
+    return math.ceil(len(text) / FAKE_CHARS_PER_TOKEN)
+
+
+@dataclass
+class PromptCache:
+    """One account's prompt cache at one vendor, as the vendor documents it (read 2026-11-28):
+
+    - "openai" (Prompt caching guide; "Prompt Caching 201" cookbook): automatic, no marks; a
+      prompt of 1,024 tokens or more whose start repeats a prompt seen within the TTL has
+      that common prefix served from cache, counted in steps of 128 tokens (1,024, 1,152, ...)
+      in `usage.prompt_tokens_details.cached_tokens`, which `prompt_tokens` includes.
+    - "anthropic" (Prompt caching, "cache limitations"): only the prefix up to a content block
+      marked `cache_control` is cached, and only when it is at least the model's minimum
+      (`anthropic_min_tokens`); a marked prefix below it is processed uncached with no error.
+      The first call writes it (`cache_creation_input_tokens`), calls within the TTL (5
+      minutes, refreshed by each hit) read it (`cache_read_input_tokens`); neither is part of
+      `input_tokens`, which counts only what follows the cached prefix.
+    - "gemini" (Context caching, implicit caching): automatic on Gemini 2.5 and later; a
+      repeated prefix of at least the model's minimum (`gemini_min_tokens`) is served from
+      cache, reported in `usageMetadata.cachedContentTokenCount`, which `promptTokenCount`
+      includes.
+
+    Prompts are remembered when they arrive. The real services only cache a prefix once a
+    request carrying it has been processed (and OpenAI only on the machine a request is routed
+    to), so calls sent at the same moment may all miss; the fake is the optimistic case.
+    """
+
+    flavor: str
+    ttl_s: float = 300.0
+    openai_min_tokens: int = 1024
+    openai_step_tokens: int = 128
+    anthropic_min_tokens: Mapping[str, int] = field(
+        default_factory=lambda: {"claude-haiku-4-5": 4096, "claude-sonnet-4-6": 1024}
+    )
+    gemini_min_tokens: Mapping[str, int] = field(
+        default_factory=lambda: {"gemini-2.5-flash": 2048, "gemini-2.5-pro": 2048}
+    )
+    # prefix text -> when it was last used
+    _seen: dict[str, float] = field(default_factory=dict)
+
+    def apply(self, request: Recorded, answer: Answer, model: str) -> Answer:
+        now = time.monotonic()
+        self._seen = {text: at for text, at in self._seen.items() if now - at < self.ttl_s}
+        if self.flavor == "anthropic":
+            return self._anthropic(request, answer, model, now)
+        text = "".join(f"{role}:{content}\n" for role, content in request.messages)
+        common = max((_common_prefix(text, seen) for seen in self._seen), default=0)
+        self._seen[text] = now
+        cached = min(common // FAKE_CHARS_PER_TOKEN, answer.input_tokens)
+        if self.flavor == "gemini":
+            minimum = self.gemini_min_tokens.get(model, 2048)
+            cached = cached if cached >= minimum else 0
+        else:
+            if answer.input_tokens < self.openai_min_tokens:
+                cached = 0
+            cached = cached // self.openai_step_tokens * self.openai_step_tokens
+            cached = cached if cached >= self.openai_min_tokens else 0
+        return replace(answer, cached_input_tokens=cached)
+
+    def _anthropic(self, request: Recorded, answer: Answer, model: str, now: float) -> Answer:
+        prefix = _marked_prefix(request.body.get("messages", []))
+        tokens = fake_tokens(prefix) if prefix is not None else 0
+        if prefix is None or tokens < self.anthropic_min_tokens.get(model, 4096):
+            return answer
+        tokens = min(tokens, answer.input_tokens)
+        if prefix in self._seen:
+            self._seen[prefix] = now
+            return replace(answer, cached_input_tokens=tokens)
+        self._seen[prefix] = now
+        return replace(answer, cache_write_tokens=tokens)
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _marked_prefix(messages: list[dict[str, Any]]) -> str | None:
+    """The text up to and including the last block marked cache_control; None if none is."""
+    text, marked = "", None
+    for message in messages:
+        content = message.get("content")
+        blocks = [{"text": content}] if isinstance(content, str) else content
+        for block in blocks:
+            text += block.get("text", "")
+            if block.get("cache_control"):
+                marked = text
+    return marked
+
 
 class FakeLLMServer:
     def __init__(self) -> None:
@@ -168,6 +270,7 @@ class FakeLLMServer:
         self.local: LocalServer | None = None
         self._one_at_a_time = asyncio.Lock()
         self.model_listings = 0
+        self._caches: dict[str, PromptCache] = {}
 
     # -- scripting ------------------------------------------------------------------------------
 
@@ -177,6 +280,12 @@ class FakeLLMServer:
     def respond_with(self, flavor: str, responder: Responder) -> None:
         """Answers requests that find the script empty."""
         self._responders[flavor] = responder
+
+    def cache_prompts(self, flavor: str, **behaviour: Any) -> PromptCache:
+        """From now on, fill in the flavor's cached-token fields as the vendor would
+        (PromptCache), on every answer the script or the responder gives."""
+        self._caches[flavor] = PromptCache(flavor, **behaviour)
+        return self._caches[flavor]
 
     def requests(self, flavor: str) -> list[Recorded]:
         return list(self._requests[flavor])
@@ -279,9 +388,15 @@ class FakeLLMServer:
 
     def _next_step(self, flavor: str, recorded: Recorded) -> Step:
         if self._scripts[flavor]:
-            return self._scripts[flavor].popleft()
-        responder = self._responders.get(flavor)
-        return responder(recorded) if responder else HttpError(500, message="nothing scripted")
+            step = self._scripts[flavor].popleft()
+        else:
+            responder = self._responders.get(flavor)
+            step = responder(recorded) if responder else HttpError(500, message="nothing scripted")
+        cache = self._caches.get(flavor)
+        if cache is not None and isinstance(step, Answer):
+            model = recorded.body.get("model") or recorded.path.split("/")[-1].split(":")[0]
+            step = cache.apply(recorded, step, model)
+        return step
 
     async def _play(
         self, flavor: str, step: Step, recorded: Recorded, request: web.Request
@@ -461,5 +576,5 @@ def rank_by_score(request: Recorded) -> Answer:
         text = json.dumps({"ranking": numbers})
     else:
         text = " > ".join(f"[{n}]" for n in numbers)
-    input_tokens = sum(math.ceil(len(text) / 4) for _, text in request.messages)
-    return Answer(text, input_tokens=input_tokens, output_tokens=math.ceil(len(text) / 4))
+    input_tokens = sum(fake_tokens(text) for _, text in request.messages)
+    return Answer(text, input_tokens=input_tokens, output_tokens=fake_tokens(text))

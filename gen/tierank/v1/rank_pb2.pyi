@@ -171,18 +171,20 @@ class Tier(_message.Message):
     def __init__(self, rank: _Optional[int] = ..., candidate_ids: _Optional[_Iterable[str]] = ..., settled: _Optional[bool] = ...) -> None: ...
 
 class Usage(_message.Message):
-    __slots__ = ("input_tokens", "output_tokens", "cached_input_tokens", "cost_usd", "latency_seconds")
+    __slots__ = ("input_tokens", "output_tokens", "cached_input_tokens", "cost_usd", "latency_seconds", "cache_write_input_tokens")
     INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     CACHED_INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     COST_USD_FIELD_NUMBER: _ClassVar[int]
     LATENCY_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    CACHE_WRITE_INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     input_tokens: int
     output_tokens: int
     cached_input_tokens: int
     cost_usd: float
     latency_seconds: float
-    def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cached_input_tokens: _Optional[int] = ..., cost_usd: _Optional[float] = ..., latency_seconds: _Optional[float] = ...) -> None: ...
+    cache_write_input_tokens: int
+    def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cached_input_tokens: _Optional[int] = ..., cost_usd: _Optional[float] = ..., latency_seconds: _Optional[float] = ..., cache_write_input_tokens: _Optional[int] = ...) -> None: ...
 
 class JudgeStats(_message.Message):
     __slots__ = ("judge", "calls", "failed_calls", "cached_calls", "usage", "agreement_rate", "last_error", "breaker_open", "abandoned_calls", "position_bias")
@@ -221,7 +223,7 @@ class PositionBias(_message.Message):
     def __init__(self, verdicts: _Optional[int] = ..., mean_tau: _Optional[float] = ..., z: _Optional[float] = ..., biased: _Optional[bool] = ...) -> None: ...
 
 class JobStats(_message.Message):
-    __slots__ = ("judge_calls", "cached_calls", "failed_calls", "input_tokens", "output_tokens", "cached_input_tokens", "cost_usd", "critical_path", "judges", "wall_seconds", "settled_count", "total_count", "abandoned_calls")
+    __slots__ = ("judge_calls", "cached_calls", "failed_calls", "input_tokens", "output_tokens", "cached_input_tokens", "cost_usd", "critical_path", "judges", "wall_seconds", "settled_count", "total_count", "abandoned_calls", "cache_write_input_tokens")
     JUDGE_CALLS_FIELD_NUMBER: _ClassVar[int]
     CACHED_CALLS_FIELD_NUMBER: _ClassVar[int]
     FAILED_CALLS_FIELD_NUMBER: _ClassVar[int]
@@ -235,6 +237,7 @@ class JobStats(_message.Message):
     SETTLED_COUNT_FIELD_NUMBER: _ClassVar[int]
     TOTAL_COUNT_FIELD_NUMBER: _ClassVar[int]
     ABANDONED_CALLS_FIELD_NUMBER: _ClassVar[int]
+    CACHE_WRITE_INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     judge_calls: int
     cached_calls: int
     failed_calls: int
@@ -248,7 +251,8 @@ class JobStats(_message.Message):
     settled_count: int
     total_count: int
     abandoned_calls: int
-    def __init__(self, judge_calls: _Optional[int] = ..., cached_calls: _Optional[int] = ..., failed_calls: _Optional[int] = ..., input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cached_input_tokens: _Optional[int] = ..., cost_usd: _Optional[float] = ..., critical_path: _Optional[int] = ..., judges: _Optional[_Iterable[_Union[JudgeStats, _Mapping]]] = ..., wall_seconds: _Optional[float] = ..., settled_count: _Optional[int] = ..., total_count: _Optional[int] = ..., abandoned_calls: _Optional[int] = ...) -> None: ...
+    cache_write_input_tokens: int
+    def __init__(self, judge_calls: _Optional[int] = ..., cached_calls: _Optional[int] = ..., failed_calls: _Optional[int] = ..., input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cached_input_tokens: _Optional[int] = ..., cost_usd: _Optional[float] = ..., critical_path: _Optional[int] = ..., judges: _Optional[_Iterable[_Union[JudgeStats, _Mapping]]] = ..., wall_seconds: _Optional[float] = ..., settled_count: _Optional[int] = ..., total_count: _Optional[int] = ..., abandoned_calls: _Optional[int] = ..., cache_write_input_tokens: _Optional[int] = ...) -> None: ...
 
 class JobError(_message.Message):
     __slots__ = ("code", "message")
