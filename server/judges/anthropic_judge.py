@@ -129,19 +129,6 @@ class AnthropicJudge(LLMJudge):
             raise CallError(FailureKind.CONNECTION_ERROR, f"connection failed: {error}") from None
         return message_completion(response)
 
-
-def message_completion(response: anthropic.types.Message) -> Completion:
-    """A message read into our Completion, as answered call by call or in a batch."""
-    text = "".join(block.text for block in response.content if block.type == "text")
-    return Completion(
-        text=text,
-        truncated=response.stop_reason == "max_tokens",
-        tokens=_tokens(response.usage),
-        response_id=response.id or "",
-        response_model=response.model or "",
-        finish_reason=response.stop_reason or "",
-    )
-
     def cache_write_bound(self, prompt: PromptParts) -> int:
         # The prompt and the corrective follow-up that repeats it may each write the marked
         # part (a follow-up can reach another server before the first write is visible).
@@ -163,6 +150,19 @@ def message_completion(response: anthropic.types.Message) -> Completion:
             block["cache_control"] = CACHE_CONTROL
         blocks = [block, {"type": "text", "text": rest}] if rest else [block]
         return {"role": message.role, "content": blocks}
+
+
+def message_completion(response: anthropic.types.Message) -> Completion:
+    """A message read into our Completion, as answered call by call or in a batch."""
+    text = "".join(block.text for block in response.content if block.type == "text")
+    return Completion(
+        text=text,
+        truncated=response.stop_reason == "max_tokens",
+        tokens=_tokens(response.usage),
+        response_id=response.id or "",
+        response_model=response.model or "",
+        finish_reason=response.stop_reason or "",
+    )
 
 
 def _tokens(usage: anthropic.types.Usage) -> TokenCounts:

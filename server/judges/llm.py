@@ -175,16 +175,27 @@ def read_completion(
     return Reading(text + (cut_marker or ""), parsed, failure)
 
 
+def first_message(prompt: str | PromptParts) -> Message:
+    """The first message of an exchange: a prompt in parts keeps where its stable part ends,
+    for providers that mark it for their prompt cache."""
+    if isinstance(prompt, PromptParts):
+        return Message("user", prompt.text, stable_chars=len(prompt.stable))
+    return Message("user", prompt)
+
+
 @dataclass(frozen=True)
 class RankingCall:
     """What one listwise judge call asks first, whether sent on its own or in a provider batch:
     the rendered prompt, its output cap and the answer schema (None: the prompt alone states
     the form)."""
 
-    prompt: str
+    prompt: PromptParts
     max_output_tokens: int
     schema: AnswerSchema | None
     k: int
+
+    def message(self) -> Message:
+        return first_message(self.prompt)
 
     def read(self, text: str, truncated: bool) -> Ranking | Unreadable:
         return parse_ranking(text, self.k, truncated=truncated)
@@ -413,6 +424,7 @@ class LLMJudge(Judge):
             input_tokens=completion.tokens.input,
             output_tokens=completion.tokens.output,
             cached_input_tokens=completion.tokens.cached_input,
+            cache_write_input_tokens=completion.tokens.cache_write,
             cost_usd=cost_usd(completion.tokens, price),
         )
         failure = reading.failure
@@ -420,9 +432,9 @@ class LLMJudge(Judge):
             failure = failure or JudgeFailure(
                 FailureKind.UNPARSEABLE, f"unreadable batch answer: {reading.parsed.reason}"
             )
-            return JudgeReply((), usage, failure, call.prompt, reading.raw_text)
+            return JudgeReply((), usage, failure, call.prompt.text, reading.raw_text)
         ordering = tuple(request.passages[n - 1].id for n in reading.parsed.numbers)
-        return JudgeReply(ordering, usage, None, call.prompt, reading.raw_text)
+        return JudgeReply(ordering, usage, None, call.prompt.text, reading.raw_text)
 
     async def exchange(
         self,
@@ -469,10 +481,7 @@ class LLMJudge(Judge):
         span: ChatSpan,
     ) -> Exchange[Answer]:
         in_flight = InFlightTime()
-        if isinstance(prompt, PromptParts):
-            messages = [Message("user", prompt.text, stable_chars=len(prompt.stable))]
-        else:
-            messages = [Message("user", prompt)]
+        messages = [first_message(prompt)]
         prompt_text = messages[0].text
         spent = TokenCounts()
         answers: list[str] = []

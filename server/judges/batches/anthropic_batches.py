@@ -24,7 +24,7 @@ from tierank.server.judges.batches.base import (
     missing_failure,
 )
 from tierank.server.judges.bounded_http import response_cap
-from tierank.server.judges.llm import Completion, Message
+from tierank.server.judges.llm import Completion
 
 LIMITS = BatchLimits(
     max_requests=100_000,
@@ -49,9 +49,7 @@ class AnthropicBatches(BatchTransport[AnthropicJudge]):
 
     def entry(self, call: BatchCall) -> dict[str, Any]:
         ranking = self.judge.ranking_call(call.request)
-        params = self.judge.request_params(
-            [Message("user", ranking.prompt)], ranking.max_output_tokens
-        )
+        params = self.judge.request_params([ranking.message()], ranking.max_output_tokens)
         return {"custom_id": call.custom_id, "params": params}
 
     async def submit(self, calls: Sequence[BatchCall]) -> str:

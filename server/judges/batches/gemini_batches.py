@@ -30,7 +30,7 @@ from tierank.server.judges.gemini_judge import (
     content_completion,
     contents,
 )
-from tierank.server.judges.llm import Completion, Message
+from tierank.server.judges.llm import Completion
 from tierank.server.judges.retry import CallError
 
 LIMITS = BatchLimits(
@@ -72,7 +72,7 @@ class GeminiBatches(BatchTransport[GeminiJudge]):
         return {
             "contents": [
                 content.model_dump(mode="json", exclude_none=True)
-                for content in contents([Message("user", ranking.prompt)])
+                for content in contents([ranking.message()])
             ],
             "config": config.model_dump(mode="json", exclude_none=True),
             "metadata": {KEY: call.custom_id},

@@ -24,7 +24,7 @@ from tierank.server.judges.batches.base import (
     missing_failure,
 )
 from tierank.server.judges.bounded_http import response_cap
-from tierank.server.judges.llm import Completion, Message
+from tierank.server.judges.llm import Completion
 from tierank.server.judges.openai_judges import OpenAIJudge, chat_completion
 
 ENDPOINT: Final = "/v1/chat/completions"
@@ -54,7 +54,7 @@ class OpenAIBatches(BatchTransport[OpenAIJudge]):
     def entry(self, call: BatchCall) -> dict[str, Any]:
         ranking = self.judge.ranking_call(call.request)
         body = self.judge.request_body(
-            [Message("user", ranking.prompt)],
+            [ranking.message()],
             ranking.max_output_tokens,
             call.request.seed,
             ranking.schema,
