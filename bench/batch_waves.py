@@ -1,18 +1,19 @@
 """A large study in provider batch mode: sequential batches, cost and wall time (issue 24).
 
     .venv/bin/python -m tierank.bench.batch_waves [--queries 1000] [--pool 100] [--judge strong]
-        [--latency 3] [--turnaround 0.5 2 24] [--seed 0]
+        [--latency 3] [--turnaround 0.5 2 24] [--seed 0] [--models openai/gpt-4.1-mini ...]
 
 Provider batch execution is not built yet (server/judges/batches/ has the transports); this is
 the model of what it will cost and how long it will take. A study of `--queries` queries, each
 the BM25 top-`--pool` of a DL19 query (query i is DL19's i mod 43 at seed `--seed` + i div 43,
-so the first 860 are exactly section 5's strong/tierank runs), top-10, k=10, the scheduler at
-its defaults and the benchmark's simulated judge (bench/ranking/judges.py, server/judges/
-simulated.py). Every query's tournament runs side by side, in waves: each live tournament gets
-the answers to all the calls it has in flight, then plans; a wave is one provider batch per
-judge, split only where the vendor's declared limits require (the transports' own `payloads`,
-on each call's real batch entry: the server's prompt rendered by the vendor's judge). Counted:
-the sequential waves until every query ends, each query's critical path, calls and tokens.
+so the first 860 are exactly section 5's runs of tierank and BlitzRank-k10 with that judge),
+top-10, k=10, the scheduler at its defaults and the benchmark's simulated judge
+(bench/ranking/judges.py, server/judges/simulated.py). Every query's tournament runs side by
+side, in waves: each live tournament gets the answers to all the calls it has in flight, then
+plans; a wave is one provider batch per judge, split only where the vendor's declared limits
+require (the transports' own `payloads`, on each call's real batch entry: the server's prompt
+rendered by the vendor's judge). Counted: the sequential waves until every query ends, each
+query's critical path, calls and tokens.
 
 BlitzRank (published, k=10; bench/ranking/blitzrank_published.py) runs on the same queries
 with the same judge. Its rounds are strictly sequential within a query (one call each), so in
@@ -27,9 +28,10 @@ at the default price table call by call and at its batch price (prices.batch_pri
 Wall time: batch mode takes waves x the assumed turnaround of one batch (`--turnaround`,
 hours; 24 h is the vendors' completion window, after which a request expires). Call by call, a
 query takes critical path x `--latency` (one round-trip per round, rate limits ignored), and a
-study keeps `max_live` queries side by side, starting the next query as one ends (DEFAULT_LIVE_
-QUERIES and MAX_LIVE_QUERIES of limits.py). Batch mode needs every query live at once; at the
-current cap of MAX_LIVE_QUERIES the waves are the same slot schedule counted in waves.
+study keeps `max_live` queries side by side, starting the next query as one ends (the default
+and the cap of limits.py, DEFAULT_LIVE_QUERIES and MAX_LIVE_QUERIES, and all). Batch mode
+needs every query live at once; at the current cap of MAX_LIVE_QUERIES the waves are the same
+slot schedule counted in waves.
 The last waves carry few calls (a study waits for its slowest query), so a variant is shown
 too: the first waves batched, up to the 90th percentile of the rounds per query, and what is
 left of the study call by call, every remaining query live (its cost: those calls at the
@@ -415,9 +417,9 @@ def report(args: argparse.Namespace) -> None:
         batch = " | ".join(f"{waves * t:g} h" for t in args.turnaround)
         print(f"| {name} | {by_call} | {batch} |")
         # The tail: the last waves' few queries, every one live, a round-trip a round.
-        tail = _duration((waves - cut) * args.latency)
-        hybrid = " | ".join(f"{cut * t:g} h + {tail}" for t in args.turnaround)
-        print(f"| {name}, first {cut} waves batched, the rest call by call | | {hybrid} |")
+        tail_time = _duration((waves - cut) * args.latency)
+        mixed = " | ".join(f"{cut * t:g} h + {tail_time}" for t in args.turnaround)
+        print(f"| {name}, first {cut} waves batched, the rest call by call | | {mixed} |")
 
 
 def main() -> None:
