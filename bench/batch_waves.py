@@ -57,6 +57,7 @@ from tierank.bench.ranking.data import Query, load_queries
 from tierank.bench.ranking.judges import PANELS, QueryWorld, SimulatedJudge
 from tierank.bench.ranking.session import JudgeSession
 from tierank.bench.ranking.tournament_driver import MAX_WAVES
+from tierank.client.commands._shared import positive_float, positive_int
 from tierank.limits import DEFAULT_LIVE_QUERIES, MAX_LIVE_QUERIES
 from tierank.scheduler import Cost, JudgeCall, Tournament, TournamentConfig, Verdict
 from tierank.server.judges.base import BatchRequest, JudgeConfig, Passage, PoolContext
@@ -272,10 +273,7 @@ class VendorBill:
 
 def build_transports(models: Sequence[str]) -> tuple[JudgeFactory, list[BatchTransport[Any]]]:
     """Each model's batch transport on a judge that is never asked anything (no key is real)."""
-    providers = {model.partition("/")[0] for model in models}
-    unknown = providers - set(BATCH_PROVIDERS)
-    if unknown:
-        raise ValueError(f"no batch API for {sorted(unknown)}: choose from {BATCH_PROVIDERS}")
+    providers = {model.partition("/")[0] for model in models}  # batch APIs' (main checks)
     settings = JudgeSettings(
         providers={
             provider: ProviderSettings(api_key="unused", base_url=UNUSED_ENDPOINT)
@@ -424,16 +422,28 @@ def report(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--queries", type=int, default=1000)
-    parser.add_argument("--pool", type=int, default=100, help="BM25 depth of each query's pool")
+    parser.add_argument("--queries", type=positive_int, default=1000)
+    parser.add_argument(
+        "--pool", type=positive_int, default=100, help="BM25 depth of each query's pool"
+    )
     parser.add_argument("--judge", default="strong", choices=["strong", "weak", "oracle"])
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--models", nargs="+", default=list(MODELS))
-    parser.add_argument("--latency", type=float, default=CALL_LATENCY_S, help="s per call")
     parser.add_argument(
-        "--turnaround", type=float, nargs="+", default=list(TURNAROUND_HOURS), help="h a batch"
+        "--models", nargs="+", default=list(MODELS), help="PROVIDER/MODEL, a batch API's"
     )
-    report(parser.parse_args())
+    parser.add_argument("--latency", type=positive_float, default=CALL_LATENCY_S, help="s per call")
+    parser.add_argument(
+        "--turnaround",
+        type=positive_float,
+        nargs="+",
+        default=list(TURNAROUND_HOURS),
+        help="h a batch",
+    )
+    args = parser.parse_args()
+    unknown = {model.partition("/")[0] for model in args.models} - set(BATCH_PROVIDERS)
+    if unknown:
+        parser.error(f"--models: no batch API for {sorted(unknown)}: choose from {BATCH_PROVIDERS}")
+    report(args)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+from tierank.client.commands._shared import positive_float, positive_int
 from tierank.server.judges.anthropic_judge import min_cacheable_tokens
 from tierank.server.judges.base import Passage
 from tierank.server.judges.prices import DEFAULT_PRICES, Price, TokenCounts, cost_usd
@@ -179,11 +180,17 @@ def _uncached(tokens: TokenCounts, price: Price) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--k", type=int, default=10)
-    parser.add_argument("--calls", type=float, default=15.3)
-    parser.add_argument("--first-wave", type=int, default=10)
-    parser.add_argument("--output-tokens", type=int, default=40)
+    parser.add_argument("--k", type=positive_int, default=10, help="passages per call")
+    parser.add_argument("--calls", type=positive_float, default=15.3, help="calls per query (mean)")
+    parser.add_argument(
+        "--first-wave", type=positive_int, default=10, help="calls a query sends at once first"
+    )
+    parser.add_argument(
+        "--output-tokens", type=positive_int, default=40, help="output tokens per call"
+    )
     args = parser.parse_args()
+    if args.first_wave > args.calls:
+        parser.error(f"--first-wave {args.first_wave} is more than --calls {args.calls}")
     pools = [
         (
             entry["query"],
