@@ -107,9 +107,9 @@ class LocalServer:
                 start_new_session=True,
             )
         try:
-            self.address = self._wait_for_address(ready_file)
-            # The file is written whole, at once: its second line, if any, came with the first.
-            self.metrics_address = (ready_file.read_text().splitlines()[1:] or [""])[0]
+            # Its first line is the gRPC address, a second one the metrics address.
+            self.address, _, metrics = self._wait_for_ready(ready_file).partition("\n")
+            self.metrics_address = metrics.strip()
         except BaseException:
             self.stop()
             raise
@@ -140,7 +140,8 @@ class LocalServer:
             return ""
         return "\n".join(text.splitlines()[-lines:])
 
-    def _wait_for_address(self, ready_file: Path) -> str:
+    def _wait_for_ready(self, ready_file: Path) -> str:
+        """The ready file's content, once the server has written it."""
         assert self._process is not None
         give_up_at = time.monotonic() + self.startup_timeout
         previous = ""
@@ -154,8 +155,7 @@ class LocalServer:
                     f"tierank server exited with code {self._process.returncode} before it was"
                     f" ready: {failure_reason(log)}"
                 )
-            # Its first line is the gRPC address (a second one, the metrics address).
-            content = ready_file.read_text().partition("\n")[0] if ready_file.exists() else ""
+            content = ready_file.read_text().strip() if ready_file.exists() else ""
             # Two equal reads in a row: the server has finished writing the file.
             if content and content == previous:
                 return content

@@ -16,9 +16,9 @@ from __future__ import annotations
 import asyncio
 import threading
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Protocol
+from typing import Any, Protocol
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily
@@ -164,6 +164,10 @@ class _Counts(Protocol):
 COUNT_TIMEOUT_S = 5.0
 
 
+# How the scrapes count: a coroutine run on the server's event loop.
+_Count = Callable[[], Coroutine[Any, Any, _Counts]]
+
+
 class _Unfinished(Collector):
     """tierank_jobs and tierank_studies: the jobs and studies of the whole database that have
     not ended, by tenant and state, counted when scraped. The scrape runs in the HTTP server's
@@ -177,15 +181,13 @@ class _Unfinished(Collector):
     )
 
     def __init__(self) -> None:
-        self._source: tuple[Callable[[], Awaitable[_Counts]], asyncio.AbstractEventLoop] | None = (
-            None
-        )
+        self._source: tuple[_Count, asyncio.AbstractEventLoop] | None = None
         self._seen: dict[str, set[tuple[str, int]]] = {"jobs": set(), "studies": set()}
         # Scrapes can come at once (one thread each).
         self._lock = threading.Lock()
 
     @asynccontextmanager
-    async def counting(self, count: Callable[[], Awaitable[_Counts]]) -> AsyncIterator[None]:
+    async def counting(self, count: _Count) -> AsyncIterator[None]:
         """Scrapes count with `count` (run on the current event loop) for the block; a server
         started in the block (tests run several in one process) counts until it stops."""
         before = self._source
@@ -208,7 +210,7 @@ class _Unfinished(Collector):
         count, loop = source
         if _running_loop() is loop:
             return  # collected on the loop itself (in-process, not a scrape): it cannot wait
-        future = asyncio.run_coroutine_threadsafe(_awaited(count), loop)
+        future = asyncio.run_coroutine_threadsafe(count(), loop)
         try:
             counts = future.result(COUNT_TIMEOUT_S)
         except Exception:  # the database away, the loop stopping: the scrape goes on without
@@ -231,10 +233,6 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
-
-
-async def _awaited(count: Callable[[], Awaitable[_Counts]]) -> _Counts:
-    return await count()
 
 
 UNFINISHED = _Unfinished()

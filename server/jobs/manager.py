@@ -266,11 +266,10 @@ class JobManager:
         if wanted <= 0:  # the usual beat: no claim (on SQLite, a read of every unfinished job)
             return
         for claim in await self._storage.claim_jobs(replica.replica_id, replica.lease_s, wanted):
-            # In the job's trace: these lines, and the tasks that run or fail the job.
             with in_stored_trace(claim.job.trace_context):
                 self._log.info("claimed job", job_id=claim.job.job_id, epoch=claim.lease.epoch)
-                metrics.LEASE_TAKEOVERS.inc()  # new jobs are claimed where they are created
-                await self._resume(claim)
+            metrics.LEASE_TAKEOVERS.inc()  # new jobs are claimed where they are created
+            await self._resume(claim)
 
     async def _follow_changes(self) -> None:
         async for change in self._storage.changes():
@@ -439,7 +438,13 @@ class JobManager:
                         )
 
     async def _resume(self, claim: Claim) -> JobRunner | None:
-        """Start a claimed job's runner; a job that cannot run any more fails alone."""
+        """Start a claimed job's runner; a job that cannot run any more fails alone. In the
+        job's stored trace (not, say, a cancelling call's): its lines, and the tasks that run
+        or fail it."""
+        with in_stored_trace(claim.job.trace_context):
+            return await self._resume_traced(claim)
+
+    async def _resume_traced(self, claim: Claim) -> JobRunner | None:
         record, lease = claim.job, claim.lease
         try:
             spec = rank_pb2.JobSpec.FromString(record.spec)
@@ -506,8 +511,7 @@ class JobManager:
             )
             runner = None
             if claim is not None:
-                with in_stored_trace(claim.job.trace_context):  # not the cancelling call's
-                    runner = await self._resume(claim)
+                runner = await self._resume(claim)
         if runner is None:
             await self._until_finished(tenant, job_id)
             return

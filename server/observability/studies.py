@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from typing import Protocol
 
 from opentelemetry import trace
 from opentelemetry.context import Context
@@ -41,19 +42,27 @@ class StudySpan:
         self._span.set_status(Status(StatusCode.ERROR, type(error).__name__))
 
 
+class _Study(Protocol):
+    """What a study's spans need of its stored record."""
+
+    @property
+    def study_id(self) -> str: ...
+    @property
+    def tenant(self) -> str: ...
+    @property
+    def trace_context(self) -> str: ...
+
+
 class StudyTelemetry:
-    def __init__(self, study_id: str, tenant: str, trace_context: str) -> None:
-        self._trace_context = trace_context
-        self._attributes = {"tierank.study.id": study_id, "tierank.tenant": tenant}
+    def __init__(self, study: _Study) -> None:
+        self._trace_context = study.trace_context
+        self._attributes = {"tierank.study.id": study.study_id, "tierank.tenant": study.tenant}
 
     @contextmanager
     def part(self, name: str, attributes: Attributes | None = None) -> Iterator[StudySpan]:
         """A span directly under the study's stored context, current for the block: a round's
         pooling or run. The span current where it starts (the call that asked for it) is
         linked to it when that is in another trace."""
-        if not tracing_now():
-            yield StudySpan(trace.INVALID_SPAN)
-            return
         context = stored_context(self._trace_context)
         asking = trace.get_current_span().get_span_context()
         study_trace = trace.get_current_span(context).get_span_context().trace_id
@@ -64,9 +73,6 @@ class StudyTelemetry:
     @contextmanager
     def step(self, name: str, attributes: Attributes | None = None) -> Iterator[StudySpan]:
         """A span under the current one (a run's top-up or end), current for the block."""
-        if not tracing_now():
-            yield StudySpan(trace.INVALID_SPAN)
-            return
         with self._span(name, attributes, None, []) as span:
             yield span
 
@@ -78,6 +84,9 @@ class StudyTelemetry:
         context: Context | None,
         links: list[Link],
     ) -> Iterator[StudySpan]:
+        if not tracing_now():
+            yield StudySpan(trace.INVALID_SPAN)
+            return
         with tracer().start_as_current_span(
             name,
             context=context,

@@ -182,7 +182,7 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
         spec = study_pb2.StudySpec.FromString(record.spec)
         async with open_scratch(self._storage, record.study_id) as scratch:
             # Pooling is in the study's trace, with the rounds it makes.
-            with _telemetry(record).part("tierank.study.start", {"tierank.study.round": 0}):
+            with StudyTelemetry(record).part("tierank.study.start", {"tierank.study.round": 0}):
                 depth = spec.depth or DEFAULT_STUDY_DEPTH
                 pooled, violations = await anyio.to_thread.run_sync(plan_queries, scratch, depth)
                 if violations:
@@ -271,7 +271,7 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
         now = time.time()
         async with open_scratch(self._storage, record.study_id, pooled | set(chosen)) as scratch:
             extending = {"tierank.study.round": len(counts.rounds)}
-            with _telemetry(record).part("tierank.study.extend", extending):
+            with StudyTelemetry(record).part("tierank.study.extend", extending):
                 planned, violations = await anyio.to_thread.run_sync(
                     plan_extension, scratch, pooled, chosen, rows, depth, now
                 )
@@ -419,10 +419,6 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
         if len(rows) > page_size:
             response.next_page_token = _token(listing, str(page[-1].position))
         return response
-
-
-def _telemetry(record: StudyRecord) -> StudyTelemetry:
-    return StudyTelemetry(record.study_id, record.tenant, record.trace_context)
 
 
 def _extend_limits(

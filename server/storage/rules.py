@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tierank.server.errors import QuotaExceeded
+from tierank.server.job_states import STUDY_DRAFT, STUDY_RUNNING, TERMINAL_STATES
 from tierank.server.storage.base import (
     LIMIT_NAMES,
     Limits,
@@ -14,6 +15,7 @@ from tierank.server.storage.base import (
     StudyQueryRow,
     StudyRecord,
     TenantRecord,
+    UnfinishedCounts,
 )
 
 RATE_WINDOW_S = 60.0
@@ -22,6 +24,27 @@ MIN_RETRY_AFTER_S = 0.01
 # Costs are summed in floating point; without this slack ten reservations of $0.10 could fail
 # a $1.00 limit by a rounding error.
 COST_SLACK_USD = 1e-9
+
+# A query for a tenant's unfinished jobs must repeat the predicate of the partial index
+# jobs_unfinished word for word, or neither SQLite nor PostgreSQL can use the index, and scans
+# every job the tenant ever had.
+UNFINISHED_JOBS = f"state NOT IN ({', '.join(str(s) for s in sorted(TERMINAL_STATES))})"
+# Likewise for studies and the partial index studies_unfinished.
+UNFINISHED_STUDIES = f"state IN ({STUDY_DRAFT}, {STUDY_RUNNING})"
+# Unfinished jobs and studies per tenant and state, in one statement (one round trip).
+UNFINISHED_COUNTS = (
+    f"SELECT 'jobs', tenant, state, COUNT(*) FROM jobs WHERE {UNFINISHED_JOBS} "
+    "GROUP BY tenant, state UNION ALL "
+    f"SELECT 'studies', tenant, state, COUNT(*) FROM studies WHERE {UNFINISHED_STUDIES} "
+    "GROUP BY tenant, state"
+)
+
+
+def unfinished_counts_from(rows: Sequence[Sequence[Any]]) -> UnfinishedCounts:
+    counts = UnfinishedCounts({}, {})
+    for table, tenant, state, count in rows:
+        (counts.jobs if table == "jobs" else counts.studies)[(tenant, state)] = count
+    return counts
 
 
 def tenant_from_row(row: Sequence[Any], provider_keys: Sequence[str]) -> TenantRecord:

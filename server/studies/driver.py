@@ -134,9 +134,9 @@ class StudyDriver:
 
     async def _drive_guarded(self, record: StudyRecord) -> None:
         study_log = log.bind(study=record.study_id, tenant=record.tenant)
-        telemetry = StudyTelemetry(record.study_id, record.tenant, record.trace_context)
-        rounds = len(study_pb2.StudyInputs.FromString(record.inputs).rounds)
+        telemetry = StudyTelemetry(record)
         try:
+            rounds = len(study_pb2.StudyInputs.FromString(record.inputs).rounds)
             # One span per take-up of the study's round, in the study's trace: the jobs it
             # creates are its children, so every query's runs join that trace too, and every
             # line the driver logs carries the trace's id.

@@ -23,9 +23,13 @@ from tierank.server.storage.base import (
 )
 from tierank.server.storage.postgres.cache import CACHE_CONFLICT, CACHE_SELECT, cache_arrays
 from tierank.server.storage.postgres.connection import JOB_QUOTA_LOCK, PostgresConnection, text
-from tierank.server.storage.postgres.migrations import UNFINISHED_JOBS
 from tierank.server.storage.postgres.spend import ADD_USAGE
-from tierank.server.storage.rules import BY_REQUEST_INDEX, MIN_RETRY_AFTER_S, RATE_WINDOW_S
+from tierank.server.storage.rules import (
+    BY_REQUEST_INDEX,
+    MIN_RETRY_AFTER_S,
+    RATE_WINDOW_S,
+    UNFINISHED_JOBS,
+)
 
 _NO_LIMITS = Limits()
 JOB_COLUMNS = (

@@ -32,8 +32,8 @@ from tierank.server.storage.postgres.connection import (
     plain_error,
 )
 from tierank.server.storage.postgres.jobs import JOB_COLUMNS, job_from_row
-from tierank.server.storage.postgres.migrations import UNFINISHED_JOBS
 from tierank.server.storage.postgres.spend import ADD_USAGE
+from tierank.server.storage.rules import UNFINISHED_JOBS
 
 _CLAIMED_COLUMNS = ", ".join(
     f"jobs.{column}" for column in (*JOB_COLUMNS.split(", "), "lease_epoch", "cancel_requested")

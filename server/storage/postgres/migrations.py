@@ -22,7 +22,8 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
-from tierank.server.job_states import STUDY_DRAFT, STUDY_RUNNING, TERMINAL_STATES
+from tierank.server.job_states import STUDY_RUNNING
+from tierank.server.storage.rules import UNFINISHED_JOBS, UNFINISHED_STUDIES
 
 
 @dataclass(frozen=True)
@@ -31,12 +32,6 @@ class Migration:
     description: str
     sql: str
 
-
-# Counting a tenant's unfinished jobs must repeat the predicate of the partial index
-# jobs_unfinished exactly, or the planner cannot prove the index applies.
-UNFINISHED_JOBS = f"state NOT IN ({', '.join(str(s) for s in sorted(TERMINAL_STATES))})"
-# Likewise for studies and the partial index studies_unfinished.
-UNFINISHED_STUDIES = f"state IN ({STUDY_DRAFT}, {STUDY_RUNNING})"
 
 # Any constant works as long as nothing else in the database uses it; this one spells "tierank".
 MIGRATION_LOCK = 0x7469657261_6E6B

@@ -8,8 +8,7 @@ from typing import Any
 
 from tierank.server.storage.base import OperationRecord, OperationStore
 from tierank.server.storage.postgres.connection import LIVE, NOW, PostgresConnection, text
-from tierank.server.storage.postgres.migrations import UNFINISHED_JOBS
-from tierank.server.storage.rules import BY_REQUEST_INDEX, operation_from_row
+from tierank.server.storage.rules import BY_REQUEST_INDEX, UNFINISHED_JOBS, operation_from_row
 
 _OPERATION_COLUMNS = (
     "operation_id, tenant, request_id, request_digest, method, state, owner, create_time, "

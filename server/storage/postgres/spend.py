@@ -6,8 +6,7 @@ import dataclasses
 
 from tierank.server.storage.base import Reservation, Spend, SpendStore, UsageReport
 from tierank.server.storage.postgres.connection import SPEND_LOCK, PostgresConnection
-from tierank.server.storage.postgres.migrations import UNFINISHED_JOBS
-from tierank.server.storage.rules import check_daily_limits, plus, spend_from_row
+from tierank.server.storage.rules import UNFINISHED_JOBS, check_daily_limits, plus, spend_from_row
 
 
 def _sums(table: str) -> str:

@@ -18,12 +18,12 @@ from tierank.server.storage.postgres.connection import (
 from tierank.server.storage.postgres.jobs import PostgresJobs
 from tierank.server.storage.postgres.keys import PostgresKeys
 from tierank.server.storage.postgres.leases import PostgresLeases, PostgresWatchers
-from tierank.server.storage.postgres.migrations import UNFINISHED_JOBS, UNFINISHED_STUDIES
 from tierank.server.storage.postgres.operations import PostgresOperations
 from tierank.server.storage.postgres.qualifications import PostgresQualifications
 from tierank.server.storage.postgres.spend import PostgresSpend
 from tierank.server.storage.postgres.studies import PostgresStudies
 from tierank.server.storage.postgres.tenants import PostgresTenants
+from tierank.server.storage.rules import UNFINISHED_COUNTS, unfinished_counts_from
 
 # How long a caller waits for a pooled connection when statements have no timeout.
 _DEFAULT_CONNECTION_WAIT_S = 30.0
@@ -94,16 +94,7 @@ class PostgresStorage(
         await self._fetchone("SELECT 1", None)
 
     async def unfinished_counts(self) -> UnfinishedCounts:
-        jobs = await self._fetchall(
-            f"SELECT tenant, state, COUNT(*) FROM jobs WHERE {UNFINISHED_JOBS} GROUP BY 1, 2"
-        )
-        studies = await self._fetchall(
-            f"SELECT tenant, state, COUNT(*) FROM studies WHERE {UNFINISHED_STUDIES} GROUP BY 1, 2"
-        )
-        return UnfinishedCounts(
-            {(tenant, state): count for tenant, state, count in jobs},
-            {(tenant, state): count for tenant, state, count in studies},
-        )
+        return unfinished_counts_from(await self._fetchall(UNFINISHED_COUNTS))
 
     async def close(self) -> None:
         await self._pool.close()

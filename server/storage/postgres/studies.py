@@ -15,11 +15,11 @@ from tierank.server.storage.base import (
     StudyStore,
 )
 from tierank.server.storage.postgres.connection import NOW, PostgresConnection, text
-from tierank.server.storage.postgres.migrations import UNFINISHED_STUDIES
 from tierank.server.storage.rules import (
     BY_REQUEST_INDEX,
     STUDY_COLUMNS,
     STUDY_QUERY_COLUMNS,
+    UNFINISHED_STUDIES,
     study_from_row,
     study_query_from_row,
 )

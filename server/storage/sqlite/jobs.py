@@ -19,10 +19,14 @@ from tierank.server.storage.base import (
     Limits,
     VerdictAudit,
 )
-from tierank.server.storage.rules import BY_REQUEST_INDEX, MIN_RETRY_AFTER_S, RATE_WINDOW_S
+from tierank.server.storage.rules import (
+    BY_REQUEST_INDEX,
+    MIN_RETRY_AFTER_S,
+    RATE_WINDOW_S,
+    UNFINISHED_JOBS,
+)
 from tierank.server.storage.sqlite.cache import put_cache
 from tierank.server.storage.sqlite.connection import SqliteState
-from tierank.server.storage.sqlite.migrations import UNFINISHED_JOBS
 from tierank.server.storage.sqlite.spend import settle
 
 _NO_LIMITS = Limits()

@@ -20,9 +20,9 @@ from tierank.server.storage.base import (
     Membership,
     WatcherStore,
 )
+from tierank.server.storage.rules import UNFINISHED_JOBS
 from tierank.server.storage.sqlite.connection import SqliteState
 from tierank.server.storage.sqlite.jobs import JOB_COLUMNS, job_from_row, read_job, read_unfinished
-from tierank.server.storage.sqlite.migrations import UNFINISHED_JOBS
 from tierank.server.storage.sqlite.spend import add_usage
 
 

@@ -20,13 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tierank.server.errors import StorageError
-from tierank.server.job_states import STUDY_DRAFT, STUDY_RUNNING, TERMINAL_STATES
-
-# Counting a tenant's unfinished jobs must match the partial index jobs_unfinished word for
-# word, or SQLite cannot use it and scans every job the tenant ever had.
-UNFINISHED_JOBS = f"state NOT IN ({', '.join(str(s) for s in sorted(TERMINAL_STATES))})"
-# Likewise for studies and the partial index studies_unfinished.
-UNFINISHED_STUDIES = f"state IN ({STUDY_DRAFT}, {STUDY_RUNNING})"
+from tierank.server.storage.rules import UNFINISHED_JOBS, UNFINISHED_STUDIES
 
 
 @dataclass(frozen=True)

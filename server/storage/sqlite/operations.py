@@ -9,9 +9,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from tierank.server.storage.base import OperationRecord, OperationStore
-from tierank.server.storage.rules import BY_REQUEST_INDEX, operation_from_row
+from tierank.server.storage.rules import BY_REQUEST_INDEX, UNFINISHED_JOBS, operation_from_row
 from tierank.server.storage.sqlite.connection import SqliteState
-from tierank.server.storage.sqlite.migrations import UNFINISHED_JOBS
 
 _OPERATION_COLUMNS = (
     "operation_id, tenant, request_id, request_digest, method, state, owner, create_time, "

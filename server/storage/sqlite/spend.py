@@ -8,9 +8,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from tierank.server.storage.base import Reservation, Settlement, Spend, SpendStore, UsageReport
-from tierank.server.storage.rules import check_daily_limits, plus, spend_from_row
+from tierank.server.storage.rules import UNFINISHED_JOBS, check_daily_limits, plus, spend_from_row
 from tierank.server.storage.sqlite.connection import SqliteState, snapshot
-from tierank.server.storage.sqlite.migrations import UNFINISHED_JOBS
 
 _SPEND_SUMS = (
     "COALESCE(SUM(calls), 0), COALESCE(SUM(input_tokens), 0), "

@@ -6,11 +6,11 @@ import asyncio
 import contextlib
 import itertools
 import os
-import sqlite3
 from pathlib import Path
 
 from tierank.server.errors import StorageError
 from tierank.server.storage.base import Storage, UnfinishedCounts
+from tierank.server.storage.rules import UNFINISHED_COUNTS, unfinished_counts_from
 from tierank.server.storage.sqlite.cache import SqliteVerdictCache
 from tierank.server.storage.sqlite.connection import (
     Worker,
@@ -22,7 +22,6 @@ from tierank.server.storage.sqlite.connection import (
 from tierank.server.storage.sqlite.jobs import SqliteJobs
 from tierank.server.storage.sqlite.keys import SqliteKeys
 from tierank.server.storage.sqlite.leases import SqliteLeases, SqliteWatchers
-from tierank.server.storage.sqlite.migrations import UNFINISHED_JOBS, UNFINISHED_STUDIES
 from tierank.server.storage.sqlite.operations import SqliteOperations
 from tierank.server.storage.sqlite.qualifications import SqliteQualifications
 from tierank.server.storage.sqlite.spend import SqliteSpend
@@ -75,24 +74,9 @@ class SqliteStorage(
         await self._reader.submit(lambda conn: conn.execute("SELECT 1").fetchone())
 
     async def unfinished_counts(self) -> UnfinishedCounts:
-        def read(conn: sqlite3.Connection) -> UnfinishedCounts:
-            return UnfinishedCounts(
-                *(
-                    {
-                        (tenant, state): count
-                        for tenant, state, count in conn.execute(
-                            f"SELECT tenant, state, COUNT(*) FROM {table} WHERE {unfinished} "
-                            "GROUP BY tenant, state"
-                        )
-                    }
-                    for table, unfinished in (
-                        ("jobs", UNFINISHED_JOBS),
-                        ("studies", UNFINISHED_STUDIES),
-                    )
-                )
-            )
-
-        return await self._reader.submit(read)
+        return await self._reader.submit(
+            lambda conn: unfinished_counts_from(conn.execute(UNFINISHED_COUNTS).fetchall())
+        )
 
     def announce(self, address: str) -> None:
         # Only a hint for a second command's message: a full disk or a read-only folder must

@@ -19,11 +19,11 @@ from tierank.server.storage.rules import (
     BY_REQUEST_INDEX,
     STUDY_COLUMNS,
     STUDY_QUERY_COLUMNS,
+    UNFINISHED_STUDIES,
     study_from_row,
     study_query_from_row,
 )
 from tierank.server.storage.sqlite.connection import SqliteState
-from tierank.server.storage.sqlite.migrations import UNFINISHED_STUDIES
 
 # Listing leaves the report out: it can be large, and only GetStudyReport reads it.
 _LISTED_COLUMNS = STUDY_COLUMNS.replace("report", "x''")
