@@ -39,7 +39,12 @@ from tierank.client.commands._shared import positive_float, positive_int
 from tierank.server.judges.anthropic_judge import min_cacheable_tokens
 from tierank.server.judges.base import Passage
 from tierank.server.judges.prices import DEFAULT_PRICES, Price, TokenCounts, cost_usd
-from tierank.server.judges.prompt import AnswerFormat, estimate_tokens, render_prompt_parts
+from tierank.server.judges.prompt import (
+    CHARS_PER_TOKEN,
+    AnswerFormat,
+    estimate_tokens,
+    render_prompt_parts,
+)
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "trec-dl"
 BM25 = DATA / "passages" / "rankllm.BM25.retrieve_results_dl19.json"
@@ -84,7 +89,7 @@ def query_prompts(
         stable_tokens=estimate_tokens(parts[0].stable),
         call_tokens=[estimate_tokens(p.text) for p in parts],
         # Whole tokens only: a token cut by the end of the common prefix is not shared.
-        common_tokens=[n // 4 for n in common],
+        common_tokens=[n // CHARS_PER_TOKEN for n in common],
     )
 
 

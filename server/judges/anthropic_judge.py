@@ -84,6 +84,8 @@ class AnthropicJudge(LLMJudge):
         super().__init__(config, shared)
         self.client = client
         self.thinking_budget = int(config.options.get("thinking_budget", DEFAULT_THINKING_BUDGET))
+        # The shortest prefix the model caches: looked up once, read for every message.
+        self._min_cacheable = min_cacheable_tokens(config.model)
 
     def output_allowance(self, answer_tokens: int) -> int:
         # max_tokens must exceed the thinking budget, which it includes.
@@ -137,7 +139,7 @@ class AnthropicJudge(LLMJudge):
     def _marks(self, stable: str) -> bool:
         """Whether a stable part this long is marked for the prompt cache: only when the model
         caches a prefix that long."""
-        return estimate_tokens(stable) >= min_cacheable_tokens(self.config.model)
+        return estimate_tokens(stable) >= self._min_cacheable
 
     def _message(self, message: Message) -> dict[str, Any]:
         """The message as content blocks: its stable part first, marked for the prompt cache

@@ -40,7 +40,9 @@ from fakes import (
     Step,
 )
 
-BATCH_FLAVORS = ("openai", "anthropic", "gemini")
+from tierank.server.judges.batches import BATCH_PROVIDERS
+
+BATCH_FLAVORS = BATCH_PROVIDERS  # every vendor whose batch API the server speaks
 _EPOCH = 1_767_225_600  # a fixed creation time keeps the bodies comparable between runs
 _ANTHROPIC_ERROR_TYPES = {
     400: "invalid_request_error",
