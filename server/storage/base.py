@@ -769,6 +769,109 @@ class StudyStore(Protocol):
         ended already."""
 
 
+class BatchState(enum.StrEnum):
+    """Where a provider batch is, as its journal says."""
+
+    # Its calls are written; the vendor may or may not have it (no vendor id yet).
+    SUBMITTING = "submitting"
+    # The vendor has it (vendor id known) and has not ended it.
+    OPEN = "open"
+    # The vendor ended it: its results can be read (answers, failures, expired, cancelled).
+    ENDED = "ended"
+    # No call of it will be answered: the vendor refused or failed it whole, or never got it.
+    FAILED = "failed"
+
+
+UNENDED_BATCH_STATES = (BatchState.SUBMITTING, BatchState.OPEN)
+
+
+@dataclass(frozen=True)
+class ProviderBatchRecord:
+    """One provider batch, journaled before it is submitted (see ProviderBatchJournal)."""
+
+    batch_id: str  # ours: the label the vendor's batch carries where the vendor takes one
+    tenant: str
+    # Whose calls it carries: "studies/{id}" for a study's jobs, else "jobs/{id}".
+    owner: str
+    provider: str
+    model: str
+    calls: int
+    create_time: float
+    state: BatchState = BatchState.SUBMITTING
+    vendor_id: str = ""
+    vendor_status: str = ""
+    # The vendor's own request counts, as JSON ({} until first polled).
+    counts: str = "{}"
+    message: str = ""
+    submit_time: float = 0.0
+    update_time: float = 0.0
+    end_time: float = 0.0
+
+
+@dataclass(frozen=True)
+class ProviderBatchCall:
+    """A job's call carried by a provider batch, under the custom id it has there."""
+
+    batch_id: str
+    custom_id: str
+    job_id: str
+    call_id: str
+
+
+class ProviderBatchJournal(Protocol):
+    """Provider batches and the calls they carry, written before the vendor is asked, so that
+    a restart, kill -9 or another replica taking a job over finds a call's open batch and waits
+    for it instead of submitting (and paying for) the call again."""
+
+    @abc.abstractmethod
+    async def journal_batch(
+        self, record: ProviderBatchRecord, calls: Sequence[ProviderBatchCall]
+    ) -> None:
+        """Insert a batch about to be submitted (SUBMITTING) with its calls, in one write."""
+
+    @abc.abstractmethod
+    async def batch_submitted(self, batch_id: str, vendor_id: str) -> bool:
+        """Record the vendor's id of a SUBMITTING batch (now OPEN); False when it was not
+        SUBMITTING any more (another process recorded it, or failed it, first)."""
+
+    @abc.abstractmethod
+    async def batch_status(
+        self,
+        batch_id: str,
+        state: BatchState,
+        vendor_status: str,
+        counts: str,
+        message: str = "",
+    ) -> None:
+        """Record what the vendor says of a batch; ENDED and FAILED are final (a batch that
+        has ended keeps that state whatever a later write says)."""
+
+    @abc.abstractmethod
+    async def get_provider_batch(self, batch_id: str) -> ProviderBatchRecord | None: ...
+
+    @abc.abstractmethod
+    async def batch_of_call(
+        self, job_id: str, call_id: str
+    ) -> tuple[ProviderBatchRecord, str] | None:
+        """The newest batch that carries the job's call, with the call's custom id there."""
+
+    @abc.abstractmethod
+    async def take_batch_poll(self, batch_id: str, poller: str, lease_s: float) -> bool:
+        """Let `poller` poll the batch for `lease_s` seconds, unless another poller's lease on
+        it is still running: one replica asks the vendor, the others read what it recorded."""
+
+    @abc.abstractmethod
+    async def withdraw_batch_calls(self, job_id: str) -> list[ProviderBatchRecord]:
+        """Mark every call of the job in unended batches as no longer wanted (the job has
+        ended); returns those unended batches none of whose calls is wanted any more."""
+
+    @abc.abstractmethod
+    async def owner_batches(
+        self, tenant: str, owner: str, unended_only: bool = False
+    ) -> list[ProviderBatchRecord]:
+        """The tenant's batches for `owner`, oldest first."""
+
+
 class Database(Protocol):
     """The database as a whole: whether it answers, and its end."""
 
@@ -800,6 +903,7 @@ class Storage(
     VerdictCache,
     OperationStore,
     StudyStore,
+    ProviderBatchJournal,
     Database,
 ):
     """Every role: what a backend implements (SqliteStorage, PostgresStorage) and what the

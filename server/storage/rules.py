@@ -9,8 +9,10 @@ from tierank.server.errors import QuotaExceeded
 from tierank.server.job_states import STUDY_DRAFT, STUDY_RUNNING, TERMINAL_STATES
 from tierank.server.storage.base import (
     LIMIT_NAMES,
+    BatchState,
     Limits,
     OperationRecord,
+    ProviderBatchRecord,
     Spend,
     StudyQueryRow,
     StudyRecord,
@@ -171,3 +173,18 @@ def check_daily_limits(limits: Sequence[Any], spend: Spend) -> None:
         raise QuotaExceeded("daily_input_tokens", input_tokens)
     if cost_usd is not None and spend.cost_usd > cost_usd + COST_SLACK_USD:
         raise QuotaExceeded("daily_cost_usd", cost_usd)
+
+
+# A provider batch's columns, in ProviderBatchRecord's order.
+PROVIDER_BATCH_COLUMNS = (
+    "batch_id, tenant, owner, provider, model, calls, create_time, state, vendor_id, "
+    "vendor_status, counts, message, submit_time, update_time, end_time"
+)
+# States a batch never leaves.
+FINAL_BATCH_STATES = (BatchState.ENDED.value, BatchState.FAILED.value)
+
+
+def provider_batch_from_row(row: Sequence[Any]) -> ProviderBatchRecord:
+    values = list(row)
+    values[7] = BatchState(values[7])
+    return ProviderBatchRecord(*values)

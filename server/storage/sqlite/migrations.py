@@ -224,6 +224,40 @@ ALTER TABLE studies ADD COLUMN trace_context TEXT NOT NULL DEFAULT '';
 CREATE INDEX studies_unfinished ON studies (tenant, state) WHERE {UNFINISHED_STUDIES};
 """
 
+# Provider batches (OpenAI Batch, Anthropic Message Batches, Gemini batch mode) and the calls
+# each carries, journaled before submission; `poller`/`poll_until` say who asks the vendor.
+_PROVIDER_BATCHES = """
+CREATE TABLE provider_batches (
+    batch_id TEXT PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    provider TEXT NOT NULL,
+    model TEXT NOT NULL,
+    calls INTEGER NOT NULL,
+    create_time REAL NOT NULL,
+    state TEXT NOT NULL,
+    vendor_id TEXT NOT NULL DEFAULT '',
+    vendor_status TEXT NOT NULL DEFAULT '',
+    counts TEXT NOT NULL DEFAULT '{}',
+    message TEXT NOT NULL DEFAULT '',
+    submit_time REAL NOT NULL DEFAULT 0,
+    update_time REAL NOT NULL DEFAULT 0,
+    end_time REAL NOT NULL DEFAULT 0,
+    poller TEXT NOT NULL DEFAULT '',
+    poll_until REAL NOT NULL DEFAULT 0
+);
+CREATE INDEX provider_batches_owner ON provider_batches (tenant, owner, batch_id);
+CREATE TABLE provider_batch_calls (
+    batch_id TEXT NOT NULL,
+    custom_id TEXT NOT NULL,
+    job_id TEXT NOT NULL,
+    call_id TEXT NOT NULL,
+    withdrawn INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (batch_id, custom_id)
+);
+CREATE INDEX provider_batch_calls_job ON provider_batch_calls (job_id, call_id);
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -239,6 +273,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "ALTER TABLE study_queries ADD COLUMN carried BLOB NOT NULL DEFAULT x'';",
     ),
     Migration(4, "studies' trace context; studies counted by state", _STUDY_TRACES),
+    Migration(5, "provider batches and the calls they carry", _PROVIDER_BATCHES),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

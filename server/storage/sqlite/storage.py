@@ -11,6 +11,7 @@ from pathlib import Path
 from tierank.server.errors import StorageError
 from tierank.server.storage.base import Storage, UnfinishedCounts
 from tierank.server.storage.rules import UNFINISHED_COUNTS, unfinished_counts_from
+from tierank.server.storage.sqlite.batches import SqliteProviderBatches
 from tierank.server.storage.sqlite.cache import SqliteVerdictCache
 from tierank.server.storage.sqlite.connection import (
     Worker,
@@ -40,6 +41,7 @@ class SqliteStorage(
     SqliteVerdictCache,
     SqliteOperations,
     SqliteStudies,
+    SqliteProviderBatches,
     Storage,
 ):
     def __init__(self, path: str | os.PathLike[str], synchronous: str) -> None:

@@ -1,0 +1,164 @@
+"""Provider batches in SQLite (see ProviderBatchJournal)."""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+import time
+from collections.abc import Sequence
+
+from tierank.server.storage.base import (
+    UNENDED_BATCH_STATES,
+    BatchState,
+    ProviderBatchCall,
+    ProviderBatchJournal,
+    ProviderBatchRecord,
+)
+from tierank.server.storage.rules import (
+    FINAL_BATCH_STATES,
+    PROVIDER_BATCH_COLUMNS,
+    provider_batch_from_row,
+)
+from tierank.server.storage.sqlite.connection import SqliteState
+
+_UNENDED = ", ".join(f"'{state.value}'" for state in UNENDED_BATCH_STATES)
+_FINAL = ", ".join(f"'{state}'" for state in FINAL_BATCH_STATES)
+
+
+class SqliteProviderBatches(SqliteState, ProviderBatchJournal):
+    async def journal_batch(
+        self, record: ProviderBatchRecord, calls: Sequence[ProviderBatchCall]
+    ) -> None:
+        values = dataclasses.astuple(record)
+        values = (*values[:7], record.state.value, *values[8:])
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                f"INSERT INTO provider_batches ({PROVIDER_BATCH_COLUMNS}) "
+                f"VALUES ({', '.join('?' * len(values))})",
+                values,
+            )
+            conn.executemany(
+                "INSERT INTO provider_batch_calls (batch_id, custom_id, job_id, call_id) "
+                "VALUES (?, ?, ?, ?)",
+                [dataclasses.astuple(call) for call in calls],
+            )
+
+        await self._writer.submit(write)
+
+    async def batch_submitted(self, batch_id: str, vendor_id: str) -> bool:
+        def write(conn: sqlite3.Connection) -> bool:
+            now = time.time()
+            cursor = conn.execute(
+                "UPDATE provider_batches SET state = ?, vendor_id = ?, submit_time = ?, "
+                "update_time = ? WHERE batch_id = ? AND state = ?",
+                (BatchState.OPEN.value, vendor_id, now, now, batch_id, BatchState.SUBMITTING),
+            )
+            return cursor.rowcount == 1
+
+        return await self._writer.submit(write)
+
+    async def batch_status(
+        self,
+        batch_id: str,
+        state: BatchState,
+        vendor_status: str,
+        counts: str,
+        message: str = "",
+    ) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            now = time.time()
+            ended = now if state.value in FINAL_BATCH_STATES else 0.0
+            conn.execute(
+                "UPDATE provider_batches SET state = ?, vendor_status = ?, counts = ?, "
+                "message = ?, update_time = ?, end_time = ? "
+                f"WHERE batch_id = ? AND state NOT IN ({_FINAL})",
+                (state.value, vendor_status, counts, message, now, ended, batch_id),
+            )
+
+        await self._writer.submit(write)
+
+    async def get_provider_batch(self, batch_id: str) -> ProviderBatchRecord | None:
+        def read(conn: sqlite3.Connection) -> ProviderBatchRecord | None:
+            row = conn.execute(
+                f"SELECT {PROVIDER_BATCH_COLUMNS} FROM provider_batches WHERE batch_id = ?",
+                (batch_id,),
+            ).fetchone()
+            return provider_batch_from_row(row) if row else None
+
+        return await self._reader.submit(read)
+
+    async def batch_of_call(
+        self, job_id: str, call_id: str
+    ) -> tuple[ProviderBatchRecord, str] | None:
+        columns = ", ".join(f"b.{c.strip()}" for c in PROVIDER_BATCH_COLUMNS.split(","))
+
+        def read(conn: sqlite3.Connection) -> tuple[ProviderBatchRecord, str] | None:
+            row = conn.execute(
+                f"SELECT {columns}, c.custom_id FROM provider_batch_calls c "
+                "JOIN provider_batches b ON b.batch_id = c.batch_id "
+                "WHERE c.job_id = ? AND c.call_id = ? ORDER BY b.batch_id DESC LIMIT 1",
+                (job_id, call_id),
+            ).fetchone()
+            return (provider_batch_from_row(row[:-1]), row[-1]) if row else None
+
+        return await self._reader.submit(read)
+
+    async def take_batch_poll(self, batch_id: str, poller: str, lease_s: float) -> bool:
+        def write(conn: sqlite3.Connection) -> bool:
+            now = time.time()
+            cursor = conn.execute(
+                "UPDATE provider_batches SET poller = ?, poll_until = ? "
+                "WHERE batch_id = ? AND (poller = ? OR poll_until < ?)",
+                (poller, now + lease_s, batch_id, poller, now),
+            )
+            return cursor.rowcount == 1
+
+        return await self._writer.submit(write)
+
+    async def withdraw_batch_calls(self, job_id: str) -> list[ProviderBatchRecord]:
+        def write(conn: sqlite3.Connection) -> list[ProviderBatchRecord]:
+            touched = [
+                batch_id
+                for (batch_id,) in conn.execute(
+                    "SELECT DISTINCT c.batch_id FROM provider_batch_calls c "
+                    "JOIN provider_batches b ON b.batch_id = c.batch_id "
+                    f"WHERE c.job_id = ? AND b.state IN ({_UNENDED})",
+                    (job_id,),
+                ).fetchall()
+            ]
+            conn.execute(
+                "UPDATE provider_batch_calls SET withdrawn = 1 WHERE job_id = ?", (job_id,)
+            )
+            unwanted = []
+            for batch_id in touched:
+                wanted = conn.execute(
+                    "SELECT 1 FROM provider_batch_calls WHERE batch_id = ? AND withdrawn = 0 "
+                    "LIMIT 1",
+                    (batch_id,),
+                ).fetchone()
+                if wanted is None:
+                    row = conn.execute(
+                        f"SELECT {PROVIDER_BATCH_COLUMNS} FROM provider_batches "
+                        "WHERE batch_id = ?",
+                        (batch_id,),
+                    ).fetchone()
+                    unwanted.append(provider_batch_from_row(row))
+            return unwanted
+
+        return await self._writer.submit(write)
+
+    async def owner_batches(
+        self, tenant: str, owner: str, unended_only: bool = False
+    ) -> list[ProviderBatchRecord]:
+        unended = f" AND state IN ({_UNENDED})" if unended_only else ""
+
+        def read(conn: sqlite3.Connection) -> list[ProviderBatchRecord]:
+            rows = conn.execute(
+                f"SELECT {PROVIDER_BATCH_COLUMNS} FROM provider_batches "
+                f"WHERE tenant = ? AND owner = ?{unended} ORDER BY batch_id",
+                (tenant, owner),
+            ).fetchall()
+            return [provider_batch_from_row(row) for row in rows]
+
+        return await self._reader.submit(read)
