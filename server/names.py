@@ -56,6 +56,24 @@ def parse_study_name(name: str) -> str:
     return _single(STUDY_COLLECTION, name)
 
 
+_STUDY_REQUEST = re.compile(r"study-([A-Za-z0-9_-]{1,64})-q[0-9]+(-after-[A-Za-z0-9_-]+)?")
+
+
+def study_request_id(study_id: str, position: int, continues: str = "") -> str:
+    """The request_id of a study query's job: the same on every try, so a job is made once;
+    a query judged again after an extension names the job it continues."""
+    request_id = f"study-{study_id}-q{position}"
+    return f"{request_id}-after-{continues}" if continues else request_id
+
+
+def batch_owner(job_id: str, request_id: str) -> str:
+    """Whose provider batches a job's calls go into: its study's ("studies/{id}"), so that a
+    study's wave is one batch per judge and cancelling the study cancels them; else the
+    job's own ("jobs/{id}")."""
+    study = _STUDY_REQUEST.fullmatch(request_id)
+    return study_name(study.group(1)) if study else job_name(job_id)
+
+
 def job_name(job_id: str) -> str:
     return f"{JOB_COLLECTION}/{job_id}"
 

@@ -37,12 +37,14 @@ from tierank.server.job_states import TERMINAL_STATES
 from tierank.server.jobs.admission import admit, as_requested
 from tierank.server.jobs.hub import EventHub
 from tierank.server.jobs.journal import continued_journal
+from tierank.server.jobs.provider_batches import BatchDesk, BatchedJudge
 from tierank.server.jobs.replica import Replica
 from tierank.server.jobs.runner import JobRunner, JobRunStore
 from tierank.server.jobs.steps import StepThread, TenantActivity
 from tierank.server.judges.base import Judge, JudgeConfigError, PoolContext
+from tierank.server.judges.llm import LLMJudge
 from tierank.server.judges.registry import JudgeFactory
-from tierank.server.names import job_name, new_sortable_id
+from tierank.server.names import batch_owner, job_name, new_sortable_id
 from tierank.server.observability.tracing import current_trace_context, in_stored_trace
 from tierank.server.storage.base import (
     CANCEL,
@@ -58,6 +60,7 @@ from tierank.server.storage.base import (
     Lease,
     LeaseStore,
     Limits,
+    ProviderBatchJournal,
     QualificationStore,
 )
 from tierank.server.tenancy.provider_accounts import ProviderAccounts
@@ -93,9 +96,10 @@ class _Creation:
     error: Exception | None = None
 
 
-class ManagedJobStore(JobRunStore, LeaseStore, QualificationStore, Protocol):
-    """What the manager uses of storage: the jobs it creates and runs under leases, and the
-    judges' qualifications that admission checks."""
+class ManagedJobStore(JobRunStore, LeaseStore, QualificationStore, ProviderBatchJournal, Protocol):
+    """What the manager uses of storage: the jobs it creates and runs under leases, the
+    judges' qualifications that admission checks, and the provider batches of judges in
+    batch mode."""
 
 
 class JobManager:
@@ -117,6 +121,7 @@ class JobManager:
         self._spending = spending
         self._replica = replica
         self._steps = StepThread(activity)
+        self._batches = BatchDesk(storage, replica.replica_id, factory.batch_settings)
         self._runners: dict[str, JobRunner] = {}
         self._leases: dict[str, Lease] = {}
         self._tasks: TaskGroup | None = None
@@ -134,6 +139,7 @@ class JobManager:
         await self._tasks.__aenter__()
         self._tasks.start_soon(self._keep_beating, name="leases")
         self._tasks.start_soon(self._follow_changes, name="changes")
+        self._tasks.start_soon(self._batches.run, name="provider batches")
         return self
 
     async def __aexit__(
@@ -392,6 +398,13 @@ class JobManager:
     def _runner(
         self, record: JobRecord, spec: rank_pb2.JobSpec, pool: PoolContext, judges: list[Judge]
     ) -> JobRunner:
+        owner = batch_owner(record.job_id, record.request_id)
+        judges = [
+            BatchedJudge(judge, self._batches, record.tenant, owner, record.job_id)
+            if isinstance(judge, LLMJudge) and judge.batch_mode
+            else judge
+            for judge in judges
+        ]
         return JobRunner(
             job_id=record.job_id,
             tenant=record.tenant,

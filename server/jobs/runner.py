@@ -691,6 +691,16 @@ class JobRunner:
             calls=completed.stats.judge_calls,
             critical_path=completed.stats.critical_path,
         )
+        await self._withdraw_calls()
+
+    async def _withdraw_calls(self) -> None:
+        """The job has ended: judges that handed its calls to a provider for later (batch
+        mode) may tell it to stop the ones still unanswered."""
+        for judge in self._judges:
+            try:
+                await judge.withdraw()
+            except Exception:  # the job has ended either way; its batches end on their own
+                self._log.exception("cannot withdraw the job's calls", judge=judge.name)
 
     async def _fail(self, message: str) -> None:
         # Events numbered but never stored (their commit failed) are numbered again.
@@ -703,6 +713,7 @@ class JobRunner:
             error_code=error.code,
             error_message=message,
         )
+        await self._withdraw_calls()
 
 
 def _holds(error: BaseException, kind: type[Exception]) -> bool:

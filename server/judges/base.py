@@ -183,5 +183,10 @@ class Judge(ConfiguredJudge):
         provider's circuit breaker is open (a judge with no provider has none)."""
         return False
 
+    async def withdraw(self) -> None:
+        """The job has ended: calls it asked that are still unanswered are no longer wanted.
+        A judge that handed them to a provider for later (batch mode) may tell it to stop."""
+        return None
+
     async def aclose(self) -> None:
         """Release clients and connections."""

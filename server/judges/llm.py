@@ -69,6 +69,11 @@ MAX_ANSWER_CHARS = 64 * 1024
 # A job may shorten the provider's timeout, but not to where no model could answer: a timeout
 # chosen that short would only turn every call into a failure.
 MIN_TIMEOUT_S = 1.0
+# The judge option that sends a judge's calls through its provider's batch API (about half
+# the price, answers within hours): "batch", or "call" (the default) for one request a call.
+MODE_OPTION = "mode"
+CALL_MODE = "call"
+BATCH_MODE = "batch"
 
 Answer = TypeVar("Answer")
 
@@ -261,12 +266,25 @@ class ProviderShared:
 class LLMJudge(Judge):
     provider: ClassVar[str]
     default_format: ClassVar[AnswerFormat]
-    # Keys a job spec may put in JudgeConfig.options for this provider.
+    # Keys a job spec may put in JudgeConfig.options for this provider (and MODE_OPTION).
     known_options: ClassVar[frozenset[str]] = frozenset({"format"})
+    # Whether the provider has a batch API (judges.batches) that `mode=batch` sends calls to.
+    has_batch_api: ClassVar[bool] = False
 
     def __init__(self, config: JudgeConfig, shared: ProviderShared) -> None:
         super().__init__(config)
-        refuse_unknown_options(config.options, self.known_options, self.provider)
+        refuse_unknown_options(config.options, self.known_options | {MODE_OPTION}, self.provider)
+        mode = config.options.get(MODE_OPTION, CALL_MODE)
+        if mode not in (CALL_MODE, BATCH_MODE):
+            raise JudgeConfigError(
+                f"parameters.options.{MODE_OPTION}", f"must be {CALL_MODE} or {BATCH_MODE}"
+            )
+        if mode == BATCH_MODE and not self.has_batch_api:
+            raise JudgeConfigError(
+                f"parameters.options.{MODE_OPTION}",
+                f"{self.provider} has no batch API (batch mode: openai, anthropic, gemini)",
+            )
+        self.batch_mode = mode == BATCH_MODE
         if not config.model:
             raise JudgeConfigError("model", f"a model name is required for {self.provider}")
         if config.timeout_s is not None and not config.timeout_s >= MIN_TIMEOUT_S:
@@ -341,7 +359,10 @@ class LLMJudge(Judge):
             "temperature": self.config.temperature,
             "max_output_tokens": self.config.max_output_tokens,
             "reasoning": self.config.reasoning,
-            "options": dict(sorted(self.config.options.items())),
+            # How calls travel (one by one, or in a provider batch) does not change the answer.
+            "options": dict(
+                sorted((k, v) for k, v in self.config.options.items() if k != MODE_OPTION)
+            ),
             "answer_format": str(self.answer_format),
             "passage_token_budget": self.passage_token_budget,
             "template": template,
@@ -350,6 +371,10 @@ class LLMJudge(Judge):
         return json.dumps(identity, sort_keys=True, separators=(",", ":"))
 
     def estimate(self, request: BatchRequest) -> JudgeUsage:
+        return self.estimate_at(request, self.price)
+
+    def estimate_at(self, request: BatchRequest, price: Price | None) -> JudgeUsage:
+        """`estimate` with tokens charged at `price` (a provider batch's)."""
         k = len(request.passages)
         prompt = self._render(request)
         return self.worst_case(
@@ -357,6 +382,7 @@ class LLMJudge(Judge):
             self._max_output_tokens(k),
             corrective_message("x" * 200, self.answer_format, k),
             cache_writes=self.cache_write_bound(prompt),
+            price=price,
         )
 
     def cache_write_bound(self, prompt: PromptParts) -> int:
@@ -366,11 +392,16 @@ class LLMJudge(Judge):
         return 0
 
     def worst_case(
-        self, prompt: str, max_output: int, corrective: str, cache_writes: int = 0
+        self,
+        prompt: str,
+        max_output: int,
+        corrective: str,
+        cache_writes: int = 0,
+        price: Price | None = None,
     ) -> JudgeUsage:
         """Upper bound of an exchange: the prompt and a corrective follow-up that repeats it
         with a full-length first answer, each answered with the maximum output; `cache_writes`
-        of its input tokens at the cache-write price."""
+        of its input tokens at the cache-write price; at `price`, else the judge's own."""
         follow_up = upper_bound_tokens(corrective)
         first_input = upper_bound_tokens(prompt)
         tokens = TokenCounts(
@@ -381,7 +412,7 @@ class LLMJudge(Judge):
         return JudgeUsage(
             input_tokens=tokens.input,
             output_tokens=tokens.output,
-            cost_usd=cost_usd(tokens, self.price),
+            cost_usd=cost_usd(tokens, price or self.price),
         )
 
     def ranking_call(self, request: BatchRequest) -> RankingCall:

@@ -9,7 +9,7 @@ from tierank.server.judges.base import Judge, JudgeConfig, PoolContext
 from tierank.server.judges.graders import Grader, LLMGrader, OracleGrader
 from tierank.server.judges.llm_providers import LLMProviders
 from tierank.server.judges.offline import LexicalJudge, OracleJudge
-from tierank.server.judges.settings import PROVIDERS, JudgeSettings
+from tierank.server.judges.settings import PROVIDERS, BatchSettings, JudgeSettings
 
 # Judges that call no provider, and so spend on no one's key.
 _OFFLINE: Mapping[str, Callable[[JudgeConfig, PoolContext], Judge]] = {
@@ -29,6 +29,11 @@ class JudgeFactory:
     @property
     def providers(self) -> tuple[str, ...]:
         return tuple(sorted((*_OFFLINE, *PROVIDERS)))
+
+    @property
+    def batch_settings(self) -> BatchSettings:
+        """How judges in batch mode gather, submit and follow provider batches."""
+        return self._llm.settings.batches
 
     def share_limits(self, replicas: int) -> None:
         """Split every provider rate limit among `replicas` replicas (see judges/limits.py)."""

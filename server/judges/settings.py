@@ -19,7 +19,7 @@ from tierank.server.judges.prices import DEFAULT_PRICES, Price, find_price
 
 PROVIDERS = ("openai", "anthropic", "gemini", "openai-compatible")
 CONFIG_PATH_ENV = "TIERANK_JUDGES_CONFIG"
-_SECTIONS = ("prices", "providers", "rate_limits")
+_SECTIONS = ("batches", "prices", "providers", "rate_limits")
 
 
 class JudgeSettingsError(ValueError):
@@ -71,12 +71,40 @@ class ProviderSettings:
 
 
 @dataclass(frozen=True)
+class BatchSettings:
+    """How judges in batch mode (`mode=batch`) gather, submit and follow provider batches.
+    Vendors answer a batch in minutes to hours (most within an hour), so the first poll is
+    soon and later ones spread out."""
+
+    # A wave is gathered until no call has come for this long (every live job of a study plans
+    # its next calls within moments of the last batch's answers), or for at most max_gather_s.
+    gather_s: float = 5.0
+    max_gather_s: float = 60.0
+    first_poll_s: float = 30.0
+    max_poll_s: float = 600.0
+    poll_multiplier: float = 1.5
+    # Each wait is drawn from [1 - jitter, 1] of its nominal value, so replicas and studies
+    # that started together do not poll together.
+    poll_jitter: float = 0.25
+    # One replica polls a batch at a time, under a lease this long (renewed on each poll);
+    # the others read what it recorded.
+    poll_lease_s: float = 900.0
+    # A batch journaled but without a vendor id for this long was cut off mid-submission (a
+    # crash): its vendor's own batches are searched for it before its calls are asked again.
+    submit_grace_s: float = 300.0
+    # A call whose batch expired (or was cancelled by someone else) is put in a later batch,
+    # up to this many batches in all; then it fails like a timed-out call.
+    max_tries: int = 3
+
+
+@dataclass(frozen=True)
 class JudgeSettings:
     providers: Mapping[str, ProviderSettings] = field(default_factory=dict)
     # Keyed "provider/model" (exact model name).
     rate_limits: Mapping[str, RateLimit] = field(default_factory=dict)
     # Keyed "provider/model-prefix"; see prices.find_price.
     prices: Mapping[str, Price] = field(default_factory=lambda: dict(DEFAULT_PRICES))
+    batches: BatchSettings = BatchSettings()
 
     def provider(self, name: str) -> ProviderSettings:
         return self.providers.get(name, provider_defaults(name))
@@ -244,4 +272,7 @@ def from_mapping(data: Mapping[str, Any]) -> JudgeSettings:
             for key, value in _table(data.get("prices", {}), "prices").items()
         }
     )
-    return JudgeSettings(providers=providers, rate_limits=rate_limits, prices=prices)
+    batches = _build(BatchSettings, data.get("batches", {}), "batches", base=BatchSettings())
+    return JudgeSettings(
+        providers=providers, rate_limits=rate_limits, prices=prices, batches=batches
+    )

@@ -24,7 +24,7 @@ from tierank.server import metrics
 from tierank.server.errors import QuotaExceeded, TierankError, Unavailable
 from tierank.server.job_states import FINAL_STUDY_STATES, TERMINAL_STATES
 from tierank.server.jobs.manager import JobManager
-from tierank.server.names import parse_job_name
+from tierank.server.names import parse_job_name, study_request_id
 from tierank.server.observability.studies import StudySpan, StudyTelemetry
 from tierank.server.storage.base import (
     JobReader,
@@ -58,13 +58,6 @@ _CANCEL_PAGE = 500
 
 class DriverStore(StudyStore, JobReader, TenantStore, Protocol):
     """What the driver reads and writes: studies, their jobs, their tenants' limits."""
-
-
-def study_request_id(study_id: str, position: int, continues: str = "") -> str:
-    """The request_id of a study query's job: the same on every try, so a job is made once;
-    a query judged again after an extension names the job it continues."""
-    request_id = f"study-{study_id}-q{position}"
-    return f"{request_id}-after-{continues}" if continues else request_id
 
 
 # The final report (StudyReport bytes) of a study, from its record and final progress.

@@ -29,13 +29,13 @@ from tierank.server.judges.batches.base import (
     BatchPhase,
     BatchStatus,
     BatchTransport,
-    PollPolicy,
     poll_delay,
     poll_until_ended,
 )
 from tierank.server.judges.llm import LLMJudge
 from tierank.server.judges.registry import JudgeFactory
 from tierank.server.judges.retry import CallError
+from tierank.server.judges.settings import BatchSettings
 
 flavors = pytest.mark.parametrize("flavor", BATCH_FLAVORS)
 MakeTransport = Callable[..., BatchTransport[Any]]
@@ -104,7 +104,7 @@ async def run(
     final = await poll_until_ended(
         transport,
         batch_id,
-        policy=PollPolicy(),
+        policy=BatchSettings(),
         rng=random.Random(1),
         on_status=seen,
         sleep=no_wait,
@@ -295,7 +295,7 @@ async def test_anthropic_refuses_custom_ids_outside_its_pattern(factory: JudgeFa
 
 
 def test_poll_delays_grow_to_their_cap_with_jitter_below_the_nominal_value() -> None:
-    policy = PollPolicy(first_delay_s=10, max_delay_s=60, multiplier=2, jitter=0.25)
+    policy = BatchSettings(first_poll_s=10, max_poll_s=60, poll_multiplier=2, poll_jitter=0.25)
     rng = random.Random(5)
     delays = [poll_delay(attempt, policy, rng) for attempt in (0, 1, 2, 3, 4, 5, 10_000)]
     nominal = [10, 20, 40, 60, 60, 60, 60]
@@ -335,7 +335,7 @@ async def test_polls_refused_with_429_are_waited_out_for_at_least_their_retry_af
     async def wait(seconds: float) -> None:
         waits.append(seconds)
 
-    policy = PollPolicy(first_delay_s=1, max_delay_s=2)
+    policy = BatchSettings(first_poll_s=1, max_poll_s=2)
     final = await poll_until_ended(
         transport, batch_id, policy=policy, rng=random.Random(1), sleep=wait
     )

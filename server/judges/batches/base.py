@@ -18,6 +18,7 @@ from tierank.server.judges.bounded_http import MAX_RESPONSE_BYTES
 from tierank.server.judges.llm import Completion, LLMJudge
 from tierank.server.judges.prices import batch_price
 from tierank.server.judges.retry import RETRYABLE, CallError
+from tierank.server.judges.settings import BatchSettings
 
 J = TypeVar("J", bound=LLMJudge)
 R = TypeVar("R")
@@ -226,35 +227,22 @@ def missing_failure(vendor_status: str) -> BatchCallFailure:
 # -- polling ------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class PollPolicy:
-    """How often an open batch is asked about. Vendors answer in minutes to hours (most
-    batches within an hour), so the first look is soon and later ones spread out."""
-
-    first_delay_s: float = 30.0
-    max_delay_s: float = 600.0
-    multiplier: float = 1.5
-    # Each delay is drawn from [1 - jitter, 1] of its nominal value, so replicas and studies
-    # that started together do not poll together.
-    jitter: float = 0.25
-
-
 _MAX_GROWTH_STEPS = 64
 
 
-def poll_delay(attempt: int, policy: PollPolicy, rng: random.Random) -> float:
+def poll_delay(attempt: int, policy: BatchSettings, rng: random.Random) -> float:
     """The wait before poll number `attempt` (0-based) after the first."""
     # The exponent is capped: a batch polled for a day must not overflow the float.
-    growth = policy.multiplier ** min(attempt, _MAX_GROWTH_STEPS)
-    nominal = min(policy.max_delay_s, policy.first_delay_s * growth)
-    return nominal * (1.0 - policy.jitter * rng.random())
+    growth = policy.poll_multiplier ** min(attempt, _MAX_GROWTH_STEPS)
+    nominal = min(policy.max_poll_s, policy.first_poll_s * growth)
+    return nominal * (1.0 - policy.poll_jitter * rng.random())
 
 
 async def poll_until_ended(
     transport: BatchTransport[Any],
     batch_id: str,
     *,
-    policy: PollPolicy,
+    policy: BatchSettings,
     rng: random.Random,
     on_status: Callable[[BatchStatus], Awaitable[None]] | None = None,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,

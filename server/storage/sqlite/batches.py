@@ -139,8 +139,7 @@ class SqliteProviderBatches(SqliteState, ProviderBatchJournal):
                 ).fetchone()
                 if wanted is None:
                     row = conn.execute(
-                        f"SELECT {PROVIDER_BATCH_COLUMNS} FROM provider_batches "
-                        "WHERE batch_id = ?",
+                        f"SELECT {PROVIDER_BATCH_COLUMNS} FROM provider_batches WHERE batch_id = ?",
                         (batch_id,),
                     ).fetchone()
                     unwanted.append(provider_batch_from_row(row))

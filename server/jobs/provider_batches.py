@@ -1,0 +1,500 @@
+"""Batch mode: the calls of judges whose spec says `mode=batch` travel in provider batches
+(OpenAI Batch, Anthropic Message Batches, Gemini batch mode), about half the price, answered
+within the vendor's window (usually under an hour) instead of seconds.
+
+A job sees an ordinary Judge (`BatchedJudge`): it asks one call and waits for its reply, so the
+paid call (reservation, settlement, verdict cache, the answer stored before it is applied) is
+the same as call by call. Underneath, one `BatchDesk` per server process:
+
+- gathers the calls that live jobs ask into one wave per (tenant, account, judge, owner), the
+  owner being the jobs' study (names.batch_owner): the wave is closed once no call has come for
+  `gather_s` (every live job plans its next calls within moments of the last answers), or after
+  `max_gather_s`; it is cut into payloads within the vendor's limits;
+- journals each payload (ProviderBatchJournal: the batch and which job's call each custom id
+  carries) before submitting it, and its vendor id after. A call asked again after a restart,
+  kill -9 or failover finds its batch there and waits for it: it is never submitted (nor
+  paid) twice. A batch journaled without a vendor id (cut off mid-submission) is looked for
+  among the vendor's batches (`find_submitted`) before its calls are asked anew;
+- follows each batch some job here waits on: the replica holding the batch's poll lease asks
+  the vendor (backoff with jitter) and records its status and counts; the others read what it
+  recorded. Once ended, each process reads the results of the calls its own jobs wait for;
+- a call whose batch expired, or was cancelled by someone else, goes into a later batch (up to
+  `max_tries` batches), then fails like a timed-out call; a failed request is a failed reply
+  (no votes), never an invented answer;
+- when a job ends (cancelled with its study, or for any other reason) it withdraws its calls;
+  a batch none of whose calls is wanted any more is cancelled at the vendor, and followed
+  until it ends (what it answered before is billed, and the journal says so).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import structlog
+from anyio.abc import TaskGroup
+
+from tierank.server.judges.base import (
+    BatchRequest,
+    FailureKind,
+    Judge,
+    JudgeFailure,
+    JudgeReply,
+    JudgeUsage,
+)
+from tierank.server.judges.batches import transport_for
+from tierank.server.judges.batches.base import (
+    BatchCall,
+    BatchCallFailure,
+    BatchFailureKind,
+    BatchOutcome,
+    BatchPhase,
+    BatchTransport,
+    poll_delay,
+)
+from tierank.server.judges.llm import LLMJudge
+from tierank.server.judges.retry import RETRYABLE, CallError
+from tierank.server.judges.settings import BatchSettings
+from tierank.server.names import new_sortable_id
+from tierank.server.storage.base import (
+    BatchState,
+    ProviderBatchCall,
+    ProviderBatchJournal,
+    ProviderBatchRecord,
+)
+
+log = structlog.get_logger()
+
+# What the vendors call a request's failure that asking again may cure.
+_TRANSIENT_ERROR_TYPES = frozenset(
+    {"api_error", "overloaded_error", "rate_limit_error", "server_error", "429", "500", "503"}
+)
+_FAILURE_KINDS = frozenset(kind.value for kind in FailureKind)
+_PHASE_STATE = {
+    BatchPhase.OPEN: BatchState.OPEN,
+    BatchPhase.ENDED: BatchState.ENDED,
+    BatchPhase.FAILED: BatchState.FAILED,
+}
+
+
+@dataclass(eq=False)
+class _Waiter:
+    """One job's call waiting for its batch."""
+
+    job_id: str
+    request: BatchRequest
+    done: anyio.Event = field(default_factory=anyio.Event)
+    outcome: BatchOutcome | None = None
+    gone: bool = False  # its job stopped waiting (cancelled, shut down)
+
+    def settle(self, outcome: BatchOutcome) -> None:
+        if not self.done.is_set():
+            self.outcome = outcome
+            self.done.set()
+
+
+@dataclass(eq=False)
+class _Wave:
+    """Calls gathered for one (tenant, account, judge, owner) until the wave closes."""
+
+    tenant: str
+    owner: str
+    transport: BatchTransport[Any]
+    waiters: list[_Waiter] = field(default_factory=list)
+    first: float = field(default_factory=time.monotonic)
+    last: float = field(default_factory=time.monotonic)
+
+
+@dataclass(eq=False)
+class _Follow:
+    """A batch that jobs here wait on, by custom id; followed by one task."""
+
+    transport: BatchTransport[Any]
+    waiters: dict[str, _Waiter] = field(default_factory=dict)
+    # A cancelled batch is followed until it ends even with nobody waiting, so that the
+    # journal records how it ended.
+    to_the_end: bool = False
+
+
+class BatchDesk:
+    """Provider batches for one server process (see the module docstring)."""
+
+    def __init__(
+        self, journal: ProviderBatchJournal, replica_id: str, settings: BatchSettings
+    ) -> None:
+        self._journal = journal
+        self._replica_id = replica_id
+        self.settings = settings
+        self._waves: dict[tuple[object, ...], _Wave] = {}
+        self._follows: dict[str, _Follow] = {}
+        self._tasks: TaskGroup | None = None
+        # Jitter only; seeded per replica so that replicas started together poll apart.
+        self._rng = random.Random(replica_id)
+
+    async def run(self) -> None:
+        """Own the desk's tasks (waves closing, batches followed) until cancelled."""
+        async with anyio.create_task_group() as tasks:
+            self._tasks = tasks
+            try:
+                await anyio.sleep_forever()
+            finally:
+                self._tasks = None
+
+    def transport(self, judge: LLMJudge) -> BatchTransport[Any]:
+        return transport_for(judge)
+
+    # -- what a BatchedJudge asks ---------------------------------------------------------
+
+    async def ask(
+        self,
+        transport: BatchTransport[Any],
+        tenant: str,
+        owner: str,
+        job_id: str,
+        request: BatchRequest,
+        resume: bool,
+    ) -> BatchOutcome:
+        """The outcome of `request` in a provider batch. `resume`: look in the journal first
+        for a batch that carries the call already (it was asked before a restart)."""
+        waiter = _Waiter(job_id, request)
+        try:
+            if resume:
+                found = await self._journal.batch_of_call(job_id, request.call_id)
+                if found is not None and found[0].state is not BatchState.FAILED:
+                    record, custom_id = found
+                    self._wait_on(record.batch_id, transport, {custom_id: waiter})
+                    await waiter.done.wait()
+                    assert waiter.outcome is not None
+                    return waiter.outcome
+            self._gather(transport, tenant, owner, waiter)
+            await waiter.done.wait()
+            assert waiter.outcome is not None
+            return waiter.outcome
+        finally:
+            waiter.gone = True
+
+    async def withdraw(self, job_id: str, transport: BatchTransport[Any]) -> None:
+        """The job has ended: its calls are no longer wanted. Each batch of `transport`'s
+        provider and model none of whose calls is wanted any more is cancelled at the vendor
+        (its answers so far are billed and kept by the vendor)."""
+        unwanted = await self._journal.withdraw_batch_calls(job_id)
+        for record in unwanted:
+            if (record.provider, record.model) != (
+                transport.provider,
+                transport.judge.config.model,
+            ):
+                continue
+            if not record.vendor_id:
+                continue  # its submitter cancels it once it has the vendor's id
+            await self._cancel(record, transport)
+
+    # -- waves ----------------------------------------------------------------------------
+
+    def _gather(
+        self, transport: BatchTransport[Any], tenant: str, owner: str, waiter: _Waiter
+    ) -> None:
+        judge = transport.judge
+        key = (tenant, id(judge.shared), judge.cache_identity(), owner)
+        wave = self._waves.get(key)
+        if wave is None:
+            wave = self._waves[key] = _Wave(tenant, owner, transport)
+            self._start(self._close_wave, key, wave)
+        wave.waiters.append(waiter)
+        wave.last = time.monotonic()
+
+    async def _close_wave(self, key: tuple[object, ...], wave: _Wave) -> None:
+        settings = self.settings
+        while True:
+            now = time.monotonic()
+            quiet_left = wave.last + settings.gather_s - now
+            open_left = wave.first + settings.max_gather_s - now
+            if quiet_left <= 0 or open_left <= 0:
+                break
+            await anyio.sleep(min(quiet_left, open_left))
+        del self._waves[key]
+        waiting = [w for w in wave.waiters if not w.gone]
+        if waiting:
+            await self._submit(wave, waiting)
+
+    async def _submit(self, wave: _Wave, waiting: list[_Waiter]) -> None:
+        transport = wave.transport
+        calls: list[BatchCall] = []
+        by_custom_id: dict[str, _Waiter] = {}
+        for n, waiter in enumerate(waiting):
+            call = BatchCall(f"c{n}", waiter.request)
+            calls.append(call)
+            by_custom_id[call.custom_id] = waiter
+        try:
+            # Renders every prompt to size the payloads: not on the event loop.
+            payloads = await anyio.to_thread.run_sync(transport.payloads, calls)
+        except ValueError:
+            payloads = []
+            for call in calls:
+                try:
+                    payloads.extend(transport.payloads([call]))
+                except ValueError as error:  # a call no batch can carry
+                    failure = BatchCallFailure(BatchFailureKind.ERRORED, "too_large", str(error))
+                    by_custom_id[call.custom_id].settle(failure)
+        for payload in payloads:
+            await self._submit_payload(wave, transport, payload, by_custom_id)
+
+    async def _submit_payload(
+        self,
+        wave: _Wave,
+        transport: BatchTransport[Any],
+        payload: Sequence[BatchCall],
+        by_custom_id: dict[str, _Waiter],
+    ) -> None:
+        judge = transport.judge
+        record = ProviderBatchRecord(
+            batch_id=new_sortable_id(),
+            tenant=wave.tenant,
+            owner=wave.owner,
+            provider=transport.provider,
+            model=judge.config.model,
+            calls=len(payload),
+            create_time=time.time(),
+        )
+        carried = [
+            ProviderBatchCall(
+                record.batch_id,
+                call.custom_id,
+                by_custom_id[call.custom_id].job_id,
+                call.request.call_id,
+            )
+            for call in payload
+        ]
+        waiters = {call.custom_id: by_custom_id[call.custom_id] for call in payload}
+        try:
+            await self._journal.journal_batch(record, carried)
+        except Exception as error:  # nothing was sent: the calls fail, and may be planned again
+            self._fail(waiters, FailureKind.SERVER_ERROR, f"cannot journal the batch: {error}")
+            return
+        batch_log = log.bind(batch=record.batch_id, provider=record.provider, calls=len(payload))
+        try:
+            vendor_id: str | None = await transport.submit(payload, record.batch_id)
+        except CallError as error:
+            # The vendor may have made the batch before the answer was lost (a timeout).
+            vendor_id = await self._look_up(record, transport)
+            if vendor_id is None:
+                batch_log.warning("provider batch not submitted", error=error.message)
+                await self._journal.batch_status(
+                    record.batch_id, BatchState.FAILED, "", "{}", f"not submitted: {error.message}"
+                )
+                self._fail(waiters, error.kind, f"batch not submitted: {error.message}")
+                return
+        await self._journal.batch_submitted(record.batch_id, vendor_id)
+        batch_log.info("provider batch submitted", vendor_id=vendor_id)
+        self._wait_on(record.batch_id, transport, waiters)
+
+    @staticmethod
+    def _fail(waiters: dict[str, _Waiter], kind: FailureKind, message: str) -> None:
+        for waiter in waiters.values():
+            waiter.settle(BatchCallFailure(BatchFailureKind.ERRORED, str(kind), message))
+
+    async def _look_up(
+        self, record: ProviderBatchRecord, transport: BatchTransport[Any]
+    ) -> str | None:
+        """The vendor id of `record`'s batch if the vendor has it, looked for among its own
+        batches; None where it has not (or cannot say now)."""
+        known = {
+            other.vendor_id
+            for other in await self._journal.owner_batches(record.tenant, record.owner)
+            if other.vendor_id
+        }
+        try:
+            return await transport.find_submitted(
+                record.batch_id, record.create_time, record.calls, known
+            )
+        except CallError as error:
+            log.warning(
+                "cannot look for a provider batch", batch=record.batch_id, error=error.message
+            )
+            return None
+
+    # -- following batches ------------------------------------------------------------------
+
+    def _wait_on(
+        self, batch_id: str, transport: BatchTransport[Any], waiters: dict[str, _Waiter]
+    ) -> None:
+        follow = self._follows.get(batch_id)
+        if follow is None:
+            follow = self._follows[batch_id] = _Follow(transport)
+            self._start(self._follow, batch_id, follow)
+        follow.waiters.update(waiters)
+
+    def _start(self, task: Any, *args: object) -> None:
+        if self._tasks is None:
+            raise RuntimeError("the batch desk is not running")
+        self._tasks.start_soon(task, *args)
+
+    async def _follow(self, batch_id: str, follow: _Follow) -> None:
+        try:
+            await self._follow_until_ended(batch_id, follow)
+        except Exception as error:  # a bug or the database: these calls fail, others go on
+            log.exception("cannot follow a provider batch", batch=batch_id)
+            self._fail(follow.waiters, FailureKind.SERVER_ERROR, f"batch lost: {error}")
+        finally:
+            del self._follows[batch_id]
+
+    async def _follow_until_ended(self, batch_id: str, follow: _Follow) -> None:
+        settings, transport = self.settings, follow.transport
+        attempt = 0
+        while True:
+            if not follow.to_the_end and all(w.gone for w in follow.waiters.values()):
+                return  # nobody here waits any more (the jobs went to another replica, or ended)
+            record = await self._journal.get_provider_batch(batch_id)
+            if record is None:
+                raise RuntimeError("its journal entry is gone")
+            wait = settings.first_poll_s
+            if record.state is BatchState.SUBMITTING:
+                if time.time() - record.create_time >= settings.submit_grace_s:
+                    await self._resolve_submitting(record, transport)
+                    continue
+            elif record.state is BatchState.OPEN and await self._journal.take_batch_poll(
+                batch_id, self._replica_id, settings.poll_lease_s
+            ):
+                await self._poll(record, transport)
+                wait = poll_delay(attempt, settings, self._rng)
+                attempt += 1
+                record = await self._journal.get_provider_batch(batch_id) or record
+            if record.state is BatchState.ENDED:
+                await self._deliver(record, follow)
+                return
+            if record.state is BatchState.FAILED:
+                failure = BatchCallFailure(
+                    BatchFailureKind.ERRORED, "batch_failed", record.message or "failed"
+                )
+                for waiter in follow.waiters.values():
+                    waiter.settle(failure)
+                return
+            await anyio.sleep(wait)
+
+    async def _resolve_submitting(
+        self, record: ProviderBatchRecord, transport: BatchTransport[Any]
+    ) -> None:
+        vendor_id = await self._look_up(record, transport)
+        if vendor_id is not None:
+            await self._journal.batch_submitted(record.batch_id, vendor_id)
+        else:
+            await self._journal.batch_status(
+                record.batch_id,
+                BatchState.FAILED,
+                "",
+                "{}",
+                "cut off before the vendor had it: its calls are asked again",
+            )
+
+    async def _poll(self, record: ProviderBatchRecord, transport: BatchTransport[Any]) -> None:
+        try:
+            status = await transport.poll(record.vendor_id)
+        except CallError as error:
+            if error.kind not in RETRYABLE:
+                raise
+            return  # asked again at the next poll
+        await self._journal.batch_status(
+            record.batch_id,
+            _PHASE_STATE[status.phase],
+            status.vendor_status,
+            json.dumps(dict(status.counts), sort_keys=True),
+            status.message,
+        )
+
+    async def _deliver(self, record: ProviderBatchRecord, follow: _Follow) -> None:
+        """Read the results of the calls waited for here; again for any waiter that came
+        while they were read (a job resumed meanwhile)."""
+        while waiting := {
+            cid: w for cid, w in follow.waiters.items() if not (w.gone or w.done.is_set())
+        }:
+            calls = [BatchCall(cid, w.request) for cid, w in waiting.items()]
+            outcomes = await follow.transport.results(record.vendor_id, calls)
+            for custom_id, waiter in waiting.items():
+                waiter.settle(outcomes[custom_id])
+
+    async def _cancel(self, record: ProviderBatchRecord, transport: BatchTransport[Any]) -> None:
+        try:
+            await transport.cancel(record.vendor_id)
+        except CallError as error:  # ended meanwhile, or the vendor is away: it ends anyway
+            log.warning(
+                "cannot cancel a provider batch", batch=record.batch_id, error=error.message
+            )
+            return
+        log.info("provider batch cancelled", batch=record.batch_id, vendor_id=record.vendor_id)
+        follow = self._follows.get(record.batch_id)
+        if follow is None:
+            follow = self._follows[record.batch_id] = _Follow(transport, to_the_end=True)
+            self._start(self._follow, record.batch_id, follow)
+        follow.to_the_end = True
+
+
+class BatchedJudge(Judge):
+    """An LLM judge in batch mode, for one job: its calls go through the desk. Everything
+    else (name, identity, qualifications) is the judge's own; its estimate is at the batch
+    price."""
+
+    def __init__(
+        self, judge: LLMJudge, desk: BatchDesk, tenant: str, owner: str, job_id: str
+    ) -> None:
+        super().__init__(judge.config)
+        self._judge = judge
+        self._desk = desk
+        self._tenant = tenant
+        self._owner = owner
+        self._job_id = job_id
+        self._transport = desk.transport(judge)
+
+    @property
+    def cacheable(self) -> bool:
+        return self._judge.cacheable
+
+    def cache_identity(self) -> str:
+        return self._judge.cache_identity()
+
+    def judge_identity(self) -> str:
+        return self._judge.judge_identity()
+
+    def qualification_identities(self) -> list[str]:
+        return self._judge.qualification_identities()
+
+    async def prepare(self) -> None:
+        await self._judge.prepare()
+
+    def estimate(self, request: BatchRequest) -> JudgeUsage:
+        return self._judge.estimate_at(request, self._transport.price)
+
+    async def judge(self, request: BatchRequest) -> JudgeReply:
+        tries = self._desk.settings.max_tries
+        outcome: BatchOutcome | None = None
+        for attempt in range(tries):
+            outcome = await self._desk.ask(
+                self._transport, self._tenant, self._owner, self._job_id, request, attempt == 0
+            )
+            if isinstance(outcome, JudgeReply):
+                return outcome
+            if outcome.kind is BatchFailureKind.ERRORED:
+                break
+        assert isinstance(outcome, BatchCallFailure)
+        return JudgeReply((), failure=_judge_failure(outcome, tries))
+
+    async def withdraw(self) -> None:
+        await self._desk.withdraw(self._job_id, self._transport)
+
+    async def aclose(self) -> None:
+        await self._judge.aclose()
+
+
+def _judge_failure(failure: BatchCallFailure, tries: int) -> JudgeFailure:
+    if failure.kind is BatchFailureKind.ERRORED:
+        if failure.error_type in _FAILURE_KINDS:  # ours: the batch could not be sent or read
+            kind = FailureKind(failure.error_type)
+        elif failure.error_type in _TRANSIENT_ERROR_TYPES:
+            kind = FailureKind.SERVER_ERROR
+        else:
+            kind = FailureKind.CLIENT_ERROR
+        return JudgeFailure(kind, f"provider batch: {failure}")
+    return JudgeFailure(FailureKind.TIMEOUT, f"provider batch, {tries} tries: {failure}")

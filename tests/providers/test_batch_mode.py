@@ -1,0 +1,230 @@
+"""Judges in batch mode (`mode=batch`) on a real server, through the real SDKs, against the
+wire-level batch fakes: the same tiers as call by call at the batch price, one provider batch
+per wave, expired calls asked again, cancelling a job cancels its batch, and a kill -9 while
+a batch is open neither submits nor pays for a call twice."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import anyio
+import grpc
+import pytest
+from batch_fakes import BATCH_FLAVORS, FakeBatchServer
+from fakes import FLAVORS, rank_by_score
+from job_helpers import completed, llm_judge, run_job, scored_spec, verdicts
+
+from tierank.server.app import background_server
+from tierank.server.settings import ServerSettings
+from tierank.v1 import rank_pb2, rank_pb2_grpc
+
+MODELS = {"openai": "gpt-4.1-mini", "anthropic": "claude-haiku-4-5", "gemini": "gemini-2.5-flash"}
+# Fast enough for a test: a wave closes 0.2 s after its last call, batches are polled every
+# few hundredths of a second.
+FAST_BATCHES = {
+    "gather_s": 0.2,
+    "max_gather_s": 5.0,
+    "first_poll_s": 0.02,
+    "max_poll_s": 0.1,
+    "poll_lease_s": 5.0,
+    "submit_grace_s": 1.0,
+}
+
+flavors = pytest.mark.parametrize("flavor", BATCH_FLAVORS)
+
+
+def judges_config(fake: FakeBatchServer, path: Path, **batches: Any) -> Path:
+    providers = {
+        flavor: {
+            "base_url": fake.base_url(flavor),
+            "api_key": "test-key",
+            "timeout_s": 5.0,
+            "retry": {"max_attempts": 3, "base_delay_s": 0.01, "max_delay_s": 0.05},
+        }
+        for flavor in FLAVORS
+    }
+    config = {"providers": providers, "batches": {**FAST_BATCHES, **batches}}
+    path.write_text(json.dumps(config), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeBatchServer]:
+    async with FakeBatchServer() as server:
+        for flavor in BATCH_FLAVORS:
+            server.respond_with(flavor, rank_by_score)
+        yield server
+
+
+Start = Callable[..., Awaitable[rank_pb2_grpc.RankServiceStub]]
+
+
+@pytest.fixture
+async def server(
+    fake: FakeBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Start]:
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    async with AsyncExitStack() as running:
+
+        async def start(db: str = "tierank.db", **batches: Any) -> rank_pb2_grpc.RankServiceStub:
+            """A server on database `db` (servers on different ones share no verdict cache)."""
+            settings = ServerSettings(
+                listen="127.0.0.1:0",
+                db=tmp_path / db,
+                judges_config=judges_config(fake, tmp_path / "judges.json", **batches),
+                shutdown_grace_s=2.0,
+            )
+            address = await running.enter_async_context(background_server(settings))
+            channel = await running.enter_async_context(grpc.aio.insecure_channel(address))
+            return rank_pb2_grpc.RankServiceStub(channel)
+
+        yield start
+
+
+def judge(flavor: str, mode: str) -> rank_pb2.JudgeSpec:
+    spec = llm_judge(flavor, MODELS[flavor])
+    spec.parameters.options["mode"] = mode
+    return spec
+
+
+def tier_ids(done: rank_pb2.JobCompleted) -> list[list[str]]:
+    return [sorted(tier.candidate_ids) for tier in done.tiers]
+
+
+@flavors
+async def test_batch_mode_gives_the_call_by_call_tiers_at_half_the_price_one_batch_a_wave(
+    server: Start, fake: FakeBatchServer, flavor: str
+) -> None:
+    spec = dict(n=24, batch_size=6, top_k=5, max_in_flight=4, seed=7)
+    by_call = completed(
+        await run_job(
+            await server("by-call.db"), scored_spec(judges=[judge(flavor, "call")], **spec)
+        )
+    )
+    assert not fake.batches
+    events = await run_job(await server(), scored_spec(judges=[judge(flavor, "batch")], **spec))
+    by_batch = completed(events)
+
+    assert tier_ids(by_batch) == tier_ids(by_call)
+    assert by_batch.stats.judge_calls == by_call.stats.judge_calls
+    assert all(not v.HasField("failure") for v in verdicts(events))
+    ratio = by_batch.stats.cost_usd / by_call.stats.cost_usd
+    assert ratio == pytest.approx(0.5, rel=1e-6), ratio
+    # Each plan (a wave of up to max_in_flight calls) went as one provider batch, in sequence,
+    # and no call was submitted twice.
+    batches = list(fake.batches.values())
+    assert len(batches) == by_batch.stats.critical_path
+    prompts = [recorded.prompt for batch in batches for _, recorded in batch.entries]
+    assert len(prompts) == len(set(prompts)) == by_batch.stats.judge_calls
+
+
+async def until(condition: Callable[[], bool], timeout_s: float = 20.0) -> None:
+    with anyio.fail_after(timeout_s):
+        while not condition():
+            await anyio.sleep(0.005)
+
+
+async def job_done(stub: rank_pb2_grpc.RankServiceStub, name: str) -> rank_pb2.Job:
+    with anyio.fail_after(60):
+        while True:
+            job = await stub.GetJob(rank_pb2.GetJobRequest(name=name, view=rank_pb2.JOB_VIEW_FULL))
+            if job.state in (
+                rank_pb2.JOB_STATE_SUCCEEDED,
+                rank_pb2.JOB_STATE_CANCELLED,
+                rank_pb2.JOB_STATE_FAILED,
+            ):
+                return job
+            await anyio.sleep(0.05)
+
+
+def prompts(batch: Any) -> list[str]:
+    return [recorded.prompt for _, recorded in batch.entries]
+
+
+async def test_calls_of_an_expired_batch_are_asked_again_in_a_later_one(
+    server: Start, fake: FakeBatchServer
+) -> None:
+    stub = await server()
+    fake.quirks["anthropic"].expire = True
+    job = await stub.CreateJob(
+        rank_pb2.CreateJobRequest(
+            spec=scored_spec(12, [judge("anthropic", "batch")], batch_size=4, top_k=3)
+        )
+    )
+    await until(lambda: any(b.outcomes is not None for b in fake.batches.values()))
+    fake.quirks["anthropic"].expire = frozenset()
+    done = await job_done(stub, job.name)
+
+    assert done.state == rank_pb2.JOB_STATE_SUCCEEDED
+    assert done.stats.failed_calls == 0
+    first, second, *_ = fake.batches.values()
+    assert set(first.outcomes.values()) == {"expired"}
+    assert set(prompts(first)) <= set(prompts(second))
+
+
+async def test_cancelling_a_job_cancels_its_open_batch_and_follows_it_to_its_end(
+    server: Start, fake: FakeBatchServer
+) -> None:
+    stub = await server()
+    fake.quirks["openai"].open_polls = 10**6
+    job = await stub.CreateJob(
+        rank_pb2.CreateJobRequest(spec=scored_spec(12, [judge("openai", "batch")], batch_size=4))
+    )
+    await until(lambda: len(fake.batches) == 1)
+    (batch,) = fake.batches.values()
+    await stub.CancelJob(rank_pb2.CancelJobRequest(name=job.name))
+    done = await job_done(stub, job.name)
+    assert done.state == rank_pb2.JOB_STATE_CANCELLED
+    await until(lambda: batch.cancel_at_poll is not None)
+    # Followed after the cancel until the vendor ended it (cancelling, then cancelled).
+    await until(lambda: batch.outcomes is not None)
+    assert set(batch.outcomes.values()) == {"cancelled"}
+
+
+@pytest.mark.parametrize(
+    ("flavor", "cut_off_mid_submission"),
+    [("gemini", False), ("openai", True), ("anthropic", True)],
+)
+async def test_kill_9_with_a_batch_open_neither_submits_nor_pays_for_a_call_twice(
+    fake: FakeBatchServer,
+    tmp_path: Path,
+    server_process: Any,
+    flavor: str,
+    cut_off_mid_submission: bool,
+) -> None:
+    """Killed once the vendor has the batch: with its id journaled (the restarted server polls
+    it), or before the id was (the vendor's answer to the submission never came back: the
+    restarted server finds the batch among the vendor's own)."""
+    config = judges_config(fake, tmp_path / "judges.json")
+    server_process.extra_env["TIERANK_JUDGES_CONFIG"] = str(config)
+    quirks = fake.quirks[flavor]
+    quirks.open_polls = 10**6
+    if cut_off_mid_submission:
+        quirks.create_delay_s = 30.0
+    address = await anyio.to_thread.run_sync(server_process.start)
+    spec = scored_spec(12, [judge(flavor, "batch")], batch_size=4, top_k=3)
+    async with grpc.aio.insecure_channel(address) as channel:
+        job = await rank_pb2_grpc.RankServiceStub(channel).CreateJob(
+            rank_pb2.CreateJobRequest(spec=spec)
+        )
+        await until(lambda: len(fake.batches) == 1)
+        if not cut_off_mid_submission:
+            await until(lambda: next(iter(fake.batches.values())).polls > 0)
+    await anyio.to_thread.run_sync(server_process.kill9)
+    quirks.open_polls, quirks.create_delay_s = 0, 0.0
+
+    address = await anyio.to_thread.run_sync(server_process.start)
+    async with grpc.aio.insecure_channel(address) as channel:
+        done = await job_done(rank_pb2_grpc.RankServiceStub(channel), job.name)
+    assert done.state == rank_pb2.JOB_STATE_SUCCEEDED
+    assert done.stats.failed_calls == 0
+    first, *later = fake.batches.values()
+    assert first.outcomes is not None  # polled to its end by the restarted server
+    submitted = [prompt for batch in fake.batches.values() for prompt in prompts(batch)]
+    assert len(submitted) == len(set(submitted)) == done.stats.judge_calls
+    assert len(later) == done.stats.critical_path - 1
