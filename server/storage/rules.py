@@ -9,6 +9,7 @@ from tierank.server.errors import QuotaExceeded
 from tierank.server.job_states import STUDY_DRAFT, STUDY_RUNNING, TERMINAL_STATES
 from tierank.server.storage.base import (
     LIMIT_NAMES,
+    UNENDED_BATCH_STATES,
     BatchState,
     Limits,
     OperationRecord,
@@ -182,9 +183,16 @@ PROVIDER_BATCH_COLUMNS = (
 )
 # States a batch never leaves.
 FINAL_BATCH_STATES = (BatchState.ENDED.value, BatchState.FAILED.value)
+# The same states as predicates on provider_batches.state, for both backends' statements.
+UNENDED_BATCH = "state IN ({})".format(", ".join(f"'{s.value}'" for s in UNENDED_BATCH_STATES))
+FINAL_BATCH = "state IN ({})".format(", ".join(f"'{state}'" for state in FINAL_BATCH_STATES))
 
 
-def provider_batch_from_row(row: Sequence[Any]) -> ProviderBatchRecord:
+def provider_batch_from_row(row: Sequence[Any], message: str | None = None) -> ProviderBatchRecord:
+    """A provider batch as both backends select it (PROVIDER_BATCH_COLUMNS); `message` where
+    the backend decodes it itself."""
     values = list(row)
     values[7] = BatchState(values[7])
+    if message is not None:
+        values[11] = message
     return ProviderBatchRecord(*values)

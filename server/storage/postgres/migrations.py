@@ -265,6 +265,41 @@ ALTER TABLE studies ADD COLUMN trace_context {_TEXT} NOT NULL DEFAULT '';
 CREATE INDEX studies_unfinished ON studies (tenant, state) WHERE {UNFINISHED_STUDIES};
 """
 
+# Provider batches (OpenAI Batch, Anthropic Message Batches, Gemini batch mode) and the calls
+# each carries, journaled before submission; `poller` and `poll_until` (the database's clock)
+# say which replica asks the vendor. The vendor's message is free text from outside (BYTEA).
+_PROVIDER_BATCHES = f"""
+CREATE TABLE provider_batches (
+    batch_id {_TEXT} PRIMARY KEY,
+    tenant {_TEXT} NOT NULL,
+    owner {_TEXT} NOT NULL,
+    provider {_TEXT} NOT NULL,
+    model {_TEXT} NOT NULL,
+    calls INTEGER NOT NULL,
+    create_time DOUBLE PRECISION NOT NULL,
+    state {_TEXT} NOT NULL,
+    vendor_id {_TEXT} NOT NULL DEFAULT '',
+    vendor_status {_TEXT} NOT NULL DEFAULT '',
+    counts {_TEXT} NOT NULL DEFAULT '{{}}',
+    message BYTEA NOT NULL DEFAULT '',
+    submit_time DOUBLE PRECISION NOT NULL DEFAULT 0,
+    update_time DOUBLE PRECISION NOT NULL DEFAULT 0,
+    end_time DOUBLE PRECISION NOT NULL DEFAULT 0,
+    poller {_TEXT} NOT NULL DEFAULT '',
+    poll_until DOUBLE PRECISION NOT NULL DEFAULT 0
+);
+CREATE INDEX provider_batches_owner ON provider_batches (tenant, owner, batch_id);
+CREATE TABLE provider_batch_calls (
+    batch_id {_TEXT} NOT NULL,
+    custom_id {_TEXT} NOT NULL,
+    job_id {_TEXT} NOT NULL,
+    call_id {_TEXT} NOT NULL,
+    withdrawn BOOLEAN NOT NULL DEFAULT FALSE,
+    PRIMARY KEY (batch_id, custom_id)
+);
+CREATE INDEX provider_batch_calls_job ON provider_batch_calls (job_id, call_id);
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "jobs, events, journal, verdicts; tenants, keys, usage, reservations", _INITIAL),
     Migration(2, "job leases, replicas, reservation owners, watchers", _REPLICAS),
@@ -278,6 +313,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "ALTER TABLE study_queries ADD COLUMN carried BYTEA NOT NULL DEFAULT '';",
     ),
     Migration(8, "studies' trace context; studies counted by state", _STUDY_TRACES),
+    Migration(9, "provider batches and the calls they carry", _PROVIDER_BATCHES),
 )
 
 _LEDGER = """

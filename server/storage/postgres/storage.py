@@ -8,6 +8,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from tierank.server.storage.base import Storage, UnfinishedCounts
+from tierank.server.storage.postgres.batches import PostgresProviderBatches
 from tierank.server.storage.postgres.cache import PostgresVerdictCache
 from tierank.server.storage.postgres.connection import (
     CONNECTION_OPTIONS,
@@ -40,6 +41,7 @@ class PostgresStorage(
     PostgresVerdictCache,
     PostgresOperations,
     PostgresStudies,
+    PostgresProviderBatches,
     Storage,
 ):
     """Open one with `PostgresStorage.connect`."""

@@ -8,21 +8,19 @@ import time
 from collections.abc import Sequence
 
 from tierank.server.storage.base import (
-    UNENDED_BATCH_STATES,
     BatchState,
     ProviderBatchCall,
     ProviderBatchJournal,
     ProviderBatchRecord,
 )
 from tierank.server.storage.rules import (
+    FINAL_BATCH,
     FINAL_BATCH_STATES,
     PROVIDER_BATCH_COLUMNS,
+    UNENDED_BATCH,
     provider_batch_from_row,
 )
 from tierank.server.storage.sqlite.connection import SqliteState
-
-_UNENDED = ", ".join(f"'{state.value}'" for state in UNENDED_BATCH_STATES)
-_FINAL = ", ".join(f"'{state}'" for state in FINAL_BATCH_STATES)
 
 
 class SqliteProviderBatches(SqliteState, ProviderBatchJournal):
@@ -52,7 +50,7 @@ class SqliteProviderBatches(SqliteState, ProviderBatchJournal):
             cursor = conn.execute(
                 "UPDATE provider_batches SET state = ?, vendor_id = ?, submit_time = ?, "
                 "update_time = ? WHERE batch_id = ? AND state = ?",
-                (BatchState.OPEN.value, vendor_id, now, now, batch_id, BatchState.SUBMITTING),
+                (BatchState.OPEN.value, vendor_id, now, now, batch_id, BatchState.SUBMITTING.value),
             )
             return cursor.rowcount == 1
 
@@ -72,7 +70,7 @@ class SqliteProviderBatches(SqliteState, ProviderBatchJournal):
             conn.execute(
                 "UPDATE provider_batches SET state = ?, vendor_status = ?, counts = ?, "
                 "message = ?, update_time = ?, end_time = ? "
-                f"WHERE batch_id = ? AND state NOT IN ({_FINAL})",
+                f"WHERE batch_id = ? AND NOT {FINAL_BATCH}",
                 (state.value, vendor_status, counts, message, now, ended, batch_id),
             )
 
@@ -123,15 +121,18 @@ class SqliteProviderBatches(SqliteState, ProviderBatchJournal):
                 for (batch_id,) in conn.execute(
                     "SELECT DISTINCT c.batch_id FROM provider_batch_calls c "
                     "JOIN provider_batches b ON b.batch_id = c.batch_id "
-                    f"WHERE c.job_id = ? AND b.state IN ({_UNENDED})",
+                    f"WHERE c.job_id = ? AND b.{UNENDED_BATCH} ORDER BY c.batch_id",
                     (job_id,),
                 ).fetchall()
             ]
-            conn.execute(
-                "UPDATE provider_batch_calls SET withdrawn = 1 WHERE job_id = ?", (job_id,)
-            )
             unwanted = []
             for batch_id in touched:
+                # Only unended batches: an ended one's calls keep what they were.
+                conn.execute(
+                    "UPDATE provider_batch_calls SET withdrawn = 1 "
+                    "WHERE batch_id = ? AND job_id = ?",
+                    (batch_id, job_id),
+                )
                 wanted = conn.execute(
                     "SELECT 1 FROM provider_batch_calls WHERE batch_id = ? AND withdrawn = 0 "
                     "LIMIT 1",
@@ -150,7 +151,7 @@ class SqliteProviderBatches(SqliteState, ProviderBatchJournal):
     async def owner_batches(
         self, tenant: str, owner: str, unended_only: bool = False
     ) -> list[ProviderBatchRecord]:
-        unended = f" AND state IN ({_UNENDED})" if unended_only else ""
+        unended = f" AND {UNENDED_BATCH}" if unended_only else ""
 
         def read(conn: sqlite3.Connection) -> list[ProviderBatchRecord]:
             rows = conn.execute(
