@@ -356,13 +356,16 @@ class BatchDesk:
                 if time.time() - record.create_time >= settings.submit_grace_s:
                     await self._resolve_submitting(record, transport)
                     continue
-            elif record.state is BatchState.OPEN and await self._journal.take_batch_poll(
-                batch_id, self._replica_id, settings.poll_lease_s
-            ):
-                await self._poll(record, transport)
-                wait = poll_delay(attempt, settings, self._rng)
-                attempt += 1
-                record = await self._journal.get_provider_batch(batch_id) or record
+            elif record.state is BatchState.OPEN:
+                # The lease outlasts the wait before this replica's next poll, so that another
+                # replica takes the polling over only from one that stopped.
+                next_wait = poll_delay(attempt, settings, self._rng)
+                lease_s = next_wait + settings.poll_lease_s
+                if await self._journal.take_batch_poll(batch_id, self._replica_id, lease_s):
+                    await self._poll(record, transport)
+                    wait = next_wait
+                    attempt += 1
+                    record = await self._journal.get_provider_batch(batch_id) or record
             if record.state is BatchState.ENDED:
                 await self._deliver(record, follow)
                 return

@@ -86,9 +86,10 @@ class BatchSettings:
     # Each wait is drawn from [1 - jitter, 1] of its nominal value, so replicas and studies
     # that started together do not poll together.
     poll_jitter: float = 0.25
-    # One replica polls a batch at a time, under a lease this long (renewed on each poll);
-    # the others read what it recorded.
-    poll_lease_s: float = 900.0
+    # One replica polls a batch at a time, under a lease that lasts this long past its next
+    # poll (renewed at each poll); the others read what it recorded, and take the polling
+    # over once a lease has run out.
+    poll_lease_s: float = 120.0
     # A batch journaled but without a vendor id for this long was cut off mid-submission (a
     # crash): its vendor's own batches are searched for it before its calls are asked again.
     submit_grace_s: float = 300.0

@@ -158,6 +158,7 @@ class SqliteState:
     _watchers: dict[str, str]  # open watch streams: id -> tenant
     _orphans_settled: bool
     _study_leases: dict[str, tuple[str, float]]  # study id -> (owner, until), time.time()
+    _batch_polls: dict[str, tuple[str, float]]  # provider batch id -> (poller, until)
 
 
 def file_problem(error: OSError) -> str:

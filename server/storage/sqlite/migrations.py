@@ -225,7 +225,7 @@ CREATE INDEX studies_unfinished ON studies (tenant, state) WHERE {UNFINISHED_STU
 """
 
 # Provider batches (OpenAI Batch, Anthropic Message Batches, Gemini batch mode) and the calls
-# each carries, journaled before submission; `poller`/`poll_until` say who asks the vendor.
+# each carries, journaled before submission (who polls each is held in memory, as leases are).
 _PROVIDER_BATCHES = """
 CREATE TABLE provider_batches (
     batch_id TEXT PRIMARY KEY,
@@ -242,9 +242,7 @@ CREATE TABLE provider_batches (
     message TEXT NOT NULL DEFAULT '',
     submit_time REAL NOT NULL DEFAULT 0,
     update_time REAL NOT NULL DEFAULT 0,
-    end_time REAL NOT NULL DEFAULT 0,
-    poller TEXT NOT NULL DEFAULT '',
-    poll_until REAL NOT NULL DEFAULT 0
+    end_time REAL NOT NULL DEFAULT 0
 );
 CREATE INDEX provider_batches_owner ON provider_batches (tenant, owner, batch_id);
 CREATE TABLE provider_batch_calls (

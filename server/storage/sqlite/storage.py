@@ -70,6 +70,7 @@ class SqliteStorage(
         self._cancel_requested: set[str] = set()
         self._watchers: dict[str, str] = {}  # open watch streams: id -> tenant
         self._study_leases: dict[str, tuple[str, float]] = {}
+        self._batch_polls: dict[str, tuple[str, float]] = {}
         self._orphans_settled = False
 
     async def ping(self) -> None:
