@@ -4,11 +4,17 @@
 same answer call by call and in a batch, with the same usage) that also serves:
 
 - openai:    POST /v1/files (multipart, purpose "batch"), GET /v1/files/{id}/content,
-             POST /v1/batches, GET /v1/batches/{id}, POST /v1/batches/{id}/cancel
+             POST /v1/batches (its `metadata` kept and echoed), GET /v1/batches/{id},
+             POST /v1/batches/{id}/cancel, GET /v1/batches (`after`, `limit`; `has_more`,
+             `first_id`, `last_id`)
 - anthropic: POST /v1/messages/batches, GET /v1/messages/batches/{id},
-             POST /v1/messages/batches/{id}/cancel, GET /v1/messages/batches/{id}/results
-- gemini:    POST /v1beta/models/{model}:batchGenerateContent, GET /v1beta/batches/{id},
-             POST /v1beta/batches/{id}:cancel (the Gemini Developer API's operation form)
+             POST /v1/messages/batches/{id}/cancel, GET /v1/messages/batches/{id}/results,
+             GET /v1/messages/batches (`after_id`, `before_id`, `limit`; `has_more`,
+             `first_id`, `last_id`)
+- gemini:    POST /v1beta/models/{model}:batchGenerateContent (its `displayName` required,
+             kept and echoed), GET /v1beta/batches/{id}, POST /v1beta/batches/{id}:cancel,
+             GET /v1beta/batches (`pageSize`, `pageToken`; `operations`, `nextPageToken`), in
+             the Gemini Developer API's operation form
 
 A batch's requests are answered when it ends, each from the flavor's script or responder as a
 call would be: an Answer succeeds, an HttpError is that request's error (in OpenAI's error
@@ -17,14 +23,23 @@ file, Anthropic's `errored` result, Gemini's inlined `error`), a Hang never runs
 still processing, results in another order than submitted, requests that expire, OpenAI's
 output file id appearing some polls after `completed`, cancellation with some requests
 answered before it, and a request limit the fake enforces as the vendor does (HTTP 400).
+
+Lists give the newest batches first, each as its last poll (or its creation, or its cancel)
+showed it. A batch's creation time is `FakeBatchServer.now()` when it is created: the real
+clock, unless a test sets another (to place batches before or after a lookup's window, or to
+keep a creation time fixed).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime
 import itertools
 import json
-from dataclasses import dataclass
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
@@ -43,7 +58,6 @@ from fakes import (
 from tierank.server.judges.batches import BATCH_PROVIDERS
 
 BATCH_FLAVORS = BATCH_PROVIDERS  # every vendor whose batch API the server speaks
-_EPOCH = 1_767_225_600  # a fixed creation time keeps the bodies comparable between runs
 _ANTHROPIC_ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -77,6 +91,12 @@ class BatchQuirks:
     # OpenAI and Gemini: the whole batch fails with this message on its first poll (OpenAI's
     # input validation, a Gemini job that fails); Anthropic validates when it is created.
     fail: str | None = None
+    # Seconds between recording a created batch and answering its create request: the vendor
+    # has the batch while its creator still waits for the id (a test kills the creator then).
+    create_delay_s: float = 0.0
+    # The most batches a list page holds, whatever the caller asks (the vendors may return
+    # fewer than asked): a small one makes a lookup page through a few batches.
+    list_page_max: int | None = None
 
 
 @dataclass
@@ -86,6 +106,13 @@ class FakeBatch:
     model: str
     # (custom id, the request as a call's Recorded) in submission order.
     entries: list[tuple[str, Recorded]]
+    # Unix time of its creation.
+    created_at: float
+    # OpenAI's metadata, Gemini's display name.
+    metadata: dict[str, str] = field(default_factory=dict)
+    display_name: str = ""
+    # The batch as it was last shown (created, polled, cancelled): what a list shows of it.
+    view: dict[str, Any] = field(default_factory=dict)
     polls: int = 0
     cancel_at_poll: int | None = None
     # Per custom id, once ended: the step played (Answer, HttpError) or "expired"/"cancelled".
@@ -113,6 +140,10 @@ class FakeBatchServer(FakeLLMServer):
         self.batches: dict[str, FakeBatch] = {}
         self.files: dict[str, tuple[str, bytes]] = {}  # id -> (purpose, content)
         self._ids = itertools.count(1)
+        # The clock that stamps creation times (batches and files).
+        self.now: Callable[[], float] = time.time
+        # List pages served, per flavor.
+        self.list_pages: dict[str, int] = dict.fromkeys(BATCH_FLAVORS, 0)
 
     # -- routes ---------------------------------------------------------------------------------
 
@@ -120,13 +151,16 @@ class FakeBatchServer(FakeLLMServer):
         app.router.add_post("/v1/files", self._openai_upload)
         app.router.add_get("/v1/files/{id}/content", self._openai_download)
         app.router.add_post("/v1/batches", self._openai_create)
+        app.router.add_get("/v1/batches", self._openai_list)
         app.router.add_get("/v1/batches/{id}", self._openai_get)
         app.router.add_post("/v1/batches/{id}/cancel", self._openai_cancel)
         app.router.add_post("/v1/messages/batches", self._anthropic_create)
+        app.router.add_get("/v1/messages/batches", self._anthropic_list)
         app.router.add_get("/v1/messages/batches/{id}", self._anthropic_get)
         app.router.add_post("/v1/messages/batches/{id}/cancel", self._anthropic_cancel)
         app.router.add_get("/v1/messages/batches/{id}/results", self._anthropic_results)
         app.router.add_post("/v1beta/models/{model}:batchGenerateContent", self._gemini_create)
+        app.router.add_get("/v1beta/batches", self._gemini_list)
         app.router.add_get("/v1beta/batches/{id}", self._gemini_get)
         app.router.add_post("/v1beta/batches/{id}:cancel", self._gemini_cancel)
 
@@ -142,9 +176,45 @@ class FakeBatchServer(FakeLLMServer):
     def _add(
         self, flavor: str, model: str, entries: list[tuple[str, Recorded]], prefix: str
     ) -> FakeBatch:
-        batch = FakeBatch(self._new_id(prefix), flavor, model, entries)
+        batch = FakeBatch(self._new_id(prefix), flavor, model, entries, self.now())
         self.batches[batch.id] = batch
         return batch
+
+    async def _created(self, batch: FakeBatch, body: dict[str, Any]) -> web.StreamResponse:
+        """The answer to a create request, once the create delay has passed or the server
+        stops; the batch is recorded, and listed, from the start."""
+        batch.view = body
+        delay = self.quirks[batch.flavor].create_delay_s
+        if delay > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), delay)
+        return web.json_response(body)
+
+    @staticmethod
+    def _shown(batch: FakeBatch, body: dict[str, Any]) -> web.StreamResponse:
+        batch.view = body
+        return web.json_response(body)
+
+    def _newest_first(self, flavor: str) -> list[FakeBatch]:
+        """The flavor's batches as the vendors list them."""
+        return [b for b in reversed(self.batches.values()) if b.flavor == flavor]
+
+    def _listed(self, flavor: str, after: str | None) -> list[FakeBatch] | None:
+        """The flavor's batches, newest first, from the one after the cursor `after` (None: an
+        unknown cursor)."""
+        listed = self._newest_first(flavor)
+        if not after:
+            return listed
+        ids = [b.id for b in listed]
+        return listed[ids.index(after) + 1 :] if after in ids else None
+
+    def _page_size(self, flavor: str, asked: str | None, default: int, most: int) -> int | None:
+        """The size of the page served for `asked` (None: not a count from 1 to `most`)."""
+        self.list_pages[flavor] += 1
+        size = default if asked is None else int(asked) if asked.isdigit() else 0
+        if not 1 <= size <= most:
+            return None
+        return min(size, self.quirks[flavor].list_page_max or size)
 
     def _too_many(self, flavor: str, count: int) -> str | None:
         limit = self.quirks[flavor].max_requests
@@ -231,7 +301,9 @@ class FakeBatchServer(FakeLLMServer):
         content = upload.file.read()
         file_id = self._new_id("file-")
         self.files[file_id] = (str(purpose), content)
-        return web.json_response(_openai_file(file_id, upload.filename, content, "batch"))
+        return web.json_response(
+            _openai_file(file_id, upload.filename, content, "batch", self.now())
+        )
 
     async def _openai_download(self, request: web.Request) -> web.StreamResponse:
         held = self.files.get(request.match_info["id"])
@@ -259,9 +331,29 @@ class FakeBatchServer(FakeLLMServer):
             )
             for line in lines
         ]
+        metadata = body.get("metadata") or {}
+        if not _openai_metadata_ok(metadata):
+            return _openai_bad_request("metadata: at most 16 pairs of strings (64, 512 chars)")
         batch = self._add("openai", lines[0]["body"]["model"], entries, "batch_")
         batch.input_file_id = body["input_file_id"]
-        return web.json_response(self._openai_batch(batch, "validating"))
+        batch.metadata = dict(metadata)
+        return await self._created(batch, self._openai_batch(batch, "validating"))
+
+    async def _openai_list(self, request: web.Request) -> web.StreamResponse:
+        size = self._page_size("openai", request.query.get("limit"), 20, 100)
+        listed = self._listed("openai", request.query.get("after"))
+        if size is None or listed is None:
+            return _openai_bad_request("limit must be 1 to 100 and after a batch's id")
+        data = [batch.view for batch in listed[:size]]
+        return web.json_response(
+            {
+                "object": "list",
+                "data": data,
+                "first_id": data[0]["id"] if data else None,
+                "last_id": data[-1]["id"] if data else None,
+                "has_more": len(listed) > size,
+            }
+        )
 
     async def _openai_get(self, request: web.Request) -> web.StreamResponse:
         batch = self._batch(request, "openai")
@@ -272,7 +364,7 @@ class FakeBatchServer(FakeLLMServer):
         if phase == "failed":
             body = self._openai_batch(batch, "failed")
             error = {"code": "invalid_request", "message": self.quirks["openai"].fail}
-            return web.json_response(body | {"errors": {"object": "list", "data": [error]}})
+            return self._shown(batch, body | {"errors": {"object": "list", "data": [error]}})
         if phase == "open":
             status = "validating" if batch.polls == 1 else "in_progress"
         elif phase == "cancelling":
@@ -280,13 +372,13 @@ class FakeBatchServer(FakeLLMServer):
         else:
             status = batch.final
             self._openai_files(batch)
-        return web.json_response(self._openai_batch(batch, status))
+        return self._shown(batch, self._openai_batch(batch, status))
 
     async def _openai_cancel(self, request: web.Request) -> web.StreamResponse:
         batch = self._batch(request, "openai")
         self._cancel(batch)
         status = "cancelling" if batch.outcomes is None else batch.final
-        return web.json_response(self._openai_batch(batch, status))
+        return self._shown(batch, self._openai_batch(batch, status))
 
     def _openai_files(self, batch: FakeBatch) -> None:
         """Writes the output and error files once the late-files polls have passed."""
@@ -330,7 +422,8 @@ class FakeBatchServer(FakeLLMServer):
             "status": status,
             "output_file_id": batch.output_file_id,
             "error_file_id": batch.error_file_id,
-            "created_at": _EPOCH,
+            "created_at": int(batch.created_at),
+            "metadata": batch.metadata or None,
             "model": batch.model,
             "request_counts": {
                 "total": len(batch.entries),
@@ -361,7 +454,30 @@ class FakeBatchServer(FakeLLMServer):
             for r in requests
         ]
         batch = self._add("anthropic", requests[0]["params"]["model"], entries, "msgbatch_")
-        return web.json_response(self._anthropic_batch(batch, "in_progress"))
+        return await self._created(batch, self._anthropic_batch(batch, "in_progress"))
+
+    async def _anthropic_list(self, request: web.Request) -> web.StreamResponse:
+        after, before = request.query.get("after_id"), request.query.get("before_id")
+        size = self._page_size("anthropic", request.query.get("limit"), 20, 1000)
+        listed = self._newest_first("anthropic")
+        ids = [batch.id for batch in listed]
+        if size is None or (after and before) or any(c not in ids for c in (after, before) if c):
+            error = {"type": "invalid_request_error", "message": "bad limit, after_id, before_id"}
+            return web.json_response({"type": "error", "error": error}, status=400)
+        if before:  # the page just before the cursor (newer batches)
+            end = ids.index(before)
+            page, has_more = listed[max(0, end - size) : end], end > size
+        else:
+            start = ids.index(after) + 1 if after else 0
+            page, has_more = listed[start : start + size], len(listed) > start + size
+        return web.json_response(
+            {
+                "data": [batch.view for batch in page],
+                "has_more": has_more,
+                "first_id": page[0].id if page else None,
+                "last_id": page[-1].id if page else None,
+            }
+        )
 
     async def _anthropic_get(self, request: web.Request) -> web.StreamResponse:
         batch = self._batch(request, "anthropic")
@@ -370,13 +486,13 @@ class FakeBatchServer(FakeLLMServer):
             return refused
         phase = self._advance(batch)
         status = {"open": "in_progress", "cancelling": "canceling"}.get(phase, "ended")
-        return web.json_response(self._anthropic_batch(batch, status))
+        return self._shown(batch, self._anthropic_batch(batch, status))
 
     async def _anthropic_cancel(self, request: web.Request) -> web.StreamResponse:
         batch = self._batch(request, "anthropic")
         self._cancel(batch)
         status = "canceling" if batch.outcomes is None else "ended"
-        return web.json_response(self._anthropic_batch(batch, status))
+        return self._shown(batch, self._anthropic_batch(batch, status))
 
     async def _anthropic_results(self, request: web.Request) -> web.StreamResponse:
         batch = self._batch(request, "anthropic")
@@ -400,7 +516,7 @@ class FakeBatchServer(FakeLLMServer):
 
     def _anthropic_batch(self, batch: FakeBatch, status: str) -> dict[str, Any]:
         counts = self._counts(batch)
-        ended = status == "ended"
+        ended, created = status == "ended", batch.created_at
         return {
             "id": batch.id,
             "type": "message_batch",
@@ -413,10 +529,10 @@ class FakeBatchServer(FakeLLMServer):
                 "canceled": counts["cancelled"],
                 "expired": counts["expired"],
             },
-            "created_at": _iso(_EPOCH),
-            "expires_at": _iso(_EPOCH + 86_400),
-            "ended_at": _iso(_EPOCH + 3_600) if ended else None,
-            "cancel_initiated_at": _iso(_EPOCH + 60) if batch.cancel_at_poll is not None else None,
+            "created_at": _iso(created),
+            "expires_at": _iso(created + 86_400),
+            "ended_at": _iso(created + 3_600) if ended else None,
+            "cancel_initiated_at": _iso(created + 60) if batch.cancel_at_poll is not None else None,
             "archived_at": None,
             "results_url": f"{self.url}/v1/messages/batches/{batch.id}/results" if ended else None,
         }
@@ -433,6 +549,8 @@ class FakeBatchServer(FakeLLMServer):
         problem = self._too_many("gemini", len(inlined))
         if not inlined:
             problem = "inputConfig.requests.requests is required"
+        elif not batch_body.get("displayName"):
+            problem = "batch.displayName is required"
         if problem:
             error = {"code": 400, "message": problem, "status": "INVALID_ARGUMENT"}
             return web.json_response({"error": error}, status=400)
@@ -445,7 +563,27 @@ class FakeBatchServer(FakeLLMServer):
             for item in inlined
         ]
         batch = self._add("gemini", model, entries, "fakebatch")
-        return web.json_response(self._gemini_operation(batch, "BATCH_STATE_PENDING", batch_body))
+        batch.display_name = batch_body["displayName"]
+        return await self._created(batch, self._gemini_operation(batch, "BATCH_STATE_PENDING"))
+
+    async def _gemini_list(self, request: web.Request) -> web.StreamResponse:
+        size = self._page_size("gemini", request.query.get("pageSize"), 20, 1000)
+        listed = self._listed("gemini", request.query.get("pageToken"))
+        if size is None or listed is None:
+            error = {
+                "code": 400,
+                "message": "bad pageSize or pageToken",
+                "status": "INVALID_ARGUMENT",
+            }
+            return web.json_response({"error": error}, status=400)
+        page = listed[:size]
+        # Empty fields are left out, as proto3 JSON leaves them; the token is opaque to callers.
+        body: dict[str, Any] = {}
+        if page:
+            body["operations"] = [batch.view for batch in page]
+        if len(listed) > size:
+            body["nextPageToken"] = page[-1].id
+        return web.json_response(body)
 
     async def _gemini_get(self, request: web.Request) -> web.StreamResponse:
         batch = self._batch(request, "gemini")
@@ -456,27 +594,25 @@ class FakeBatchServer(FakeLLMServer):
         if phase == "failed":
             operation = self._gemini_operation(batch, "BATCH_STATE_FAILED")
             error = {"code": 400, "message": self.quirks["gemini"].fail}
-            return web.json_response(operation | {"done": True, "error": error})
+            return self._shown(batch, operation | {"done": True, "error": error})
         if phase != "ended":
             state = "BATCH_STATE_PENDING" if batch.polls == 1 else "BATCH_STATE_RUNNING"
         else:
             state = f"BATCH_STATE_{batch.final.upper()}".replace("COMPLETED", "SUCCEEDED")
-        return web.json_response(self._gemini_operation(batch, state))
+        return self._shown(batch, self._gemini_operation(batch, state))
 
     async def _gemini_cancel(self, request: web.Request) -> web.StreamResponse:
         self._cancel(self._batch(request, "gemini"))
         return web.json_response({})
 
-    def _gemini_operation(
-        self, batch: FakeBatch, state: str, created: dict[str, Any] | None = None
-    ) -> dict[str, Any]:
+    def _gemini_operation(self, batch: FakeBatch, state: str) -> dict[str, Any]:
         counts = self._counts(batch)
         metadata: dict[str, Any] = {
             "@type": "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch",
             "model": f"models/{batch.model}",
-            "displayName": (created or {}).get("displayName", "batch"),
-            "createTime": _iso(_EPOCH),
-            "updateTime": _iso(_EPOCH + 60),
+            "displayName": batch.display_name,
+            "createTime": _iso(batch.created_at),
+            "updateTime": _iso(batch.created_at + 60),
             "batchStats": {
                 "requestCount": str(len(batch.entries)),
                 "successfulRequestCount": str(counts["answered"]),
@@ -536,17 +672,31 @@ def _openai_bad_request(message: str) -> web.StreamResponse:
     return web.json_response({"error": error}, status=400)
 
 
-def _openai_file(file_id: str, filename: str, content: bytes, purpose: str) -> dict[str, Any]:
+def _openai_metadata_ok(metadata: object) -> bool:
+    """OpenAI's metadata rule: up to 16 pairs, keys up to 64 characters, values up to 512."""
+    return (
+        isinstance(metadata, dict)
+        and len(metadata) <= 16
+        and all(
+            isinstance(k, str) and isinstance(v, str) and len(k) <= 64 and len(v) <= 512
+            for k, v in metadata.items()
+        )
+    )
+
+
+def _openai_file(
+    file_id: str, filename: str, content: bytes, purpose: str, created_at: float
+) -> dict[str, Any]:
     return {
         "id": file_id,
         "object": "file",
         "bytes": len(content),
-        "created_at": _EPOCH,
+        "created_at": int(created_at),
         "filename": filename,
         "purpose": purpose,
         "status": "processed",
     }
 
 
-def _iso(seconds: int) -> str:
+def _iso(seconds: float) -> str:
     return datetime.datetime.fromtimestamp(seconds, datetime.UTC).isoformat().replace("+00:00", "Z")

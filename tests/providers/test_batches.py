@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import random
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from typing import Any
 
 import pytest
-from batch_fakes import BATCH_FLAVORS, FakeBatchServer
+from batch_fakes import BATCH_FLAVORS, FakeBatch, FakeBatchServer
 from fakes import MODELS, Answer, HttpError, Recorded, rank_by_score, settings_for
 
 from tierank.server.judges.base import (
@@ -20,6 +23,7 @@ from tierank.server.judges.base import (
     PoolContext,
 )
 from tierank.server.judges.batches import transport_for
+from tierank.server.judges.batches.anthropic_batches import SUBMIT_WINDOW_S
 from tierank.server.judges.batches.base import (
     BatchCall,
     BatchCallFailure,
@@ -41,6 +45,8 @@ flavors = pytest.mark.parametrize("flavor", BATCH_FLAVORS)
 MakeTransport = Callable[..., BatchTransport[Any]]
 # The error type each vendor reports for a request answered with HTTP 500.
 SERVER_ERROR_TYPE = {"openai": "fake_error", "anthropic": "api_error", "gemini": "500"}
+# Our id of a batch, as the journal gives it.
+LABEL = "study-1-wave-0"
 
 
 def call(n: int, scores: tuple[int, ...] = (3, 9, 1, 5), poison: bool = False) -> BatchCall:
@@ -95,7 +101,7 @@ async def run(
     transport: BatchTransport[Any], calls: list[BatchCall]
 ) -> tuple[list[BatchStatus], dict[str, BatchOutcome]]:
     """Submits `calls` as one batch, polls it to its end, returns every status and the results."""
-    batch_id = await transport.submit(calls)
+    batch_id = await transport.submit(calls, LABEL)
     statuses: list[BatchStatus] = []
 
     async def seen(status: BatchStatus) -> None:
@@ -237,7 +243,7 @@ async def test_a_cancelled_batch_keeps_what_was_answered_and_cancels_the_rest(
     fake.quirks[flavor].answered_before_cancel = 1
     transport = transport_for(judge_of(factory, flavor))
     calls = [call(1), call(2), call(3)]
-    batch_id = await transport.submit(calls)
+    batch_id = await transport.submit(calls, LABEL)
     assert (await transport.poll(batch_id)).phase is BatchPhase.OPEN
     await transport.cancel(batch_id)
     cancelling = await transport.poll(batch_id)
@@ -329,7 +335,7 @@ async def test_polls_refused_with_429_are_waited_out_for_at_least_their_retry_af
     fake.quirks[flavor].refused_polls = 2
     fake.quirks[flavor].retry_after_s = 7
     transport = transport_for(judge_of(factory, flavor))
-    batch_id = await transport.submit([call(1)])
+    batch_id = await transport.submit([call(1)], LABEL)
     waits: list[float] = []
 
     async def wait(seconds: float) -> None:
@@ -350,7 +356,7 @@ async def test_a_batch_that_fails_whole_is_reported_failed(
 ) -> None:
     fake.quirks[flavor].fail = "the input could not be read"
     transport = transport_for(judge_of(factory, flavor))
-    status = await transport.poll(await transport.submit([call(1)]))
+    status = await transport.poll(await transport.submit([call(1)], LABEL))
     assert status.phase is BatchPhase.FAILED
     assert status.vendor_status == {"openai": "failed", "gemini": "JOB_STATE_FAILED"}[flavor]
     if flavor == "openai":  # google-genai reads no error of a Gemini Developer API job
@@ -364,7 +370,7 @@ async def test_a_refused_submission_raises_a_classified_error(
     fake.quirks[flavor].max_requests = 1
     transport = transport_for(judge_of(factory, flavor))
     with pytest.raises(CallError) as refused:
-        await transport.submit([call(1), call(2)])
+        await transport.submit([call(1), call(2)], LABEL)
     assert refused.value.kind is FailureKind.CLIENT_ERROR
     assert "at most 1 requests" in refused.value.message
 
@@ -383,3 +389,114 @@ async def test_an_unreadable_batch_answer_fails_as_unparseable_and_keeps_its_tex
     assert unreadable.ordering == () and unreadable.raw_text == "I would rather not rank these."
     assert unreadable.usage.output_tokens > 0  # its tokens were spent all the same
     assert readable.ordering == best_first(call(2))
+
+
+def vendor_id(flavor: str, batch: FakeBatch) -> str:
+    """The id a transport gives for the fake's batch (Gemini's is the job's resource name)."""
+    return f"batches/{batch.id}" if flavor == "gemini" else batch.id
+
+
+@flavors
+async def test_a_batch_whose_creator_died_before_hearing_its_id_is_found(
+    flavor: str, fake: FakeBatchServer, factory: JudgeFactory
+) -> None:
+    """The vendor holds the batch, its creator is cancelled while waiting for the answer: the
+    lookup finds the batch's id, which polls as that batch; a label never submitted finds
+    nothing."""
+    transport = transport_for(judge_of(factory, flavor))
+    journaled_at = time.time()
+    other = await transport.submit([call(1)], "other-1")
+    fake.quirks[flavor].create_delay_s = 30
+    creating = asyncio.create_task(transport.submit([call(2), call(3)], "lost-1"))
+    async with asyncio.timeout(5):
+        while len(fake.batches) < 2:
+            await asyncio.sleep(0.01)
+    creating.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await creating
+    lost = list(fake.batches.values())[-1]
+    assert (lost.metadata, lost.display_name) == {
+        "openai": ({"tierank_batch": "lost-1"}, ""),
+        "anthropic": ({}, ""),  # a Message Batch carries no label
+        "gemini": ({}, "lost-1"),
+    }[flavor]
+
+    found = await transport.find_submitted("lost-1", journaled_at, 2, known=())
+    assert found == vendor_id(flavor, lost)
+    assert (await transport.poll(found)).batch_id == found
+    if flavor == "anthropic":  # found by its size: none has 3 calls, and `other` is known
+        assert await transport.find_submitted("never-1", journaled_at, 3, known=()) is None
+        assert await transport.find_submitted("never-1", journaled_at, 1, {other}) is None
+    else:
+        assert await transport.find_submitted("other-1", journaled_at, 1, ()) == other
+        assert await transport.find_submitted("never-1", journaled_at, 2, known=()) is None
+
+
+@flavors
+async def test_a_lookup_pages_through_the_vendors_list(
+    flavor: str, fake: FakeBatchServer, factory: JudgeFactory
+) -> None:
+    fake.quirks[flavor].list_page_max = 2
+    fake.quirks[flavor].open_polls = 0
+    transport = transport_for(judge_of(factory, flavor))
+    journaled_at = time.time()
+    ids = [await transport.submit([call(n)], f"b-{n}") for n in range(5)]
+    await transport.poll(ids[0])  # listed as ended, with its answers (Gemini's inlined)
+    # The oldest of five batches, two per page, newest first: on the third page.
+    assert await transport.find_submitted("b-0", journaled_at, 1, known=()) == ids[0]
+    assert fake.list_pages[flavor] == 3
+
+
+@pytest.mark.parametrize("flavor", ["openai", "anthropic"])
+async def test_a_lookup_reads_no_further_than_batches_older_than_the_journal_entry(
+    flavor: str, fake: FakeBatchServer, factory: JudgeFactory
+) -> None:
+    """Both list the newest first: the first batch older than the entry (less the clock
+    skew) ends the walk, however many older ones follow."""
+    fake.quirks[flavor].list_page_max = 2
+    transport = transport_for(judge_of(factory, flavor))
+    journaled_at = time.time()
+    fake.now = lambda: journaled_at - 3600
+    for n in range(6):
+        await transport.submit([call(n)], f"old-{n}")
+    fake.now = lambda: journaled_at + 1
+    new = await transport.submit([call(9)], "new-1")
+    assert await transport.find_submitted("old-5", journaled_at, 1, known={new}) is None
+    assert fake.list_pages[flavor] == 1
+
+
+async def test_anthropic_finds_the_oldest_unknown_batch_of_the_journaled_size_in_its_window(
+    fake: FakeBatchServer, factory: JudgeFactory
+) -> None:
+    transport = transport_for(judge_of(factory, "anthropic"))
+    journaled_at = time.time()
+    fake.now = lambda: journaled_at - 1000  # before the window
+    await transport.submit([call(1), call(2)], LABEL)
+    fake.now = lambda: journaled_at + 5
+    first_two = await transport.submit([call(1), call(2)], LABEL)
+    three = await transport.submit([call(1), call(2), call(3)], LABEL)
+    second_two = await transport.submit([call(3), call(4)], LABEL)
+    fake.now = lambda: journaled_at + SUBMIT_WINDOW_S + 60  # after the window
+    await transport.submit([call(5), call(6)], LABEL)
+    find = functools.partial(transport.find_submitted, LABEL, journaled_at)
+
+    assert await find(2, known=()) == first_two
+    assert await find(2, known={first_two}) == second_two
+    assert await find(2, known={first_two, second_two}) is None
+    assert await find(3, known=()) == three
+    assert await find(4, known=()) is None
+    # Ended, its requests are counted as answered instead of processing: the same size.
+    while (await transport.poll(three)).phase is BatchPhase.OPEN:
+        pass
+    assert await find(3, known=()) == three
+
+
+@flavors
+async def test_a_batch_label_outside_its_pattern_is_refused_before_any_request(
+    flavor: str, fake: FakeBatchServer, factory: JudgeFactory
+) -> None:
+    transport = transport_for(judge_of(factory, flavor))
+    for label in ("", "study 1", "x" * 65):
+        with pytest.raises(ValueError, match="batch label"):
+            await transport.submit([call(1)], label)
+    assert fake.batches == {}

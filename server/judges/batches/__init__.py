@@ -16,12 +16,14 @@ The orchestration built on it (not here yet) is meant to run like this, per stud
 1. the calls every live tournament wants next are grouped per judge; `transport.payloads`
    splits each group; the custom ids are the job's call ids (`custom_id_rule` says what each
    vendor accepts, so the caller maps ids it cannot use);
-2. before `submit`, the payload (its custom ids) is journaled as "submitting"; after, the batch
-   id is journaled with it. A restart that finds a "submitting" entry without a batch id cannot
-   know whether the vendor got it: it must look among the vendor's batches before submitting
-   again, so nothing is paid twice (not built: OpenAI batches can carry metadata and Gemini
-   jobs a display name to be found by; Anthropic batches carry no label, so only their
-   creation time and request count tell them apart);
+2. before `submit`, the payload (its custom ids) is journaled as "submitting" under our own
+   batch id, which `submit` gives the vendor's batch as its label; after, the vendor's batch id
+   is journaled with it. A restart that finds a "submitting" entry without a vendor id cannot
+   know whether the vendor got it: `find_submitted` looks among the vendor's batches first, so
+   nothing is paid twice (OpenAI batches carry the label in their metadata and Gemini jobs as
+   their display name; Anthropic batches carry none, so their creation time and request count,
+   and the vendor ids already journaled, tell them apart). Only when it finds none is the
+   payload submitted again; when the lookup itself fails, nothing is submitted;
 3. one replica (the lease holder of the study) polls each open batch with `poll_until_ended`
    (backoff with jitter), recording `BatchStatus` for the study's progress view;
 4. once ended, `results` gives each call's reply (recorded and paid at the batch price, from

@@ -1,11 +1,12 @@
 """Anthropic's Message Batches: the calls as `requests=[{custom_id, params}]`, statuses
 in_progress / canceling / ended, and the results streamed as JSONL from the batch's
-results_url, each succeeded, errored, canceled or expired, in any order."""
+results_url, each succeeded, errored, canceled or expired, in any order. A batch carries no
+label of ours (the create request takes `requests` only)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import anthropic
@@ -13,6 +14,8 @@ import anthropic
 from tierank.server.judges.anthropic_judge import AnthropicJudge, message_completion
 from tierank.server.judges.batches._sdk_errors import stainless_errors
 from tierank.server.judges.batches.base import (
+    CLOCK_SKEW_S,
+    LIST_PAGE_MAX_BYTES,
     BatchCall,
     BatchCallFailure,
     BatchFailureKind,
@@ -35,6 +38,13 @@ LIMITS = BatchLimits(
     ),
 )
 
+# How long after its journal entry a batch may have been created: the create request carries
+# the whole payload (up to 256 MB) and may take as long as the SDK waits for it (10 minutes by
+# default), plus the clock skew.
+SUBMIT_WINDOW_S = 600.0 + CLOCK_SKEW_S
+# Batches per list page (messages.batches.list: `limit` from 1 to 1000, default 20).
+LIST_PAGE_SIZE = 100
+
 
 class AnthropicBatches(BatchTransport[AnthropicJudge]):
     provider = "anthropic"
@@ -52,13 +62,48 @@ class AnthropicBatches(BatchTransport[AnthropicJudge]):
         params = self.judge.request_params([ranking.message()], ranking.max_output_tokens)
         return {"custom_id": call.custom_id, "params": params}
 
-    async def submit(self, calls: Sequence[BatchCall]) -> str:
+    async def submit(self, calls: Sequence[BatchCall], label: str) -> str:
+        # Checked all the same, so that every vendor refuses the same labels.
+        self._check_label(label)
         self._check_ids(calls)
         with stainless_errors(anthropic, "creating the batch"):
             batch = await self._client.messages.batches.create(
                 requests=[self.entry(call) for call in calls]  # type: ignore[misc]
             )
         return batch.id
+
+    async def find_submitted(
+        self, label: str, created_after: float, calls: int, known: Collection[str]
+    ) -> str | None:
+        """The oldest batch created from `created_after` less the clock skew to SUBMIT_WINDOW_S
+        after it, that holds `calls` requests (the sum of its request_counts, whose parts move
+        from `processing` to the others as it ends) and whose id is not in `known`.
+
+        This is the best the API allows: a MessageBatch has no metadata or name to carry
+        `label` (API reference, Create a Message Batch: `requests` only; MessageBatch: id,
+        created_at, request_counts, processing_status and times), and its requests' custom
+        ids are readable only from the results of an ended batch. So two unrecorded batches of
+        the same size, journaled within the window of each other, cannot be told apart: each
+        caller's `known` holds the ids the others recorded first, and a batch taken for the
+        other shows it when its results are read (none of the caller's custom ids is there:
+        each call fails as one with no result), never by paying twice.
+        messages.batches.list returns the most recently created first (its reference says so)
+        and pages with `after_id` = the page's `last_id`, so the walk stops at the first
+        batch older than the window."""
+        oldest, newest = created_after - CLOCK_SKEW_S, created_after + SUBMIT_WINDOW_S
+        found: str | None = None
+        with (
+            stainless_errors(anthropic, "listing the batches"),
+            response_cap(LIST_PAGE_MAX_BYTES),
+        ):
+            async for batch in self._client.messages.batches.list(limit=LIST_PAGE_SIZE):
+                created = batch.created_at.timestamp()
+                if created < oldest:
+                    break
+                size = sum(batch.request_counts.model_dump().values())
+                if created <= newest and size == calls and batch.id not in known:
+                    found = batch.id  # newest first: the last one found is the oldest
+        return found
 
     async def poll(self, batch_id: str) -> BatchStatus:
         with stainless_errors(anthropic, "polling the batch"):

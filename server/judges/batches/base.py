@@ -9,7 +9,7 @@ import enum
 import json
 import random
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -24,6 +24,16 @@ J = TypeVar("J", bound=LLMJudge)
 R = TypeVar("R")
 # A payload's own JSON around its entries (brackets, keys, model name): counted once, generously.
 PAYLOAD_OVERHEAD_BYTES = 1024
+# Our own id of a batch (the journal's), carried by the vendor's batch where the vendor takes a
+# label: it fits OpenAI's metadata values (512 characters) and Gemini's display names.
+LABEL_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+# How far the vendor's clock may be behind ours when it stamps a batch's creation: the journal
+# writes its own time before submitting, the vendor stamps the batch when it gets it.
+CLOCK_SKEW_S = 120.0
+# What a page of a vendor's batch list may take: batch objects (ids, times, counts, OpenAI's
+# metadata and a failed batch's line errors) of a few KiB each, never answers; far above any
+# page of the sizes the transports ask for, where one answer's 1 MiB cap would be too tight.
+LIST_PAGE_MAX_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -114,8 +124,21 @@ class BatchTransport(abc.ABC, Generic[J]):
         """The call as one entry of the vendor's payload (JSON-serialisable)."""
 
     @abc.abstractmethod
-    async def submit(self, calls: Sequence[BatchCall]) -> str:
-        """Submits one payload (from `payloads`); returns the vendor's batch id."""
+    async def submit(self, calls: Sequence[BatchCall], label: str) -> str:
+        """Submits one payload (from `payloads`) under `label`, our own id of the batch
+        (LABEL_PATTERN), which the vendor's batch carries where the vendor takes one; returns
+        the vendor's batch id."""
+
+    @abc.abstractmethod
+    async def find_submitted(
+        self, label: str, created_after: float, calls: int, known: Collection[str]
+    ) -> str | None:
+        """The vendor's id of the batch `submit` created under `label`, or None when the vendor
+        has none: for a batch journaled (at Unix time `created_after`, with `calls` calls) but
+        whose vendor id was never written, because the process ended while it was submitted.
+        `known` are the vendor ids the journal holds already, none of which is the answer.
+        Looked up among the vendor's own batches (its list call); SDK failures raise CallError
+        as the other calls do, and a failed lookup says nothing: the caller must not submit."""
 
     @abc.abstractmethod
     async def poll(self, batch_id: str) -> BatchStatus: ...
@@ -179,6 +202,11 @@ class BatchTransport(abc.ABC, Generic[J]):
             else:
                 outcomes[custom_id] = outcome
         return outcomes
+
+    @staticmethod
+    def _check_label(label: str) -> None:
+        if not LABEL_PATTERN.match(label):
+            raise ValueError(f"batch label {label!r}: 1 to 64 letters, digits, '_' or '-'")
 
     def _check_ids(self, calls: Sequence[BatchCall]) -> None:
         seen: set[str] = set()

@@ -1,10 +1,11 @@
 """Gemini batch mode (Gemini Developer API) through google-genai's `batches`: inlined
 requests, each carrying its custom id as metadata `key`, answered by inlined responses that
-echo it; job states JOB_STATE_PENDING / RUNNING / SUCCEEDED / FAILED / CANCELLED / EXPIRED."""
+echo it; job states JOB_STATE_PENDING / RUNNING / SUCCEEDED / FAILED / CANCELLED / EXPIRED; our
+label as the job's display name."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -13,6 +14,7 @@ from google.genai import errors, types
 
 from tierank.server.judges.base import FailureKind
 from tierank.server.judges.batches.base import (
+    CLOCK_SKEW_S,
     BatchCall,
     BatchCallFailure,
     BatchFailureKind,
@@ -48,6 +50,10 @@ _HTTP = types.HttpOptions(api_version=API_VERSION)
 # What a poll may read: an ended job holds all its inlined responses, and a poll does not know
 # how many calls it carries (the 20 MB of requests it may hold answer in less than this).
 JOB_MAX_BYTES = 64 * 1024 * 1024
+# Jobs per list page: few, since a listed job carries its inlined responses as a fetched one
+# does (google-genai reads `metadata.output` of every listed operation), so a page may take
+# JOB_MAX_BYTES per job.
+LIST_PAGE_SIZE = 4
 # The metadata key that carries a request's custom id (the docs' own example uses "key").
 KEY = "key"
 _ENDED = frozenset(
@@ -78,19 +84,36 @@ class GeminiBatches(BatchTransport[GeminiJudge]):
             "metadata": {KEY: call.custom_id},
         }
 
-    async def submit(self, calls: Sequence[BatchCall]) -> str:
+    async def submit(self, calls: Sequence[BatchCall], label: str) -> str:
+        self._check_label(label)
         self._check_ids(calls)
         with _genai_errors("creating the batch"):
             job = await self.judge.client.genai.aio.batches.create(
                 model=self.judge.config.model,
                 src=[types.InlinedRequest.model_validate(self.entry(call)) for call in calls],
-                config=types.CreateBatchJobConfig(
-                    display_name=f"tierank {calls[0].custom_id}", http_options=_HTTP
-                ),
+                config=types.CreateBatchJobConfig(display_name=label, http_options=_HTTP),
             )
         if not job.name:
             raise CallError(FailureKind.SERVER_ERROR, "the created batch has no name")
         return job.name
+
+    async def find_submitted(
+        self, label: str, created_after: float, calls: int, known: Collection[str]
+    ) -> str | None:
+        """The job whose display name is `label` (BatchJob.display_name, the batch's
+        `displayName`), created (create_time) no earlier than `created_after` less the clock
+        skew. batches.list (GET v1beta/batches: pageSize, pageToken; ListOperationsResponse:
+        `operations`, `nextPageToken`, which google-genai's pager follows) states no order, so
+        every page may be read before a label is known to be absent. The label alone decides;
+        `calls` and `known` are not needed."""
+        oldest = created_after - CLOCK_SKEW_S
+        config = types.ListBatchJobsConfig(page_size=LIST_PAGE_SIZE, http_options=_HTTP)
+        with _genai_errors("listing the batches"), response_cap(LIST_PAGE_SIZE * JOB_MAX_BYTES):
+            async for job in await self.judge.client.genai.aio.batches.list(config=config):
+                created = job.create_time.timestamp() if job.create_time else oldest
+                if job.display_name == label and created >= oldest and job.name:
+                    return job.name
+        return None
 
     async def _job(self, batch_id: str, what: str, cap: int = JOB_MAX_BYTES) -> types.BatchJob:
         # An ended job carries every inlined response, whoever asks for it (polls too).

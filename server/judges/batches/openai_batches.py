@@ -1,11 +1,11 @@
 """OpenAI's Batch API: the calls as a JSONL file uploaded with purpose "batch", one batch on
-`/v1/chat/completions` within a 24 h window, answers in an output file and failures in an
-error file (JSONL, one line per custom id, in any order)."""
+`/v1/chat/completions` within a 24 h window, carrying our label in its metadata, answers in an
+output file and failures in an error file (JSONL, one line per custom id, in any order)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Final
 
 import openai
@@ -13,6 +13,8 @@ from openai.types.chat import ChatCompletion
 
 from tierank.server.judges.batches._sdk_errors import stainless_errors
 from tierank.server.judges.batches.base import (
+    CLOCK_SKEW_S,
+    LIST_PAGE_MAX_BYTES,
     BatchCall,
     BatchCallFailure,
     BatchFailureKind,
@@ -34,6 +36,11 @@ LIMITS = BatchLimits(
     max_bytes=200 * 1024 * 1024,
     source="openai SDK batch_create_params.py (input_file_id): up to 50,000 requests, 200 MB",
 )
+# The metadata key that carries our label (batch_create_params.py, metadata: up to 16 pairs,
+# keys up to 64 characters, values up to 512).
+LABEL_KEY: Final = "tierank_batch"
+# The most batches a list page may hold (batches.list: `limit` ranges from 1 to 100).
+LIST_PAGE_SIZE: Final = 100
 _OPEN = frozenset({"validating", "in_progress", "finalizing", "cancelling"})
 # Error codes of requests the batch never ran (OpenAI's OpenAPI spec, BatchRequestOutputError;
 # its third code, request_timeout, is an error of a request that ran).
@@ -61,7 +68,8 @@ class OpenAIBatches(BatchTransport[OpenAIJudge]):
         )
         return {"custom_id": call.custom_id, "method": "POST", "url": ENDPOINT, "body": body}
 
-    async def submit(self, calls: Sequence[BatchCall]) -> str:
+    async def submit(self, calls: Sequence[BatchCall], label: str) -> str:
+        self._check_label(label)
         self._check_ids(calls)
         lines = b"".join(
             json.dumps(self.entry(call), separators=(",", ":")).encode() + b"\n" for call in calls
@@ -72,9 +80,33 @@ class OpenAIBatches(BatchTransport[OpenAIJudge]):
             )
         with stainless_errors(openai, "creating the batch"):
             batch = await self._client.batches.create(
-                input_file_id=uploaded.id, endpoint=ENDPOINT, completion_window=COMPLETION_WINDOW
+                input_file_id=uploaded.id,
+                endpoint=ENDPOINT,
+                completion_window=COMPLETION_WINDOW,
+                metadata={LABEL_KEY: label},
             )
         return batch.id
+
+    async def find_submitted(
+        self, label: str, created_after: float, calls: int, known: Collection[str]
+    ) -> str | None:
+        """The batch whose metadata carries `label`. batches.list (the SDK's pager, cursor
+        `after` = the last id seen, `limit` up to 100) serves the newest batches first: its
+        reference states no order, but the cursor walks from newest to oldest as listings show.
+        So the walk stops at the first batch created (Batch.created_at, Unix seconds) before
+        `created_after` less the clock skew: no older batch can be the one journaled then. The
+        label alone decides; `calls` and `known` are not needed."""
+        oldest = created_after - CLOCK_SKEW_S
+        with (
+            stainless_errors(openai, "listing the batches"),
+            response_cap(LIST_PAGE_MAX_BYTES),
+        ):
+            async for batch in self._client.batches.list(limit=LIST_PAGE_SIZE):
+                if batch.created_at < oldest:
+                    return None
+                if (batch.metadata or {}).get(LABEL_KEY) == label:
+                    return batch.id
+        return None
 
     async def poll(self, batch_id: str) -> BatchStatus:
         with stainless_errors(openai, "polling the batch"):
