@@ -277,17 +277,18 @@ class BatchDesk:
             return
         batch_log = log.bind(batch=record.batch_id, provider=record.provider, calls=len(payload))
         try:
-            vendor_id: str | None = await transport.submit(payload, record.batch_id)
+            vendor_id = await transport.submit(payload, record.batch_id)
         except CallError as error:
             # The vendor may have made the batch before the answer was lost (a timeout).
-            vendor_id = await self._look_up(record, transport)
-            if vendor_id is None:
+            found = await self._look_up(record, transport)
+            if found is None:
                 batch_log.warning("provider batch not submitted", error=error.message)
                 await self._journal.batch_status(
                     record.batch_id, BatchState.FAILED, "", "{}", f"not submitted: {error.message}"
                 )
                 self._fail(waiters, error.kind, f"batch not submitted: {error.message}")
                 return
+            vendor_id = found
         await self._journal.batch_submitted(record.batch_id, vendor_id)
         batch_log.info("provider batch submitted", vendor_id=vendor_id)
         self._wait_on(record.batch_id, transport, waiters)
