@@ -55,10 +55,10 @@ from tierank.server.judges.batches.base import (
     BatchOutcome,
     BatchPhase,
     BatchTransport,
-    poll_delay,
+    poll_once,
 )
 from tierank.server.judges.llm import LLMJudge
-from tierank.server.judges.retry import RETRYABLE, CallError
+from tierank.server.judges.retry import CallError
 from tierank.server.judges.settings import BatchSettings
 from tierank.server.names import new_sortable_id
 from tierank.server.storage.base import (
@@ -357,15 +357,26 @@ class BatchDesk:
                 if time.time() - record.create_time >= settings.submit_grace_s:
                     await self._resolve_submitting(record, transport)
                     continue
-            elif record.state is BatchState.OPEN:
-                # The lease outlasts the wait before this replica's next poll, so that another
-                # replica takes the polling over only from one that stopped.
-                next_wait = poll_delay(attempt, settings, self._rng)
-                lease_s = next_wait + settings.poll_lease_s
-                if await self._journal.take_batch_poll(batch_id, self._replica_id, lease_s):
-                    await self._poll(record, transport)
-                    wait = next_wait
-                    attempt += 1
+            elif record.state is BatchState.OPEN and await self._journal.take_batch_poll(
+                batch_id, self._replica_id, settings.poll_lease_s
+            ):
+                status, wait = await poll_once(
+                    transport, record.vendor_id, attempt, settings, self._rng
+                )
+                attempt += 1
+                # Held until past this replica's next poll: another replica takes the polling
+                # over only from one that stopped.
+                await self._journal.take_batch_poll(
+                    batch_id, self._replica_id, wait + settings.poll_lease_s
+                )
+                if status is not None:
+                    await self._journal.batch_status(
+                        batch_id,
+                        _PHASE_STATE[status.phase],
+                        status.vendor_status,
+                        json.dumps(dict(status.counts), sort_keys=True),
+                        status.message,
+                    )
                     record = await self._journal.get_provider_batch(batch_id) or record
             if record.state is BatchState.ENDED:
                 await self._deliver(record, follow)
@@ -393,21 +404,6 @@ class BatchDesk:
                 "{}",
                 "cut off before the vendor had it: its calls are asked again",
             )
-
-    async def _poll(self, record: ProviderBatchRecord, transport: BatchTransport[Any]) -> None:
-        try:
-            status = await transport.poll(record.vendor_id)
-        except CallError as error:
-            if error.kind not in RETRYABLE:
-                raise
-            return  # asked again at the next poll
-        await self._journal.batch_status(
-            record.batch_id,
-            _PHASE_STATE[status.phase],
-            status.vendor_status,
-            json.dumps(dict(status.counts), sort_keys=True),
-            status.message,
-        )
 
     async def _deliver(self, record: ProviderBatchRecord, follow: _Follow) -> None:
         """Read the results of the calls waited for here; again for any waiter that came

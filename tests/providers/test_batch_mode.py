@@ -228,3 +228,15 @@ async def test_kill_9_with_a_batch_open_neither_submits_nor_pays_for_a_call_twic
     submitted = [prompt for batch in fake.batches.values() for prompt in prompts(batch)]
     assert len(submitted) == len(set(submitted)) == done.stats.judge_calls
     assert len(later) == done.stats.critical_path - 1
+
+
+async def test_polls_refused_with_429_are_waited_out_not_failed(
+    server: Start, fake: FakeBatchServer
+) -> None:
+    stub = await server()
+    fake.quirks["gemini"].refused_polls = 3
+    fake.quirks["gemini"].retry_after_s = 0
+    events = await run_job(stub, scored_spec(8, [judge("gemini", "batch")], batch_size=4))
+    done = completed(events)
+    assert done.stats.failed_calls == 0 and done.stats.judge_calls == len(verdicts(events)) > 0
+    assert fake.quirks["gemini"].refused_polls == 0  # every refusal was met

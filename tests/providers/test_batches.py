@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import random
 import time
 from collections.abc import AsyncIterator, Callable
@@ -34,7 +35,7 @@ from tierank.server.judges.batches.base import (
     BatchStatus,
     BatchTransport,
     poll_delay,
-    poll_until_ended,
+    poll_once,
 )
 from tierank.server.judges.llm import LLMJudge
 from tierank.server.judges.registry import JudgeFactory
@@ -93,8 +94,25 @@ def judge_of(factory: JudgeFactory, flavor: str) -> LLMJudge:
     return judge
 
 
-async def no_wait(seconds: float) -> None:
-    return None
+DEFAULT_POLLING = BatchSettings()
+
+
+async def polled_to_the_end(
+    transport: BatchTransport[Any], batch_id: str, policy: BatchSettings = DEFAULT_POLLING
+) -> tuple[list[BatchStatus], list[float]]:
+    """Every status of the batch until it is no longer open, and the waits asked for between
+    polls (not waited)."""
+    statuses: list[BatchStatus] = []
+    waits: list[float] = []
+    rng = random.Random(1)
+    for attempt in itertools.count():
+        status, wait = await poll_once(transport, batch_id, attempt, policy, rng)
+        if status is not None:
+            statuses.append(status)
+            if status.phase is not BatchPhase.OPEN:
+                return statuses, waits
+        waits.append(wait)
+    raise AssertionError("unreachable")
 
 
 async def run(
@@ -102,20 +120,8 @@ async def run(
 ) -> tuple[list[BatchStatus], dict[str, BatchOutcome]]:
     """Submits `calls` as one batch, polls it to its end, returns every status and the results."""
     batch_id = await transport.submit(calls, LABEL)
-    statuses: list[BatchStatus] = []
-
-    async def seen(status: BatchStatus) -> None:
-        statuses.append(status)
-
-    final = await poll_until_ended(
-        transport,
-        batch_id,
-        policy=BatchSettings(),
-        rng=random.Random(1),
-        on_status=seen,
-        sleep=no_wait,
-    )
-    assert final.phase is BatchPhase.ENDED, final
+    statuses, _ = await polled_to_the_end(transport, batch_id)
+    assert statuses[-1].phase is BatchPhase.ENDED, statuses[-1]
     return statuses, await transport.results(batch_id, calls)
 
 
@@ -336,16 +342,9 @@ async def test_polls_refused_with_429_are_waited_out_for_at_least_their_retry_af
     fake.quirks[flavor].retry_after_s = 7
     transport = transport_for(judge_of(factory, flavor))
     batch_id = await transport.submit([call(1)], LABEL)
-    waits: list[float] = []
-
-    async def wait(seconds: float) -> None:
-        waits.append(seconds)
-
     policy = BatchSettings(first_poll_s=1, max_poll_s=2)
-    final = await poll_until_ended(
-        transport, batch_id, policy=policy, rng=random.Random(1), sleep=wait
-    )
-    assert final.phase is BatchPhase.ENDED
+    statuses, waits = await polled_to_the_end(transport, batch_id, policy)
+    assert statuses[-1].phase is BatchPhase.ENDED
     # Two refused polls, then two open ones and the one that finds it ended.
     assert len(waits) == 4 and min(waits[:2]) >= 7 and max(waits[2:]) <= 2, waits
 

@@ -11,27 +11,12 @@ or a BatchCallFailure: errored with the vendor's error type, expired, cancelled)
 Nothing is invented: a call the vendor says nothing about fails as errored ("no_result"), or as
 expired/cancelled when the whole batch was.
 
-The orchestration built on it (not here yet) is meant to run like this, per study wave:
-
-1. the calls every live tournament wants next are grouped per judge; `transport.payloads`
-   splits each group; the custom ids are the job's call ids (`custom_id_rule` says what each
-   vendor accepts, so the caller maps ids it cannot use);
-2. before `submit`, the payload (its custom ids) is journaled as "submitting" under our own
-   batch id, which `submit` gives the vendor's batch as its label; after, the vendor's batch id
-   is journaled with it. A restart that finds a "submitting" entry without a vendor id cannot
-   know whether the vendor got it: `find_submitted` looks among the vendor's batches first, so
-   nothing is paid twice (OpenAI batches carry the label in their metadata and Gemini jobs as
-   their display name; Anthropic batches carry none, so their creation time and request count,
-   and the vendor ids already journaled, tell them apart). Only when it finds none is the
-   payload submitted again; when the lookup itself fails, nothing is submitted;
-3. one replica (the lease holder of the study) polls each open batch with `poll_until_ended`
-   (backoff with jitter), recording `BatchStatus` for the study's progress view;
-4. once ended, `results` gives each call's reply (recorded and paid at the batch price, from
-   the usage the vendor reported) or failure (expired and cancelled calls, and errored ones
-   whose error type is retryable, go into the next wave or call by call; an unparseable answer
-   may get its corrective follow-up call by call);
-5. cancelling a study calls `cancel` on its open batches, then still fetches their results:
-   what was answered before the cancel is billed and kept.
+Batch mode (server/jobs/provider_batches.py) builds on it: it journals each payload under our
+own batch id before `submit` (which gives the vendor's batch that id as its label where the
+vendor takes one) and the vendor's id after; `find_submitted` finds a batch whose submission
+was cut off (OpenAI batches carry the label in their metadata, Gemini jobs as their display
+name; Anthropic batches carry none, so their creation time and request count, and the vendor
+ids already journaled, tell them apart). `poll_once` is one poll with its backoff and jitter.
 """
 
 from __future__ import annotations

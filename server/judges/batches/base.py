@@ -4,12 +4,11 @@ splitting within declared limits, custom-id checks, and polling with backoff and
 from __future__ import annotations
 
 import abc
-import asyncio
 import enum
 import json
 import random
 import re
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -266,32 +265,20 @@ def poll_delay(attempt: int, policy: BatchSettings, rng: random.Random) -> float
     return nominal * (1.0 - policy.poll_jitter * rng.random())
 
 
-async def poll_until_ended(
+async def poll_once(
     transport: BatchTransport[Any],
     batch_id: str,
-    *,
+    attempt: int,
     policy: BatchSettings,
     rng: random.Random,
-    on_status: Callable[[BatchStatus], Awaitable[None]] | None = None,
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-) -> BatchStatus:
-    """Polls until the batch has ended or failed, waiting `poll_delay` between polls;
-    `on_status` hears every status (the study's progress view). A poll that fails in a way
-    worth retrying (429, 5xx, timeout, connection) is waited out as an open status is; any
-    other failure is raised."""
-    attempt = 0
-    while True:
-        try:
-            status = await transport.poll(batch_id)
-        except CallError as error:
-            if error.kind not in RETRYABLE:
-                raise
-            wait_at_least = error.retry_after_s or 0.0
-        else:
-            wait_at_least = 0.0
-            if on_status is not None:
-                await on_status(status)
-            if status.phase is not BatchPhase.OPEN:
-                return status
-        await sleep(max(poll_delay(attempt, policy, rng), wait_at_least))
-        attempt += 1
+) -> tuple[BatchStatus | None, float]:
+    """Poll number `attempt` (0-based) of a batch: its status, or None when the poll failed in
+    a way worth retrying (429, 5xx, timeout, connection; any other failure is raised), and how
+    long to wait before the next poll: `poll_delay`, and at least a refusal's Retry-After."""
+    wait = poll_delay(attempt, policy, rng)
+    try:
+        return await transport.poll(batch_id), wait
+    except CallError as error:
+        if error.kind not in RETRYABLE:
+            raise
+        return None, max(wait, error.retry_after_s or 0.0)
