@@ -40,12 +40,14 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 from fakes import (
     ANSWER_BODIES,
     ERROR_BODIES,
+    FLAVORS,
     Answer,
     Drop,
     FakeLLMServer,
@@ -700,3 +702,38 @@ def _openai_file(
 
 def _iso(seconds: float) -> str:
     return datetime.datetime.fromtimestamp(seconds, datetime.UTC).isoformat().replace("+00:00", "Z")
+
+
+# Priced models of each vendor, so that a test can compare bills.
+BATCH_MODELS = {
+    "openai": "gpt-4.1-mini",
+    "anthropic": "claude-haiku-4-5",
+    "gemini": "gemini-2.5-flash",
+}
+# Batch mode fast enough for a test: a wave closes 0.2 s after its last call, batches are
+# polled every few hundredths of a second.
+FAST_BATCHES = {
+    "gather_s": 0.2,
+    "max_gather_s": 5.0,
+    "first_poll_s": 0.02,
+    "max_poll_s": 0.1,
+    "poll_lease_s": 5.0,
+    "submit_grace_s": 1.0,
+}
+
+
+def judges_config(fake: FakeLLMServer, path: Path, **batches: Any) -> Path:
+    """A judges config file with every provider at `fake` and FAST_BATCHES (`batches` over
+    them), for a server started in or out of the test's process."""
+    providers = {
+        flavor: {
+            "base_url": fake.base_url(flavor),
+            "api_key": "test-key",
+            "timeout_s": 5.0,
+            "retry": {"max_attempts": 3, "base_delay_s": 0.01, "max_delay_s": 0.05},
+        }
+        for flavor in FLAVORS
+    }
+    config = {"providers": providers, "batches": {**FAST_BATCHES, **batches}}
+    path.write_text(json.dumps(config), encoding="utf-8")
+    return path

@@ -5,7 +5,6 @@ a batch is open neither submits nor pays for a call twice."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -14,42 +13,15 @@ from typing import Any
 import anyio
 import grpc
 import pytest
-from batch_fakes import BATCH_FLAVORS, FakeBatchServer
-from fakes import FLAVORS, rank_by_score
+from batch_fakes import BATCH_FLAVORS, BATCH_MODELS, FakeBatchServer, judges_config
+from fakes import rank_by_score
 from job_helpers import completed, llm_judge, run_job, scored_spec, verdicts
 
 from tierank.server.app import background_server
 from tierank.server.settings import ServerSettings
 from tierank.v1 import rank_pb2, rank_pb2_grpc
 
-MODELS = {"openai": "gpt-4.1-mini", "anthropic": "claude-haiku-4-5", "gemini": "gemini-2.5-flash"}
-# Fast enough for a test: a wave closes 0.2 s after its last call, batches are polled every
-# few hundredths of a second.
-FAST_BATCHES = {
-    "gather_s": 0.2,
-    "max_gather_s": 5.0,
-    "first_poll_s": 0.02,
-    "max_poll_s": 0.1,
-    "poll_lease_s": 5.0,
-    "submit_grace_s": 1.0,
-}
-
 flavors = pytest.mark.parametrize("flavor", BATCH_FLAVORS)
-
-
-def judges_config(fake: FakeBatchServer, path: Path, **batches: Any) -> Path:
-    providers = {
-        flavor: {
-            "base_url": fake.base_url(flavor),
-            "api_key": "test-key",
-            "timeout_s": 5.0,
-            "retry": {"max_attempts": 3, "base_delay_s": 0.01, "max_delay_s": 0.05},
-        }
-        for flavor in FLAVORS
-    }
-    config = {"providers": providers, "batches": {**FAST_BATCHES, **batches}}
-    path.write_text(json.dumps(config), encoding="utf-8")
-    return path
 
 
 @pytest.fixture
@@ -87,7 +59,7 @@ async def server(
 
 
 def judge(flavor: str, mode: str) -> rank_pb2.JudgeSpec:
-    spec = llm_judge(flavor, MODELS[flavor])
+    spec = llm_judge(flavor, BATCH_MODELS[flavor])
     spec.parameters.options["mode"] = mode
     return spec
 

@@ -5,7 +5,6 @@ for) twice."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -23,8 +22,8 @@ from tierank.v1 import rank_pb2, study_pb2
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "providers"))
 
-from batch_fakes import FakeBatchServer
-from fakes import FLAVORS, rank_by_score
+from batch_fakes import FakeBatchServer, judges_config
+from fakes import rank_by_score
 
 LEASE_S = 2.0
 QUERIES = 4
@@ -36,23 +35,6 @@ def _owner(db: str, name: str) -> str:
             "SELECT owner FROM studies WHERE study_id = %s", (study_id(name),)
         ).fetchone()
     return row[0] if row else ""
-
-
-def _judges_config(fake: FakeBatchServer, path: Path) -> Path:
-    providers = {
-        flavor: {"base_url": fake.base_url(flavor), "api_key": "test-key", "timeout_s": 5.0}
-        for flavor in FLAVORS
-    }
-    batches = {
-        "gather_s": 0.3,
-        "first_poll_s": 0.05,
-        "max_poll_s": 0.2,
-        # A dead replica's poll lease runs out this long after its next poll was due.
-        "poll_lease_s": 1.0,
-        "submit_grace_s": 1.0,
-    }
-    path.write_text(json.dumps({"providers": providers, "batches": batches}), encoding="utf-8")
-    return path
 
 
 async def test_kill_9_the_replica_driving_a_batch_study_and_the_other_settles_it(
@@ -73,7 +55,9 @@ async def test_kill_9_the_replica_driving_a_batch_study_and_the_other_settles_it
     async with FakeBatchServer() as fake:
         fake.respond_with("anthropic", rank_by_score)
         fake.quirks["anthropic"].open_polls = 10**6
-        env = {"TIERANK_JUDGES_CONFIG": str(_judges_config(fake, tmp_path / "judges.json"))}
+        # A dead replica's poll lease runs out 1 s after its next poll was due.
+        config = judges_config(fake, tmp_path / "judges.json", poll_lease_s=1.0, gather_s=0.3)
+        env = {"TIERANK_JUDGES_CONFIG": str(config)}
         servers = [
             LocalServer(
                 db=schema_url,
