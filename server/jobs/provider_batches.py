@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -218,8 +218,12 @@ class BatchDesk:
             await anyio.sleep(min(quiet_left, open_left))
         del self._waves[key]
         waiting = [w for w in wave.waiters if not w.gone]
-        if waiting:
+        try:
             await self._submit(wave, waiting)
+        except Exception as error:  # a bug or the database: these calls fail, others go on
+            log.exception("cannot submit a provider batch", owner=wave.owner)
+            message = f"batch not submitted: {error}"
+            self._fail(waiting, FailureKind.SERVER_ERROR, message)
 
     async def _submit(self, wave: _Wave, waiting: list[_Waiter]) -> None:
         transport = wave.transport
@@ -229,17 +233,11 @@ class BatchDesk:
             call = BatchCall(f"c{n}", waiter.request)
             calls.append(call)
             by_custom_id[call.custom_id] = waiter
-        try:
-            # Renders every prompt to size the payloads: not on the event loop.
-            payloads = await anyio.to_thread.run_sync(transport.payloads, calls)
-        except ValueError:
-            payloads = []
-            for call in calls:
-                try:
-                    payloads.extend(transport.payloads([call]))
-                except ValueError as error:  # a call no batch can carry
-                    failure = BatchCallFailure(BatchFailureKind.ERRORED, "too_large", str(error))
-                    by_custom_id[call.custom_id].settle(failure)
+        # Renders every prompt to size the payloads: not on the event loop.
+        payloads, too_large = await anyio.to_thread.run_sync(_cut, transport, calls)
+        for call, error in too_large:
+            failure = BatchCallFailure(BatchFailureKind.ERRORED, "too_large", str(error))
+            by_custom_id[call.custom_id].settle(failure)
         for payload in payloads:
             await self._submit_payload(wave, transport, payload, by_custom_id)
 
@@ -273,7 +271,9 @@ class BatchDesk:
         try:
             await self._journal.journal_batch(record, carried)
         except Exception as error:  # nothing was sent: the calls fail, and may be planned again
-            self._fail(waiters, FailureKind.SERVER_ERROR, f"cannot journal the batch: {error}")
+            self._fail(
+                waiters.values(), FailureKind.SERVER_ERROR, f"cannot journal the batch: {error}"
+            )
             return
         batch_log = log.bind(batch=record.batch_id, provider=record.provider, calls=len(payload))
         try:
@@ -286,7 +286,7 @@ class BatchDesk:
                 await self._journal.batch_status(
                     record.batch_id, BatchState.FAILED, "", "{}", f"not submitted: {error.message}"
                 )
-                self._fail(waiters, error.kind, f"batch not submitted: {error.message}")
+                self._fail(waiters.values(), error.kind, f"batch not submitted: {error.message}")
                 return
             vendor_id = found
         await self._journal.batch_submitted(record.batch_id, vendor_id)
@@ -294,8 +294,8 @@ class BatchDesk:
         self._wait_on(record.batch_id, transport, waiters)
 
     @staticmethod
-    def _fail(waiters: dict[str, _Waiter], kind: FailureKind, message: str) -> None:
-        for waiter in waiters.values():
+    def _fail(waiters: Iterable[_Waiter], kind: FailureKind, message: str) -> None:
+        for waiter in waiters:
             waiter.settle(BatchCallFailure(BatchFailureKind.ERRORED, str(kind), message))
 
     async def _look_up(
@@ -339,7 +339,7 @@ class BatchDesk:
             await self._follow_until_ended(batch_id, follow)
         except Exception as error:  # a bug or the database: these calls fail, others go on
             log.exception("cannot follow a provider batch", batch=batch_id)
-            self._fail(follow.waiters, FailureKind.SERVER_ERROR, f"batch lost: {error}")
+            self._fail(follow.waiters.values(), FailureKind.SERVER_ERROR, f"batch lost: {error}")
         finally:
             del self._follows[batch_id]
 
@@ -430,6 +430,24 @@ class BatchDesk:
             follow = self._follows[record.batch_id] = _Follow(transport, to_the_end=True)
             self._start(self._follow, record.batch_id, follow)
         follow.to_the_end = True
+
+
+def _cut(
+    transport: BatchTransport[Any], calls: list[BatchCall]
+) -> tuple[list[list[BatchCall]], list[tuple[BatchCall, ValueError]]]:
+    """`calls` cut into payloads, less the calls no batch can carry (each with why)."""
+    try:
+        return transport.payloads(calls), []
+    except ValueError:
+        fitting, too_large = [], []
+        for call in calls:
+            try:
+                transport.payloads([call])
+            except ValueError as error:
+                too_large.append((call, error))
+            else:
+                fitting.append(call)
+        return transport.payloads(fitting), too_large
 
 
 class BatchedJudge(Judge):
