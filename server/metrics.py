@@ -92,6 +92,18 @@ JUDGE_RETRIES = Counter(
     ["provider", "model"],
 )
 
+PROVIDER_BATCHES = Counter(
+    "tierank_provider_batches_total",
+    "Provider batches (batch mode) this server submitted, and those it saw end, fail or cancelled",
+    ["provider", "event"],
+)
+PROVIDER_BATCH_CALLS = Counter(
+    "tierank_provider_batch_calls_total",
+    "Calls of provider batches handed to this server's jobs, by outcome (answered, errored, "
+    "expired, cancelled)",
+    ["provider", "outcome"],
+)
+
 STUDIES_FINISHED = Counter(
     "tierank_studies_finished_total",
     "Studies this server ended, by final state",

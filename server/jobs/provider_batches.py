@@ -39,6 +39,7 @@ import anyio
 import structlog
 from anyio.abc import TaskGroup
 
+from tierank.server import metrics
 from tierank.server.judges.base import (
     BatchRequest,
     FailureKind,
@@ -290,6 +291,7 @@ class BatchDesk:
                 return
             vendor_id = found
         await self._journal.batch_submitted(record.batch_id, vendor_id)
+        metrics.PROVIDER_BATCHES.labels(record.provider, "submitted").inc()
         batch_log.info("provider batch submitted", vendor_id=vendor_id)
         self._wait_on(record.batch_id, transport, waiters)
 
@@ -370,6 +372,8 @@ class BatchDesk:
                     batch_id, self._replica_id, wait + settings.poll_lease_s
                 )
                 if status is not None:
+                    if status.phase is not BatchPhase.OPEN:
+                        metrics.PROVIDER_BATCHES.labels(record.provider, status.phase.value).inc()
                     await self._journal.batch_status(
                         batch_id,
                         _PHASE_STATE[status.phase],
@@ -414,7 +418,10 @@ class BatchDesk:
             calls = [BatchCall(cid, w.request) for cid, w in waiting.items()]
             outcomes = await follow.transport.results(record.vendor_id, calls)
             for custom_id, waiter in waiting.items():
-                waiter.settle(outcomes[custom_id])
+                outcome = outcomes[custom_id]
+                kind = "answered" if isinstance(outcome, JudgeReply) else outcome.kind.value
+                metrics.PROVIDER_BATCH_CALLS.labels(record.provider, kind).inc()
+                waiter.settle(outcome)
 
     async def _cancel(self, record: ProviderBatchRecord, transport: BatchTransport[Any]) -> None:
         try:
@@ -425,6 +432,7 @@ class BatchDesk:
             )
             return
         log.info("provider batch cancelled", batch=record.batch_id, vendor_id=record.vendor_id)
+        metrics.PROVIDER_BATCHES.labels(record.provider, "cancelled").inc()
         follow = self._follows.get(record.batch_id)
         if follow is None:
             follow = self._follows[record.batch_id] = _Follow(transport, to_the_end=True)

@@ -16,6 +16,7 @@ import pytest
 from batch_fakes import BATCH_FLAVORS, BATCH_MODELS, FakeBatchServer, judges_config
 from fakes import rank_by_score
 from job_helpers import completed, llm_judge, run_job, scored_spec, verdicts
+from prometheus_client import REGISTRY
 
 from tierank.server.app import background_server
 from tierank.server.settings import ServerSettings
@@ -144,6 +145,8 @@ async def test_cancelling_a_job_cancels_its_open_batch_and_follows_it_to_its_end
 ) -> None:
     stub = await server()
     fake.quirks["openai"].open_polls = 10**6
+    cancelled = {"provider": "openai", "event": "cancelled"}
+    before = REGISTRY.get_sample_value("tierank_provider_batches_total", cancelled) or 0.0
     job = await stub.CreateJob(
         rank_pb2.CreateJobRequest(spec=scored_spec(12, [judge("openai", "batch")], batch_size=4))
     )
@@ -156,6 +159,7 @@ async def test_cancelling_a_job_cancels_its_open_batch_and_follows_it_to_its_end
     # Followed after the cancel until the vendor ended it (cancelling, then cancelled).
     await until(lambda: batch.outcomes is not None)
     assert set(batch.outcomes.values()) == {"cancelled"}
+    assert REGISTRY.get_sample_value("tierank_provider_batches_total", cancelled) == before + 1
 
 
 @pytest.mark.parametrize(
