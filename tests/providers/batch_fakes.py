@@ -47,7 +47,6 @@ from aiohttp import web
 from fakes import (
     ANSWER_BODIES,
     ERROR_BODIES,
-    FLAVORS,
     Answer,
     Drop,
     FakeLLMServer,
@@ -55,6 +54,7 @@ from fakes import (
     HttpError,
     Recorded,
     Step,
+    provider_settings,
 )
 
 from tierank.server.judges.batches import BATCH_PROVIDERS
@@ -725,15 +725,6 @@ FAST_BATCHES = {
 def judges_config(fake: FakeLLMServer, path: Path, **batches: Any) -> Path:
     """A judges config file with every provider at `fake` and FAST_BATCHES (`batches` over
     them), for a server started in or out of the test's process."""
-    providers = {
-        flavor: {
-            "base_url": fake.base_url(flavor),
-            "api_key": "test-key",
-            "timeout_s": 5.0,
-            "retry": {"max_attempts": 3, "base_delay_s": 0.01, "max_delay_s": 0.05},
-        }
-        for flavor in FLAVORS
-    }
-    config = {"providers": providers, "batches": {**FAST_BATCHES, **batches}}
+    config = {"providers": provider_settings(fake), "batches": {**FAST_BATCHES, **batches}}
     path.write_text(json.dumps(config), encoding="utf-8")
     return path

@@ -16,7 +16,7 @@ import pytest
 # Tests run with --import-mode=importlib, so the fakes module is put on the path explicitly.
 sys.path.insert(0, str(Path(__file__).parent))
 
-from fakes import FLAVORS, FakeLLMServer
+from fakes import FakeLLMServer, provider_settings
 
 from tierank.server.app import background_server
 from tierank.server.judges.settings import CONFIG_PATH_ENV, PROVIDERS
@@ -60,17 +60,7 @@ async def judged_address(
     async with AsyncExitStack() as running:
 
         async def start(**overrides: Mapping[str, Any]) -> str:
-            providers = {
-                flavor: {
-                    "base_url": fake_llm.base_url(flavor),
-                    "api_key": "test-key",
-                    "timeout_s": 5.0,
-                    "retry": {"max_attempts": 3, "base_delay_s": 0.01, "max_delay_s": 0.05},
-                    "breaker": {"failure_threshold": 100, "cooldown_s": 60.0},
-                    **overrides.get(flavor, {}),
-                }
-                for flavor in FLAVORS
-            }
+            providers = provider_settings(fake_llm, **overrides)
             config = tmp_path / "judges.json"
             config.write_text(json.dumps({"providers": providers}), encoding="utf-8")
             settings = ServerSettings(

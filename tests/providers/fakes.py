@@ -545,6 +545,22 @@ ERROR_BODIES: Mapping[str, Callable[[HttpError], dict[str, Any]]] = {
 FAST_RETRY = RetryPolicy(max_attempts=3, base_delay_s=0.01, max_delay_s=0.05, max_retry_after_s=5)
 
 
+def provider_settings(server: FakeLLMServer, **overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """The `providers` table of a judges config file with every provider at `server`: fast
+    retries, a lenient breaker, and `overrides` by provider."""
+    return {
+        flavor: {
+            "base_url": server.base_url(flavor),
+            "api_key": "test-key",
+            "timeout_s": 5.0,
+            "retry": {"max_attempts": 3, "base_delay_s": 0.01, "max_delay_s": 0.05},
+            "breaker": {"failure_threshold": 100, "cooldown_s": 60.0},
+            **overrides.get(flavor, {}),
+        }
+        for flavor in FLAVORS
+    }
+
+
 def settings_for(server: FakeLLMServer, **provider_overrides: Any) -> JudgeSettings:
     """Judge settings with every provider pointed at `server`, fast retries, a lenient breaker."""
     defaults: dict[str, Any] = {
@@ -571,7 +587,12 @@ def rank_by_score(request: Recorded) -> Answer:
     """Ranks the prompt's passages by the `score N` written in each one's text, in the answer
     form the prompt asks for. Usage is the messages at 4 characters per token."""
     shown = [(int(number), int(score)) for number, score in _PASSAGE_LINE.findall(request.prompt)]
-    numbers = [number for number, _ in sorted(shown, key=lambda shown: -shown[1])]
+    return ranking_answer(request, [number for number, _ in sorted(shown, key=lambda s: -s[1])])
+
+
+def ranking_answer(request: Recorded, numbers: list[int]) -> Answer:
+    """`numbers` (passage numbers, best first) in the answer form the prompt asks for; usage is
+    the messages at 4 characters per token."""
     if "Answer with JSON only" in request.prompt:
         text = json.dumps({"ranking": numbers})
     else:

@@ -25,7 +25,7 @@ from pathlib import Path
 import grpc
 import pytest
 from batch_fakes import BATCH_FLAVORS, BATCH_MODELS, FakeBatchServer, judges_config
-from fakes import Answer, Recorded, fake_tokens
+from fakes import Answer, Recorded, ranking_answer
 
 from tierank.server.app import background_server
 from tierank.server.settings import ServerSettings
@@ -104,13 +104,8 @@ class Dl19:
             doc = self.doc_of.get(text[:_KEY_CHARS], "")
             return -self.grades[qid].get(doc, 0), hashlib.sha256(text.encode()).hexdigest()
 
-        numbers = [int(n) for n, _ in sorted(_PASSAGE.findall(request.prompt), key=key)]
-        if "Answer with JSON only" in request.prompt:
-            text = json.dumps({"ranking": numbers})
-        else:
-            text = " > ".join(f"[{n}]" for n in numbers)
-        input_tokens = sum(fake_tokens(message) for _, message in request.messages)
-        return Answer(text, input_tokens=input_tokens, output_tokens=fake_tokens(text))
+        shown = sorted(_PASSAGE.findall(request.prompt), key=key)
+        return ranking_answer(request, [int(number) for number, _ in shown])
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import anyio
 import grpc
+import psycopg
 
 from tierank.v1 import rank_pb2, rank_pb2_grpc, study_pb2, study_pb2_grpc
 
@@ -157,3 +158,12 @@ async def study_queries(stubs: Stubs, name: str, page_size: int = 0) -> list[stu
         token = page.next_page_token
         if not token:
             return queries
+
+
+def driving_replica(db: str, name: str) -> str:
+    """The replica that holds the study's lease on PostgreSQL `db` ("" when none does)."""
+    with psycopg.connect(db) as conn:
+        row = conn.execute(
+            "SELECT owner FROM studies WHERE study_id = %s", (study_id(name),)
+        ).fetchone()
+    return row[0] if row else ""

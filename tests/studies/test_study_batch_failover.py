@@ -13,8 +13,7 @@ from pathlib import Path
 
 import anyio
 import grpc
-import psycopg
-from study_calls import Stubs, started_study, study_id, study_jobs, until_final
+from study_calls import Stubs, driving_replica, started_study, study_jobs, until_final
 from study_data import collection, inputs_request
 
 from tierank.client import LocalServer
@@ -27,14 +26,6 @@ from fakes import rank_by_score
 
 LEASE_S = 2.0
 QUERIES = 4
-
-
-def _owner(db: str, name: str) -> str:
-    with psycopg.connect(db) as conn:
-        row = conn.execute(
-            "SELECT owner FROM studies WHERE study_id = %s", (study_id(name),)
-        ).fetchone()
-    return row[0] if row else ""
 
 
 async def test_kill_9_the_replica_driving_a_batch_study_and_the_other_settles_it(
@@ -79,7 +70,7 @@ async def test_kill_9_the_replica_driving_a_batch_study_and_the_other_settles_it
                     while not fake.batches or not all(b.polls for b in fake.batches.values()):
                         await anyio.sleep(0.02)
                 open_before_kill = set(fake.batches)
-                driver = _owner(schema_url, study.name)
+                driver = driving_replica(schema_url, study.name)
                 victim = next(s for s in servers if f"-{s.pid}-" in driver)
                 survivor = next(s for s in servers if s is not victim)
                 os.kill(victim.pid, signal.SIGKILL)

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import anyio
 import grpc
-import psycopg
 from study_calls import (
     Stubs,
+    driving_replica,
     duplicated_request_ids,
     paid_calls,
     started_study,
@@ -39,14 +39,6 @@ LEASE_S = 2.0
 CLAIM_LOOP_S = 2.0
 SLACK_S = 1.5
 QUERIES = 8
-
-
-def _owner(db: str, name: str) -> str:
-    with psycopg.connect(db) as conn:
-        row = conn.execute(
-            "SELECT owner FROM studies WHERE study_id = %s", (study_id(name),)
-        ).fetchone()
-    return row[0] if row else ""
 
 
 def _replicas(db: str, count: int, env: dict[str, str] | None = None) -> list[LocalServer]:
@@ -83,7 +75,7 @@ async def test_kill_9_the_driving_replica_and_the_other_ends_the_study(schema_ur
             await until_study(
                 stubs, study.name, lambda s: s.progress.settled + s.progress.provisional >= 1
             )
-            driver = _owner(schema_url, study.name)
+            driver = driving_replica(schema_url, study.name)
             assert driver
             # A replica's id holds its process id ("host-pid-random").
             victim = next(s for s in servers if f"-{s.pid}-" in driver)
@@ -94,7 +86,7 @@ async def test_kill_9_the_driving_replica_and_the_other_ends_the_study(schema_ur
 
             stubs = by_replica[survivor.pid]
             with anyio.fail_after(LEASE_S + CLAIM_LOOP_S + SLACK_S):
-                while _owner(schema_url, study.name) in ("", driver):
+                while driving_replica(schema_url, study.name) in ("", driver):
                     await anyio.sleep(0.05)
             taken_over = time.monotonic() - killed
             ended = await until_final(stubs, study.name, timeout=25)
@@ -170,7 +162,7 @@ async def test_a_server_that_drives_only_its_own_studies_never_holds_another_rep
         first.stop()
         # Long enough for the other server to have claimed the study, were it to.
         await anyio.sleep(LEASE_S + CLAIM_LOOP_S + SLACK_S)
-        assert f"-{dead}-" in _owner(schema_url, study.name), "the dead one's, still"
+        assert f"-{dead}-" in driving_replica(schema_url, study.name), "the dead one's, still"
         (second,) = await anyio.to_thread.run_sync(_replicas, schema_url, 1)
         servers.append(second)
         async with grpc.aio.insecure_channel(second.address) as channel:
@@ -207,7 +199,7 @@ async def test_an_extension_on_postgresql_survives_its_driving_replica(schema_ur
             grown = extended.inputs.rounds[1].queries_extended
             assert grown
             await until_study(stubs, study.name, lambda s: s.progress.running >= 1)
-            driver = _owner(schema_url, study.name)
+            driver = driving_replica(schema_url, study.name)
             victim = next(s for s in servers if f"-{s.pid}-" in driver)
             survivor = next(s for s in servers if s is not victim)
             os.kill(victim.pid, signal.SIGKILL)
