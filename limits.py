@@ -85,6 +85,9 @@ MAX_STUDY_DEPTH = 1000
 # Queries judged at once by one study: each is a live tournament in memory.
 DEFAULT_LIVE_QUERIES = 8
 MAX_LIVE_QUERIES = 256
+# ... of a provider_batch study: the next calls of every live query share one provider batch
+# per wave, so the more queries live, the fewer batches (hours each, at worst) one after another.
+DEFAULT_BATCH_LIVE_QUERIES = MAX_LIVE_QUERIES
 # What a study may hold. The queries bound a study's pools and report; the systems its tables.
 MAX_STUDY_QUERIES = 100_000
 MAX_STUDY_SYSTEMS = 64

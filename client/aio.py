@@ -280,9 +280,16 @@ class AsyncClient:
     # -- studies: many queries, several systems' runs (study.proto; as Client's) -------------
 
     async def create_study(
-        self, spec: study_pb2.StudySpec, *, request_id: str = "", timeout: float | None = None
+        self,
+        spec: study_pb2.StudySpec,
+        *,
+        request_id: str = "",
+        provider_batch: bool = False,
+        timeout: float | None = None,
     ) -> study_pb2.Study:
         request = study_pb2.CreateStudyRequest(spec=spec, request_id=request_id or uuid.uuid4().hex)
+        if provider_batch:
+            request.spec.provider_batch = True  # on the request's copy: `spec` stays as it was
         return await self._unary(self._studies.CreateStudy, request, timeout)
 
     async def add_study_inputs(

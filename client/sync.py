@@ -272,11 +272,21 @@ class Client:
     # -- studies: many queries, several systems' runs (study.proto) ----------------------------
 
     def create_study(
-        self, spec: study_pb2.StudySpec, *, request_id: str = "", timeout: float | None = None
+        self,
+        spec: study_pb2.StudySpec,
+        *,
+        request_id: str = "",
+        provider_batch: bool = False,
+        timeout: float | None = None,
     ) -> study_pb2.Study:
         """Create a draft study; without a request_id one is generated, so that a retry never
-        creates a second one. Send its inputs with `add_study_inputs`, then `start_study`."""
+        creates a second one. Send its inputs with `add_study_inputs`, then `start_study`.
+        `provider_batch` (or the spec's own) sends every judge's calls to its provider's batch
+        API: about half the price, answered within hours instead of seconds (openai,
+        anthropic and gemini judges only; StudySpec.provider_batch)."""
         request = study_pb2.CreateStudyRequest(spec=spec, request_id=request_id or uuid.uuid4().hex)
+        if provider_batch:
+            request.spec.provider_batch = True  # on the request's copy: `spec` stays as it was
         return self._unary(self._studies.CreateStudy, request, timeout)
 
     def add_study_inputs(

@@ -57,10 +57,17 @@ PROSE = [
     ("docs/rubrics.md", f"A job's query holds at most {kib(limits.MAX_QUERY_BYTES)}"),
     ("docs/evaluation.md", f"the top `--depth` (default {limits.DEFAULT_FILL_DEPTH})"),
     ("docs/providers.md", f"the quorum (default {limits.DEFAULT_QUORUM})"),
+    (
+        "docs/studies.md",
+        f"At most `--max-live` queries (default {limits.DEFAULT_LIVE_QUERIES};"
+        f" {limits.DEFAULT_BATCH_LIVE_QUERIES} with `--provider-batch`;"
+        f" at most {limits.MAX_LIVE_QUERIES})",
+    ),
 ]
 
 RANK_PROTO = "proto/tierank/v1/rank.proto"
 EVAL_PROTO = "proto/tierank/v1/eval.proto"
+STUDY_PROTO = "proto/tierank/v1/study.proto"
 OPERATION_IN_FLIGHT = (
     f"default {limits.DEFAULT_OPERATION_MAX_IN_FLIGHT}, range 1..{limits.MAX_IN_FLIGHT}."
 )
@@ -147,6 +154,13 @@ PROTO_COMMENTS = [
         "ListOperationsRequest",
         "page_size",
         f"Default {limits.DEFAULT_PAGE_SIZE}, at most {limits.MAX_OPERATIONS_PAGE_SIZE}.",
+    ),
+    (
+        STUDY_PROTO,
+        "StudySpec",
+        "max_live_queries",
+        f"Default {limits.DEFAULT_LIVE_QUERIES}, 1..{limits.MAX_LIVE_QUERIES}. With provider_batch"
+        f" the default is {limits.DEFAULT_BATCH_LIVE_QUERIES}, the maximum",
     ),
 ]
 

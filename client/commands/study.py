@@ -178,7 +178,16 @@ def _add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--max-live",
         type=positive_int,
         help=f"queries judged at once (default {limits.DEFAULT_LIVE_QUERIES},"
+        f" {limits.DEFAULT_BATCH_LIVE_QUERIES} with --provider-batch;"
         f" at most {limits.MAX_LIVE_QUERIES})",
+    )
+    judging.add_argument(
+        "--provider-batch",
+        action="store_true",
+        help="send every judge's calls to its provider's batch API: about half the price, but"
+        " each wave of calls is answered within the vendor's window (usually under an hour, up"
+        " to 24 h), so the study takes hours rather than minutes. Every judge must be an"
+        " openai, anthropic or gemini one",
     )
     _add_budget_options(judging, "study-wide")
     judging.add_argument(
@@ -336,6 +345,7 @@ def _spec(args: argparse.Namespace) -> study_pb2.StudySpec:
         measures=args.measures or [],
         max_live_queries=args.max_live or 0,
         labels=fixed_mapping(args),
+        provider_batch=args.provider_batch,
     )
     return spec
 
@@ -526,10 +536,58 @@ def _print_study(study: study_pb2.Study, as_json: bool) -> None:
         print(json.dumps(_study_json(study), indent=2))
         return
     print(progress_line(study))
+    for line in provider_batch_lines(study, time.time()):
+        print(line)
     if study.trace_id:  # the server that made it was tracing
         print(f"trace: {study.trace_id}")
     if study.error.message:
         print(f"error: {study.error.message}")
+
+
+def provider_batch_lines(study: study_pb2.Study, now: float) -> list[str]:
+    """A line for each provider batch not ended yet, then one that counts those that have
+    (their details are in --json)."""
+    lines = []
+    ended = failed = 0
+    for batch in study.provider_batches:
+        if batch.state == study_pb2.PROVIDER_BATCH_STATE_ENDED:
+            ended += 1
+        elif batch.state == study_pb2.PROVIDER_BATCH_STATE_FAILED:
+            failed += 1
+        else:
+            lines.append(_unended_batch_line(batch, now))
+    if ended or failed:
+        lines.append(f"provider batches ended: {ended}, failed: {failed}")
+    return lines
+
+
+def _unended_batch_line(batch: study_pb2.ProviderBatch, now: float) -> str:
+    state = study_pb2.ProviderBatchState.Name(batch.state)
+    if batch.HasField("submit_time"):
+        since = f"submitted {_age(now - batch.submit_time.ToSeconds())} ago"
+    else:
+        since = f"recorded {_age(now - batch.create_time.ToSeconds())} ago"
+    line = (
+        f"provider batch {batch.provider}/{batch.model}"
+        f" {state.removeprefix('PROVIDER_BATCH_STATE_').lower()}"
+        f" {batch.vendor_id or '(no vendor id yet)'}: {batch.calls:,} calls, {since}"
+    )
+    if batch.vendor_status:
+        line += f", {batch.vendor_status}"
+    if batch.vendor_counts:
+        counts = sorted(batch.vendor_counts.items())
+        line += " (" + ", ".join(f"{name} {count:,}" for name, count in counts) + ")"
+    return line
+
+
+def _age(seconds: float) -> str:
+    """12s, 7m, 3h05m: how long ago, to the unit that matters (the clocks of the server and
+    the client may differ by a little)."""
+    whole = max(0, round(seconds))
+    if whole < 60:
+        return f"{whole}s"
+    minutes = whole // 60
+    return f"{minutes}m" if minutes < 60 else f"{minutes // 60}h{minutes % 60:02d}m"
 
 
 def _watch(args: argparse.Namespace) -> int:

@@ -75,7 +75,6 @@ def make_anthropic_client(api_key: str, base_url: str | None) -> anthropic.Async
 
 class AnthropicJudge(LLMJudge):
     provider = "anthropic"
-    has_batch_api = True
     default_format = AnswerFormat.TEXT
     known_options = frozenset({"format", "thinking_budget"})
 

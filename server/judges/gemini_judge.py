@@ -47,7 +47,6 @@ class GeminiClient:
 
 class GeminiJudge(LLMJudge):
     provider = "gemini"
-    has_batch_api = True
     default_format = AnswerFormat.JSON
     known_options = frozenset({"format", "thinking_budget"})
 

@@ -74,6 +74,8 @@ MIN_TIMEOUT_S = 1.0
 MODE_OPTION = "mode"
 CALL_MODE = "call"
 BATCH_MODE = "batch"
+# Providers with a batch API (judges.batches); a self-hosted OpenAI-compatible server has none.
+BATCH_PROVIDERS = ("openai", "anthropic", "gemini")
 
 Answer = TypeVar("Answer")
 
@@ -268,8 +270,6 @@ class LLMJudge(Judge):
     default_format: ClassVar[AnswerFormat]
     # Keys a job spec may put in JudgeConfig.options for this provider (and MODE_OPTION).
     known_options: ClassVar[frozenset[str]] = frozenset({"format"})
-    # Whether the provider has a batch API (judges.batches) that `mode=batch` sends calls to.
-    has_batch_api: ClassVar[bool] = False
 
     def __init__(self, config: JudgeConfig, shared: ProviderShared) -> None:
         super().__init__(config)
@@ -279,10 +279,10 @@ class LLMJudge(Judge):
             raise JudgeConfigError(
                 f"parameters.options.{MODE_OPTION}", f"must be {CALL_MODE} or {BATCH_MODE}"
             )
-        if mode == BATCH_MODE and not self.has_batch_api:
+        if mode == BATCH_MODE and self.provider not in BATCH_PROVIDERS:
             raise JudgeConfigError(
                 f"parameters.options.{MODE_OPTION}",
-                f"{self.provider} has no batch API (batch mode: openai, anthropic, gemini)",
+                f"{self.provider} has no batch API (batch mode: {', '.join(BATCH_PROVIDERS)})",
             )
         self.batch_mode = mode == BATCH_MODE
         if not config.model:

@@ -52,7 +52,6 @@ def make_openai_client(api_key: str, base_url: str | None) -> openai.AsyncOpenAI
 
 class OpenAIJudge(LLMJudge):
     provider = "openai"
-    has_batch_api = True
     default_format = AnswerFormat.JSON
     known_options = frozenset({"format", "reasoning_effort"})
     # The OpenAI API's name for the output cap; reasoning models accept only this one.
@@ -194,7 +193,6 @@ class OpenAICompatibleJudge(OpenAIJudge):
     """
 
     provider = "openai-compatible"
-    has_batch_api = False
     default_format = AnswerFormat.TEXT
     known_options = frozenset({"format", "reasoning_effort"})
     # vLLM, Ollama and llama.cpp all read max_tokens; not all read max_completion_tokens.

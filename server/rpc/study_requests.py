@@ -12,22 +12,28 @@ from tierank.limits import (
     MAX_STUDY_DEPTH,
     MAX_STUDY_MEASURES,
 )
-from tierank.server.errors import FieldViolation, InvalidInput
+from tierank.server.errors import FieldViolation, InvalidInput, shown
+from tierank.server.judges.batches import BATCH_PROVIDERS
+from tierank.server.judges.llm import BATCH_MODE, MODE_OPTION
 from tierank.server.labeling import fixed_mapping
 from tierank.server.rpc.validation import resolve_preset, validate_request_id, validate_spec
+from tierank.server.studies.driver import in_batch_mode
 from tierank.v1 import rank_pb2, study_pb2
 
 # The ranking parameters are checked as a job's, on a stand-in query and pool.
 _PROBE_QUERY = "study"
 
 
-def probe_job(ranking: rank_pb2.JobSpec) -> rank_pb2.JobSpec:
-    """A job of the study's ranking parameters on a stand-in query and pool."""
+def probe_job(spec: study_pb2.StudySpec) -> rank_pb2.JobSpec:
+    """A job of the study's ranking parameters, as the study makes its queries' jobs (their
+    judges in batch mode in a provider_batch study), on a stand-in query and pool."""
     probe = rank_pb2.JobSpec()
-    probe.CopyFrom(ranking)
+    probe.CopyFrom(spec.ranking)
     probe.query = _PROBE_QUERY
-    for i in range(max(2, ranking.top_k)):
+    for i in range(max(2, spec.ranking.top_k)):
         probe.candidates.add(id=f"d{i}", text="passage")
+    if spec.provider_batch:
+        in_batch_mode(probe)
     return probe
 
 
@@ -98,8 +104,38 @@ def validate_study_spec(
             bad(f"ranking.{name}", "must be empty: the study sets it for each query")
     if ranking.budget.ByteSize():
         bad("ranking.budget", "must be empty: set the study's own budget (spec.budget)")
-    own = resolve_preset(ranking) + validate_spec(probe_job(ranking), knows_provider)
+    own = resolve_preset(ranking) + validate_spec(probe_job(spec), knows_provider)
     violations.extend(
         FieldViolation(v.field.replace("spec.", "spec.ranking.", 1), v.rule) for v in own
     )
+    if spec.provider_batch:
+        violations.extend(_batch_violations(ranking, knows_provider))
+    return violations
+
+
+def _batch_violations(
+    ranking: rank_pb2.JobSpec, knows_provider: Callable[[str], bool]
+) -> list[FieldViolation]:
+    """What keeps a provider_batch study's judges out of batch mode (an unknown provider is
+    reported as such already)."""
+    violations = []
+    for i, judge in enumerate(ranking.judges):
+        field = f"spec.ranking.judges[{i}]"
+        if knows_provider(judge.provider) and judge.provider not in BATCH_PROVIDERS:
+            violations.append(
+                FieldViolation(
+                    f"{field}.provider",
+                    f"{shown(judge.provider)} has no batch API: every judge of a provider_batch"
+                    f" study must be one of {', '.join(BATCH_PROVIDERS)}",
+                )
+            )
+        mode = judge.parameters.options.get(MODE_OPTION, "")
+        if mode not in ("", BATCH_MODE):
+            violations.append(
+                FieldViolation(
+                    f"{field}.parameters.options.{MODE_OPTION}",
+                    f"is {shown(mode)}, but a provider_batch study runs every judge in batch mode"
+                    f" ({MODE_OPTION}={BATCH_MODE}, or leave it unset)",
+                )
+            )
     return violations

@@ -38,6 +38,8 @@ from tierank.server.rpc.study_requests import validate_extension, validate_study
 from tierank.server.rpc.validation import validate_request_id
 from tierank.server.storage.base import (
     ChunkAdded,
+    ProviderBatchJournal,
+    ProviderBatchRecord,
     StudyChunk,
     StudyRecord,
     TenantStore,
@@ -72,8 +74,11 @@ _CANCEL_WAIT_S = 30.0
 _NO_FILTER = 0
 
 
-class StudyServiceStore(DriverStore, ReportStore, TenantStore, WatcherStore, Protocol):
-    """Studies, their jobs, the tenants' limits and watch slots."""
+class StudyServiceStore(
+    DriverStore, ReportStore, TenantStore, WatcherStore, ProviderBatchJournal, Protocol
+):
+    """Studies, their jobs, the tenants' limits and watch slots, the studies' provider
+    batches."""
 
 
 class StudyServicer(study_pb2_grpc.StudyServiceServicer):
@@ -212,7 +217,7 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
     async def _check_judges(self, spec: study_pb2.StudySpec, pool: bytes, tenant: str) -> None:
         """The judges as a query's job will have them (keys, qualifications, what a judge
         needs of a pool), so that a study that cannot judge fails here, not per query."""
-        first = query_job_spec(spec.ranking, pool, rank_pb2.JobSpec())
+        first = query_job_spec(spec, pool, rank_pb2.JobSpec())
         try:
             await self._manager.check_judges(first, tenant)
         except InvalidInput as invalid:
@@ -300,7 +305,12 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
     async def GetStudy(
         self, request: study_pb2.GetStudyRequest, context: grpc.aio.ServicerContext
     ) -> study_pb2.Study:
-        return study_view(await self._record(request.name))
+        record = await self._record(request.name)
+        return study_view(record, await self._batches(record))
+
+    async def _batches(self, record: StudyRecord) -> list[ProviderBatchRecord]:
+        """The provider batches of the study's jobs' calls."""
+        return await self._storage.owner_batches(record.tenant, study_name(record.study_id))
 
     async def ListStudies(
         self, request: study_pb2.ListStudiesRequest, context: grpc.aio.ServicerContext
@@ -347,12 +357,14 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
     ) -> AsyncIterator[study_pb2.Study]:
         record = await self._record(request.name)
         limits = await limits_of(self._storage, record.tenant)
-        sent: tuple[int, bytes] | None = None
+        sent: tuple[int, bytes, list[study_pb2.ProviderBatch]] | None = None
         async with self._watchers.hold(record.tenant, limits):
             while True:
-                shown = (record.state, record.progress)
+                view = study_view(record, await self._batches(record))
+                # A batch's poll that found nothing new changes no field shown.
+                shown = (record.state, record.progress, list(view.provider_batches))
                 if shown != sent:
-                    yield study_view(record)
+                    yield view
                     sent = shown
                 if record.state in FINAL_STUDY_STATES:
                     return

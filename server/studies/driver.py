@@ -19,11 +19,12 @@ from typing import Any, Protocol
 import anyio
 import structlog
 
-from tierank.limits import DEFAULT_LIVE_QUERIES
+from tierank.limits import DEFAULT_BATCH_LIVE_QUERIES, DEFAULT_LIVE_QUERIES
 from tierank.server import metrics
 from tierank.server.errors import QuotaExceeded, TierankError, Unavailable
 from tierank.server.job_states import FINAL_STUDY_STATES, TERMINAL_STATES
 from tierank.server.jobs.manager import JobManager
+from tierank.server.judges.llm import BATCH_MODE, MODE_OPTION
 from tierank.server.names import parse_job_name, study_request_id
 from tierank.server.observability.studies import StudySpan, StudyTelemetry
 from tierank.server.storage.base import (
@@ -58,6 +59,13 @@ _CANCEL_PAGE = 500
 
 class DriverStore(StudyStore, JobReader, TenantStore, Protocol):
     """What the driver reads and writes: studies, their jobs, their tenants' limits."""
+
+
+def live_queries(spec: study_pb2.StudySpec) -> int:
+    """Queries the study judges at once: its own bound, else the default of its kind."""
+    if spec.max_live_queries:
+        return spec.max_live_queries
+    return DEFAULT_BATCH_LIVE_QUERIES if spec.provider_batch else DEFAULT_LIVE_QUERIES
 
 
 # The final report (StudyReport bytes) of a study, from its record and final progress.
@@ -184,7 +192,7 @@ class _Drive:
         self._record = record
         self._log = study_log
         self._spec = study_pb2.StudySpec.FromString(record.spec)
-        self._live_limit = self._spec.max_live_queries or DEFAULT_LIVE_QUERIES
+        self._live_limit = live_queries(self._spec)
         self._progress = progress
 
     async def run(self) -> None:
@@ -346,7 +354,7 @@ class _Drive:
                 study_id, row.query_id, assignment.SerializeToString()
             )
         pool = await self._storage.read_study_pool(study_id, row.query_id)
-        spec = query_job_spec(self._spec.ranking, pool, assignment)
+        spec = query_job_spec(self._spec, pool, assignment)
         carried = carried_outcome(row)
         continues = ""
         if carried is not None:
@@ -472,12 +480,21 @@ def _add_spent(budget: rank_pb2.Budget, spent: study_pb2.StudyQuery) -> None:
 
 
 def query_job_spec(
-    ranking: rank_pb2.JobSpec, pool: bytes, assignment: rank_pb2.JobSpec
+    study: study_pb2.StudySpec, pool: bytes, assignment: rank_pb2.JobSpec
 ) -> rank_pb2.JobSpec:
-    """A query's job: its pool, ranked as the study says, with its share of budget and time."""
+    """A query's job: its pool, ranked as the study says (every judge in batch mode in a
+    provider_batch study), with its share of budget and time."""
     spec = rank_pb2.JobSpec.FromString(pool)
-    spec.MergeFrom(ranking)
+    spec.MergeFrom(study.ranking)
+    if study.provider_batch:
+        in_batch_mode(spec)
     spec.budget.CopyFrom(assignment.budget)
     spec.deadline_seconds = assignment.deadline_seconds
     spec.top_k = min(spec.top_k, len(spec.candidates))
     return spec
+
+
+def in_batch_mode(job: rank_pb2.JobSpec) -> None:
+    """Every judge of `job` sends its calls to its provider's batch API."""
+    for judge in job.judges:
+        judge.parameters.options[MODE_OPTION] = BATCH_MODE

@@ -20,15 +20,28 @@ class StudyState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     STUDY_STATE_SUCCEEDED: _ClassVar[StudyState]
     STUDY_STATE_FAILED: _ClassVar[StudyState]
     STUDY_STATE_CANCELLED: _ClassVar[StudyState]
+
+class ProviderBatchState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PROVIDER_BATCH_STATE_UNSPECIFIED: _ClassVar[ProviderBatchState]
+    PROVIDER_BATCH_STATE_SUBMITTING: _ClassVar[ProviderBatchState]
+    PROVIDER_BATCH_STATE_OPEN: _ClassVar[ProviderBatchState]
+    PROVIDER_BATCH_STATE_ENDED: _ClassVar[ProviderBatchState]
+    PROVIDER_BATCH_STATE_FAILED: _ClassVar[ProviderBatchState]
 STUDY_STATE_UNSPECIFIED: StudyState
 STUDY_STATE_DRAFT: StudyState
 STUDY_STATE_RUNNING: StudyState
 STUDY_STATE_SUCCEEDED: StudyState
 STUDY_STATE_FAILED: StudyState
 STUDY_STATE_CANCELLED: StudyState
+PROVIDER_BATCH_STATE_UNSPECIFIED: ProviderBatchState
+PROVIDER_BATCH_STATE_SUBMITTING: ProviderBatchState
+PROVIDER_BATCH_STATE_OPEN: ProviderBatchState
+PROVIDER_BATCH_STATE_ENDED: ProviderBatchState
+PROVIDER_BATCH_STATE_FAILED: ProviderBatchState
 
 class StudySpec(_message.Message):
-    __slots__ = ("display_name", "depth", "ranking", "budget", "deadline_seconds", "labels", "measures", "max_live_queries")
+    __slots__ = ("display_name", "depth", "ranking", "budget", "deadline_seconds", "labels", "measures", "max_live_queries", "provider_batch")
     DISPLAY_NAME_FIELD_NUMBER: _ClassVar[int]
     DEPTH_FIELD_NUMBER: _ClassVar[int]
     RANKING_FIELD_NUMBER: _ClassVar[int]
@@ -37,6 +50,7 @@ class StudySpec(_message.Message):
     LABELS_FIELD_NUMBER: _ClassVar[int]
     MEASURES_FIELD_NUMBER: _ClassVar[int]
     MAX_LIVE_QUERIES_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_BATCH_FIELD_NUMBER: _ClassVar[int]
     display_name: str
     depth: int
     ranking: _rank_pb2.JobSpec
@@ -45,7 +59,8 @@ class StudySpec(_message.Message):
     labels: _eval_pb2.TierMapping
     measures: _containers.RepeatedScalarFieldContainer[str]
     max_live_queries: int
-    def __init__(self, display_name: _Optional[str] = ..., depth: _Optional[int] = ..., ranking: _Optional[_Union[_rank_pb2.JobSpec, _Mapping]] = ..., budget: _Optional[_Union[_rank_pb2.Budget, _Mapping]] = ..., deadline_seconds: _Optional[float] = ..., labels: _Optional[_Union[_eval_pb2.TierMapping, _Mapping]] = ..., measures: _Optional[_Iterable[str]] = ..., max_live_queries: _Optional[int] = ...) -> None: ...
+    provider_batch: bool
+    def __init__(self, display_name: _Optional[str] = ..., depth: _Optional[int] = ..., ranking: _Optional[_Union[_rank_pb2.JobSpec, _Mapping]] = ..., budget: _Optional[_Union[_rank_pb2.Budget, _Mapping]] = ..., deadline_seconds: _Optional[float] = ..., labels: _Optional[_Union[_eval_pb2.TierMapping, _Mapping]] = ..., measures: _Optional[_Iterable[str]] = ..., max_live_queries: _Optional[int] = ..., provider_batch: _Optional[bool] = ...) -> None: ...
 
 class StudyTopic(_message.Message):
     __slots__ = ("query_id", "text")
@@ -194,7 +209,7 @@ class StudyProgress(_message.Message):
     def __init__(self, queries: _Optional[int] = ..., pending: _Optional[int] = ..., running: _Optional[int] = ..., settled: _Optional[int] = ..., provisional: _Optional[int] = ..., failed: _Optional[int] = ..., judge_calls: _Optional[int] = ..., usage: _Optional[_Union[_rank_pb2.Usage, _Mapping]] = ..., critical_path: _Optional[int] = ..., eta_seconds: _Optional[float] = ..., pooled_documents: _Optional[int] = ...) -> None: ...
 
 class Study(_message.Message):
-    __slots__ = ("name", "request_id", "spec", "state", "create_time", "update_time", "start_time", "end_time", "inputs", "progress", "error", "trace_id")
+    __slots__ = ("name", "request_id", "spec", "state", "create_time", "update_time", "start_time", "end_time", "inputs", "progress", "error", "trace_id", "provider_batches")
     NAME_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
@@ -207,6 +222,7 @@ class Study(_message.Message):
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_BATCHES_FIELD_NUMBER: _ClassVar[int]
     name: str
     request_id: str
     spec: StudySpec
@@ -219,7 +235,41 @@ class Study(_message.Message):
     progress: StudyProgress
     error: _rank_pb2.JobError
     trace_id: str
-    def __init__(self, name: _Optional[str] = ..., request_id: _Optional[str] = ..., spec: _Optional[_Union[StudySpec, _Mapping]] = ..., state: _Optional[_Union[StudyState, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., inputs: _Optional[_Union[StudyInputs, _Mapping]] = ..., progress: _Optional[_Union[StudyProgress, _Mapping]] = ..., error: _Optional[_Union[_rank_pb2.JobError, _Mapping]] = ..., trace_id: _Optional[str] = ...) -> None: ...
+    provider_batches: _containers.RepeatedCompositeFieldContainer[ProviderBatch]
+    def __init__(self, name: _Optional[str] = ..., request_id: _Optional[str] = ..., spec: _Optional[_Union[StudySpec, _Mapping]] = ..., state: _Optional[_Union[StudyState, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., inputs: _Optional[_Union[StudyInputs, _Mapping]] = ..., progress: _Optional[_Union[StudyProgress, _Mapping]] = ..., error: _Optional[_Union[_rank_pb2.JobError, _Mapping]] = ..., trace_id: _Optional[str] = ..., provider_batches: _Optional[_Iterable[_Union[ProviderBatch, _Mapping]]] = ...) -> None: ...
+
+class ProviderBatch(_message.Message):
+    __slots__ = ("provider", "model", "state", "vendor_id", "vendor_status", "calls", "vendor_counts", "create_time", "submit_time", "end_time", "message")
+    class VendorCountsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    VENDOR_ID_FIELD_NUMBER: _ClassVar[int]
+    VENDOR_STATUS_FIELD_NUMBER: _ClassVar[int]
+    CALLS_FIELD_NUMBER: _ClassVar[int]
+    VENDOR_COUNTS_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    SUBMIT_TIME_FIELD_NUMBER: _ClassVar[int]
+    END_TIME_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    provider: str
+    model: str
+    state: ProviderBatchState
+    vendor_id: str
+    vendor_status: str
+    calls: int
+    vendor_counts: _containers.ScalarMap[str, int]
+    create_time: _timestamp_pb2.Timestamp
+    submit_time: _timestamp_pb2.Timestamp
+    end_time: _timestamp_pb2.Timestamp
+    message: str
+    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., state: _Optional[_Union[ProviderBatchState, str]] = ..., vendor_id: _Optional[str] = ..., vendor_status: _Optional[str] = ..., calls: _Optional[int] = ..., vendor_counts: _Optional[_Mapping[str, int]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., submit_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., message: _Optional[str] = ...) -> None: ...
 
 class CreateStudyRequest(_message.Message):
     __slots__ = ("spec", "request_id")

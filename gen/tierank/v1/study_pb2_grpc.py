@@ -159,9 +159,10 @@ class StudyServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def WatchStudy(self, request, context):
-        """The study now, then again each time its progress or state changes (at most every
-        half-second), until it ends; the stream closes after the message with a final state. A
-        watcher that loses its stream just watches again (every message is the whole study).
+        """The study now, then again each time its progress, state or provider batches change (at
+        most every half-second), until it ends; the stream closes after the message with a final
+        state. A watcher that loses its stream just watches again (every message is the whole
+        study).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

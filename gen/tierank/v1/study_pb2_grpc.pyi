@@ -85,9 +85,10 @@ class StudyServiceStub:
     results hold what was judged. A study that has ended is returned as it is.
     """
     WatchStudy: _grpc.UnaryStreamMultiCallable[_study_pb2.WatchStudyRequest, _study_pb2.Study]
-    """The study now, then again each time its progress or state changes (at most every
-    half-second), until it ends; the stream closes after the message with a final state. A
-    watcher that loses its stream just watches again (every message is the whole study).
+    """The study now, then again each time its progress, state or provider batches change (at
+    most every half-second), until it ends; the stream closes after the message with a final
+    state. A watcher that loses its stream just watches again (every message is the whole
+    study).
     """
     GetStudyReport: _grpc.UnaryUnaryMultiCallable[_study_pb2.GetStudyReportRequest, _study_pb2.StudyReport]
     """The study's results from the tiers judged so far: labels, per-system measures with
@@ -137,9 +138,10 @@ class StudyServiceAsyncStub(StudyServiceStub):
     results hold what was judged. A study that has ended is returned as it is.
     """
     WatchStudy: _aio.UnaryStreamMultiCallable[_study_pb2.WatchStudyRequest, _study_pb2.Study]  # type: ignore[assignment]
-    """The study now, then again each time its progress or state changes (at most every
-    half-second), until it ends; the stream closes after the message with a final state. A
-    watcher that loses its stream just watches again (every message is the whole study).
+    """The study now, then again each time its progress, state or provider batches change (at
+    most every half-second), until it ends; the stream closes after the message with a final
+    state. A watcher that loses its stream just watches again (every message is the whole
+    study).
     """
     GetStudyReport: _aio.UnaryUnaryMultiCallable[_study_pb2.GetStudyReportRequest, _study_pb2.StudyReport]  # type: ignore[assignment]
     """The study's results from the tiers judged so far: labels, per-system measures with
@@ -234,9 +236,10 @@ class StudyServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _study_pb2.WatchStudyRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_study_pb2.Study], _abc.AsyncIterator[_study_pb2.Study]]:
-        """The study now, then again each time its progress or state changes (at most every
-        half-second), until it ends; the stream closes after the message with a final state. A
-        watcher that loses its stream just watches again (every message is the whole study).
+        """The study now, then again each time its progress, state or provider batches change (at
+        most every half-second), until it ends; the stream closes after the message with a final
+        state. A watcher that loses its stream just watches again (every message is the whole
+        study).
         """
 
     @_abc_1.abstractmethod

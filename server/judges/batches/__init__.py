@@ -25,10 +25,9 @@ from typing import Any
 
 from tierank.server.judges.base import JudgeConfigError
 from tierank.server.judges.batches.base import BatchLimits, BatchTransport
-from tierank.server.judges.llm import LLMJudge
+from tierank.server.judges.llm import BATCH_PROVIDERS, LLMJudge
 
-# Providers with a batch API (a self-hosted OpenAI-compatible server has none).
-BATCH_PROVIDERS = ("openai", "anthropic", "gemini")
+__all__ = ["BATCH_PROVIDERS", "transport_for"]
 
 
 def transport_for(judge: LLMJudge, limits: BatchLimits | None = None) -> BatchTransport[Any]:
