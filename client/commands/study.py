@@ -405,6 +405,15 @@ def progress_line(study: study_pb2.Study) -> str:
         f"{usage.input_tokens:,} input tokens",
         f"${usage.cost_usd:.4f}",
     ]
+    open_batches = [b for b in study.provider_batches if b.state in _UNENDED_BATCH_STATES]
+    if open_batches and study.state not in FINAL_STUDY_STATES:
+        calls = sum(batch.calls for batch in open_batches)
+        batches = (
+            "1 provider batch"
+            if len(open_batches) == 1
+            else f"{len(open_batches)} provider batches"
+        )
+        parts.append(f"waiting on {batches} ({calls:,} calls)")
     if progress.HasField("eta_seconds") and study.state not in FINAL_STUDY_STATES:
         parts.append(f"ETA {progress.eta_seconds:.0f}s")
     return f"{study.name} {study_state(study.state)}: " + " · ".join(parts)
@@ -542,6 +551,12 @@ def _print_study(study: study_pb2.Study, as_json: bool) -> None:
         print(f"trace: {study.trace_id}")
     if study.error.message:
         print(f"error: {study.error.message}")
+
+
+_UNENDED_BATCH_STATES = (
+    study_pb2.PROVIDER_BATCH_STATE_SUBMITTING,
+    study_pb2.PROVIDER_BATCH_STATE_OPEN,
+)
 
 
 def provider_batch_lines(study: study_pb2.Study, now: float) -> list[str]:

@@ -22,6 +22,7 @@ from study_data import oracle_ranking
 from tierank import limits
 from tierank.client import AsyncClient, Client
 from tierank.client._errors import error_from_rpc
+from tierank.client.commands.study import progress_line
 from tierank.server.app import background_server
 from tierank.server.judges.batches import BATCH_PROVIDERS
 from tierank.server.settings import ServerSettings
@@ -317,3 +318,17 @@ async def test_study_run_sends_provider_batch_in_the_spec(
     help_text = " ".join(helped.stdout.split())
     assert "--provider-batch" in help_text
     assert all(provider in help_text for provider in BATCH_PROVIDERS)
+
+
+def test_the_progress_line_says_which_batches_a_running_study_waits_on() -> None:
+    study = study_pb2.Study(name="studies/s1", state=study_pb2.STUDY_STATE_RUNNING)
+    study.progress.queries = 4
+    for state, calls in (
+        (study_pb2.PROVIDER_BATCH_STATE_OPEN, 30),
+        (study_pb2.PROVIDER_BATCH_STATE_SUBMITTING, 5),
+        (study_pb2.PROVIDER_BATCH_STATE_ENDED, 40),
+    ):
+        study.provider_batches.add(provider="openai", state=state, calls=calls)
+    assert "waiting on 2 provider batches (35 calls)" in progress_line(study)
+    study.state = study_pb2.STUDY_STATE_SUCCEEDED
+    assert "waiting" not in progress_line(study)
