@@ -300,8 +300,12 @@ class FakeLLMServer:
 
     # -- lifecycle ------------------------------------------------------------------------------
 
+    # Request bodies the fake takes, as the services do (an OpenAI batch input file may hold
+    # 200 MB, an Anthropic batch 256 MB); aiohttp's own default is 1 MiB.
+    max_request_bytes = 256 * 1024 * 1024
+
     async def start(self) -> FakeLLMServer:
-        app = web.Application()
+        app = web.Application(client_max_size=self.max_request_bytes)
         app.router.add_post("/v1/chat/completions", self._handler("openai"))
         app.router.add_post("/compat/v1/chat/completions", self._handler("openai-compatible"))
         app.router.add_get("/compat/v1/models", self._list_models)
