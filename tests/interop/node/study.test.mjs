@@ -303,6 +303,28 @@ test("a chunk without a request_id is refused, naming the field", async () => {
   }
 });
 
+test("a provider_batch study with a judge that has no batch API is refused, naming it", async () => {
+  const client = new StudyService(address, credentials());
+  try {
+    await assert.rejects(
+      unary(client, "CreateStudy", {
+        spec: { ranking: { judges: [ORACLE] }, provider_batch: true },
+        request_id: `node-study-batch-${process.pid}-${Date.now()}`,
+      }),
+      (error) => {
+        assert.equal(error.code, grpc.status.INVALID_ARGUMENT, error.details);
+        assert.deepEqual(
+          fieldViolations(error).map((violation) => violation.field),
+          ["spec.ranking.judges[0].provider"],
+        );
+        return true;
+      },
+    );
+  } finally {
+    client.close();
+  }
+});
+
 test("a Node client adds a system to an ended study and only its holes are judged", async () => {
   const client = new StudyService(address, credentials());
   try {
