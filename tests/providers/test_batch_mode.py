@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from prometheus_client import REGISTRY
 
 from tierank.server.app import background_server
 from tierank.server.settings import ServerSettings
-from tierank.v1 import rank_pb2, rank_pb2_grpc
+from tierank.v1 import rank_pb2, rank_pb2_grpc, study_pb2, study_pb2_grpc
 
 flavors = pytest.mark.parametrize("flavor", BATCH_FLAVORS)
 
@@ -33,7 +34,15 @@ async def fake() -> AsyncIterator[FakeBatchServer]:
         yield server
 
 
-Start = Callable[..., Awaitable[rank_pb2_grpc.RankServiceStub]]
+@dataclass
+class Served:
+    """A server's two services on one channel."""
+
+    rank: rank_pb2_grpc.RankServiceStub
+    studies: study_pb2_grpc.StudyServiceStub
+
+
+Start = Callable[..., Awaitable[Served]]
 
 
 @pytest.fixture
@@ -44,7 +53,7 @@ async def server(
         monkeypatch.delenv(name, raising=False)
     async with AsyncExitStack() as running:
 
-        async def start(db: str = "tierank.db", **batches: Any) -> rank_pb2_grpc.RankServiceStub:
+        async def start(db: str = "tierank.db", **batches: Any) -> Served:
             """A server on database `db` (servers on different ones share no verdict cache)."""
             settings = ServerSettings(
                 listen="127.0.0.1:0",
@@ -54,7 +63,9 @@ async def server(
             )
             address = await running.enter_async_context(background_server(settings))
             channel = await running.enter_async_context(grpc.aio.insecure_channel(address))
-            return rank_pb2_grpc.RankServiceStub(channel)
+            return Served(
+                rank_pb2_grpc.RankServiceStub(channel), study_pb2_grpc.StudyServiceStub(channel)
+            )
 
         yield start
 
@@ -74,13 +85,14 @@ async def test_batch_mode_gives_the_call_by_call_tiers_at_half_the_price_one_bat
     server: Start, fake: FakeBatchServer, flavor: str
 ) -> None:
     spec = dict(n=24, batch_size=6, top_k=5, max_in_flight=4, seed=7)
+    by_call_server = (await server("by-call.db")).rank
     by_call = completed(
-        await run_job(
-            await server("by-call.db"), scored_spec(judges=[judge(flavor, "call")], **spec)
-        )
+        await run_job(by_call_server, scored_spec(judges=[judge(flavor, "call")], **spec))
     )
     assert not fake.batches
-    events = await run_job(await server(), scored_spec(judges=[judge(flavor, "batch")], **spec))
+    events = await run_job(
+        (await server()).rank, scored_spec(judges=[judge(flavor, "batch")], **spec)
+    )
     by_batch = completed(events)
 
     assert tier_ids(by_batch) == tier_ids(by_call)
@@ -122,7 +134,7 @@ def prompts(batch: Any) -> list[str]:
 async def test_calls_of_an_expired_batch_are_asked_again_in_a_later_one(
     server: Start, fake: FakeBatchServer
 ) -> None:
-    stub = await server()
+    stub = (await server()).rank
     fake.quirks["anthropic"].expire = True
     job = await stub.CreateJob(
         rank_pb2.CreateJobRequest(
@@ -143,7 +155,7 @@ async def test_calls_of_an_expired_batch_are_asked_again_in_a_later_one(
 async def test_cancelling_a_job_cancels_its_open_batch_and_follows_it_to_its_end(
     server: Start, fake: FakeBatchServer
 ) -> None:
-    stub = await server()
+    stub = (await server()).rank
     fake.quirks["openai"].open_polls = 10**6
     cancelled = {"provider": "openai", "event": "cancelled"}
     before = REGISTRY.get_sample_value("tierank_provider_batches_total", cancelled) or 0.0
@@ -209,10 +221,39 @@ async def test_kill_9_with_a_batch_open_neither_submits_nor_pays_for_a_call_twic
 async def test_polls_refused_with_429_are_waited_out_not_failed(
     server: Start, fake: FakeBatchServer
 ) -> None:
-    stub = await server()
+    stub = (await server()).rank
     fake.quirks["gemini"].refused_polls = 3
     fake.quirks["gemini"].retry_after_s = 0
     events = await run_job(stub, scored_spec(8, [judge("gemini", "batch")], batch_size=4))
     done = completed(events)
     assert done.stats.failed_calls == 0 and done.stats.judge_calls == len(verdicts(events)) > 0
     assert fake.quirks["gemini"].refused_polls == 0  # every refusal was met
+
+
+async def test_cancelling_a_study_cancels_its_open_batch(
+    fake: FakeBatchServer, server: Start
+) -> None:
+    studies = (await server()).studies
+    fake.quirks["gemini"].open_polls = 10**6
+    ranking = rank_pb2.JobSpec(judges=[llm_judge("gemini", BATCH_MODELS["gemini"])], top_k=2)
+    spec = study_pb2.StudySpec(depth=4, ranking=ranking, provider_batch=True)
+    study = await studies.CreateStudy(study_pb2.CreateStudyRequest(spec=spec))
+    inputs = study_pb2.AddStudyInputsRequest(study=study.name, request_id="all")
+    for q in range(3):
+        inputs.topics.add(query_id=f"q{q}", text=f"which passage scores highest {q}")
+        run = inputs.runs.add(system="bm25")
+        for d in range(6):
+            run.entries.add(query_id=f"q{q}", doc_id=f"q{q}d{d}", score=6.0 - d)
+            inputs.passages.add(doc_id=f"q{q}d{d}", text=f"passage q{q}d{d} has score {d}.")
+    await studies.AddStudyInputs(inputs)
+    await studies.StartStudy(study_pb2.StartStudyRequest(name=study.name))
+    await until(lambda: len(fake.batches) == 1)
+    (batch,) = fake.batches.values()
+    assert len(batch.entries) >= 3  # the three queries' first calls, in one batch
+
+    await studies.CancelStudy(study_pb2.CancelStudyRequest(name=study.name))
+    await until(lambda: batch.cancel_at_poll is not None)
+    shown = await studies.GetStudy(study_pb2.GetStudyRequest(name=study.name))
+    assert shown.state == study_pb2.STUDY_STATE_CANCELLED
+    # Gemini names a batch "batches/{id}".
+    assert [b.vendor_id for b in shown.provider_batches] == [f"batches/{batch.id}"]

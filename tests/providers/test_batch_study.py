@@ -4,7 +4,7 @@ the same answers: the same tiers for every query, the bill at the batch price (0
 price table and the usage the fakes report), and no more provider batches in sequence than the
 study's critical path + 2.
 
-By default a slice of DL19 (its first 8 judged queries, pools of depth 10) keeps the suite
+By default a slice of DL19 (its first 5 judged queries, pools of depth 8) keeps the suite
 fast; TIERANK_BATCH_STUDY_FULL=1 runs the whole target (43 queries, six runs, depth 20).
 
 The fakes answer as a judge that knows the human qrels would (a passage's grade for the
@@ -38,7 +38,7 @@ from shared_data import TREC_DL, require_shared_data
 from study_calls import Stubs, started_study, study_jobs, until_final
 
 FULL = os.environ.get("TIERANK_BATCH_STUDY_FULL") == "1"
-QUERIES, DEPTH = (43, 20) if FULL else (8, 10)
+QUERIES, DEPTH = (43, 20) if FULL else (5, 8)
 _QUERY = re.compile(r"^Query: (.*)$", re.MULTILINE)
 _PASSAGE = re.compile(r"^\[(\d+)\] (.*)$", re.MULTILINE)
 # A passage shown in a prompt may be cut to its token budget: it is known by its beginning.
