@@ -32,7 +32,7 @@ import json
 import random
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -496,12 +496,16 @@ class BatchedJudge(Judge):
     async def judge(self, request: BatchRequest) -> JudgeReply:
         tries = self._desk.settings.max_tries
         outcome: BatchOutcome | None = None
+        started = time.monotonic()
         for attempt in range(tries):
             outcome = await self._desk.ask(
                 self._transport, self._tenant, self._owner, self._job_id, request, attempt == 0
             )
             if isinstance(outcome, JudgeReply):
-                return outcome
+                # The call's latency is its wait for the batch's answer (since this process
+                # asked: a call resumed after a restart counts from its resumption).
+                waited = replace(outcome.usage, latency_s=time.monotonic() - started)
+                return replace(outcome, usage=waited)
             if outcome.kind is BatchFailureKind.ERRORED:
                 break
         assert isinstance(outcome, BatchCallFailure)

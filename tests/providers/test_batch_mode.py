@@ -98,6 +98,8 @@ async def test_batch_mode_gives_the_call_by_call_tiers_at_half_the_price_one_bat
     assert tier_ids(by_batch) == tier_ids(by_call)
     assert by_batch.stats.judge_calls == by_call.stats.judge_calls
     assert by_batch.stats.failed_calls == 0 and len(verdicts(events)) == by_batch.stats.judge_calls
+    # A call's latency is its wait for its batch (at least one poll of the fake's).
+    assert all(v.usage.latency_seconds >= 0.02 for v in verdicts(events))
     ratio = by_batch.stats.cost_usd / by_call.stats.cost_usd
     assert ratio == pytest.approx(0.5, rel=1e-6), ratio
     # Each plan (a wave of up to max_in_flight calls) went as one provider batch, in sequence,
