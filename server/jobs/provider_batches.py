@@ -59,7 +59,7 @@ from tierank.server.judges.batches.base import (
     poll_once,
 )
 from tierank.server.judges.llm import LLMJudge
-from tierank.server.judges.retry import CallError
+from tierank.server.judges.retry import RETRYABLE, CallError
 from tierank.server.judges.settings import BatchSettings
 from tierank.server.names import new_sortable_id
 from tierank.server.storage.base import (
@@ -281,13 +281,26 @@ class BatchDesk:
             vendor_id = await transport.submit(payload, record.batch_id)
         except CallError as error:
             # The vendor may have made the batch before the answer was lost (a timeout).
-            found = await self._look_up(record, transport)
+            try:
+                found = await self._look_up(record, transport)
+            except CallError as unknown:
+                # Whether the vendor has it cannot be told now: it stays SUBMITTING, and its
+                # follower looks again once submit_grace_s has passed.
+                batch_log.warning("provider batch submission unknown", error=unknown.message)
+                self._wait_on(record.batch_id, transport, waiters)
+                return
             if found is None:
                 batch_log.warning("provider batch not submitted", error=error.message)
-                await self._journal.batch_status(
-                    record.batch_id, BatchState.FAILED, "", "{}", f"not submitted: {error.message}"
+                await self._journal.batch_not_submitted(
+                    record.batch_id, f"not submitted: {error.message}"
                 )
-                self._fail(waiters.values(), error.kind, f"batch not submitted: {error.message}")
+                message = f"batch not submitted: {error.message}"
+                if error.kind in RETRYABLE:  # a 429, 5xx or timeout: asked again in a later batch
+                    not_run = BatchCallFailure(BatchFailureKind.CANCELLED, "not_submitted", message)
+                    for waiter in waiters.values():
+                        waiter.settle(not_run)
+                else:
+                    self._fail(waiters.values(), error.kind, message)
                 return
             vendor_id = found
         await self._journal.batch_submitted(record.batch_id, vendor_id)
@@ -304,21 +317,15 @@ class BatchDesk:
         self, record: ProviderBatchRecord, transport: BatchTransport[Any]
     ) -> str | None:
         """The vendor id of `record`'s batch if the vendor has it, looked for among its own
-        batches; None where it has not (or cannot say now)."""
+        batches; None where it has not. Raises CallError when the vendor cannot say now."""
         known = {
             other.vendor_id
             for other in await self._journal.owner_batches(record.tenant, record.owner)
             if other.vendor_id
         }
-        try:
-            return await transport.find_submitted(
-                record.batch_id, record.create_time, record.calls, known
-            )
-        except CallError as error:
-            log.warning(
-                "cannot look for a provider batch", batch=record.batch_id, error=error.message
-            )
-            return None
+        return await transport.find_submitted(
+            record.batch_id, record.create_time, record.calls, known
+        )
 
     # -- following batches ------------------------------------------------------------------
 
@@ -358,7 +365,7 @@ class BatchDesk:
             if record.state is BatchState.SUBMITTING:
                 if time.time() - record.create_time >= settings.submit_grace_s:
                     await self._resolve_submitting(record, transport)
-                    continue
+                    record = await self._journal.get_provider_batch(batch_id) or record
             elif record.state is BatchState.OPEN and await self._journal.take_batch_poll(
                 batch_id, self._replica_id, settings.poll_lease_s
             ):
@@ -386,8 +393,13 @@ class BatchDesk:
                 await self._deliver(record, follow)
                 return
             if record.state is BatchState.FAILED:
-                failure = BatchCallFailure(
-                    BatchFailureKind.ERRORED, "batch_failed", record.message or "failed"
+                failure = (
+                    BatchCallFailure(BatchFailureKind.ERRORED, "batch_failed", record.message)
+                    if record.vendor_id
+                    # Never reached the vendor: nothing was run, so its calls are asked anew.
+                    else BatchCallFailure(
+                        BatchFailureKind.CANCELLED, "not_submitted", record.message
+                    )
                 )
                 for waiter in follow.waiters.values():
                     waiter.settle(failure)
@@ -397,16 +409,20 @@ class BatchDesk:
     async def _resolve_submitting(
         self, record: ProviderBatchRecord, transport: BatchTransport[Any]
     ) -> None:
-        vendor_id = await self._look_up(record, transport)
+        """Record whether a batch cut off mid-submission reached the vendor: its vendor id,
+        or FAILED (its calls are then asked anew). Nothing when the vendor cannot say now."""
+        try:
+            vendor_id = await self._look_up(record, transport)
+        except CallError as error:
+            log.warning(
+                "cannot look for a provider batch", batch=record.batch_id, error=error.message
+            )
+            return
         if vendor_id is not None:
             await self._journal.batch_submitted(record.batch_id, vendor_id)
         else:
-            await self._journal.batch_status(
-                record.batch_id,
-                BatchState.FAILED,
-                "",
-                "{}",
-                "cut off before the vendor had it: its calls are asked again",
+            await self._journal.batch_not_submitted(
+                record.batch_id, "cut off before the vendor had it: its calls are asked anew"
             )
 
     async def _deliver(self, record: ProviderBatchRecord, follow: _Follow) -> None:

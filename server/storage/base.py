@@ -835,6 +835,11 @@ class ProviderBatchJournal(Protocol):
         SUBMITTING any more (another process recorded it, or failed it, first)."""
 
     @abc.abstractmethod
+    async def batch_not_submitted(self, batch_id: str, message: str) -> bool:
+        """Record that a SUBMITTING batch never reached the vendor (now FAILED, its calls to be
+        asked anew); False when it was not SUBMITTING any more (its vendor id was recorded)."""
+
+    @abc.abstractmethod
     async def batch_status(
         self,
         batch_id: str,

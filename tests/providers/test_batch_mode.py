@@ -259,3 +259,17 @@ async def test_cancelling_a_study_cancels_its_open_batch(
     assert shown.state == study_pb2.STUDY_STATE_CANCELLED
     # Gemini names a batch "batches/{id}".
     assert [b.vendor_id for b in shown.provider_batches] == [f"batches/{batch.id}"]
+
+
+async def test_a_submission_refused_with_a_503_goes_in_a_later_batch(
+    server: Start, fake: FakeBatchServer
+) -> None:
+    stub = (await server()).rank
+    # The SDK's retries are off (tierank's own loop retries calls, not batch creations).
+    fake.quirks["anthropic"].refused_creates = 1
+    events = await run_job(stub, scored_spec(8, [judge("anthropic", "batch")], batch_size=4))
+    done = completed(events)
+    assert fake.quirks["anthropic"].refused_creates == 0
+    assert done.stats.failed_calls == 0 and done.stats.judge_calls == len(verdicts(events)) > 0
+    submitted = [r.prompt for b in fake.batches.values() for _, r in b.entries]
+    assert len(submitted) == len(set(submitted)) == done.stats.judge_calls

@@ -112,6 +112,19 @@ async def test_a_batch_is_submitted_once(storage: Storage):
     assert not await storage.batch_submitted("missing", "batch_x")
 
 
+async def test_a_batch_found_nowhere_fails_only_while_no_vendor_id_is_recorded(storage: Storage):
+    await _journal(storage, "b1", ("j1", "c1"))
+    assert await storage.batch_not_submitted("b1", "cut off before the vendor had it")
+    failed = await _state(storage, "b1")
+    assert failed.state == BatchState.FAILED and failed.end_time > 0
+    assert failed.message == "cut off before the vendor had it"
+    # One replica found the batch at the vendor first: another that did not cannot fail it.
+    await _journal(storage, "b2", ("j1", "c2"))
+    assert await storage.batch_submitted("b2", "batch_found")
+    assert not await storage.batch_not_submitted("b2", "not found")
+    assert (await _state(storage, "b2")).state == BatchState.OPEN
+
+
 @pytest.mark.parametrize("final", [BatchState.ENDED, BatchState.FAILED])
 async def test_an_ended_or_failed_batch_keeps_its_state(storage: Storage, final: BatchState):
     await _journal(storage, "b1", ("j1", "c1"))

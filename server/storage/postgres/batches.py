@@ -66,6 +66,15 @@ class PostgresProviderBatches(PostgresConnection, ProviderBatchJournal):
         )
         return row is not None
 
+    async def batch_not_submitted(self, batch_id: str, message: str) -> bool:
+        row = await self._fetchone(
+            "UPDATE provider_batches SET state = %s, message = %s, update_time = clock.now, "
+            f"end_time = clock.now FROM {_CLOCK} WHERE batch_id = %s AND state = %s "
+            "RETURNING 1",
+            (BatchState.FAILED.value, message.encode(), batch_id, BatchState.SUBMITTING.value),
+        )
+        return row is not None
+
     async def batch_status(
         self,
         batch_id: str,

@@ -56,6 +56,18 @@ class SqliteProviderBatches(SqliteState, ProviderBatchJournal):
 
         return await self._writer.submit(write)
 
+    async def batch_not_submitted(self, batch_id: str, message: str) -> bool:
+        def write(conn: sqlite3.Connection) -> bool:
+            now = time.time()
+            cursor = conn.execute(
+                "UPDATE provider_batches SET state = ?, message = ?, update_time = ?, "
+                "end_time = ? WHERE batch_id = ? AND state = ?",
+                (BatchState.FAILED.value, message, now, now, batch_id, BatchState.SUBMITTING.value),
+            )
+            return cursor.rowcount == 1
+
+        return await self._writer.submit(write)
+
     async def batch_status(
         self,
         batch_id: str,
