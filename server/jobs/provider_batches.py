@@ -28,6 +28,7 @@ the same as call by call. Underneath, one `BatchDesk` per server process:
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import time
@@ -99,6 +100,22 @@ class _Waiter:
             self.done.set()
 
 
+@dataclass(frozen=True)
+class _Scope:
+    """Whose calls a BatchedJudge asks, and the wave they join: one per (tenant, account,
+    judge, owner)."""
+
+    tenant: str
+    owner: str
+    job_id: str
+    transport: BatchTransport[Any]
+
+    @functools.cached_property
+    def wave(self) -> tuple[object, ...]:
+        judge = self.transport.judge
+        return (self.tenant, id(judge.shared), judge.cache_identity(), self.owner)
+
+
 @dataclass(eq=False)
 class _Wave:
     """Calls gathered for one (tenant, account, judge, owner) until the wave closes."""
@@ -146,33 +163,21 @@ class BatchDesk:
             finally:
                 self._tasks = None
 
-    def transport(self, judge: LLMJudge) -> BatchTransport[Any]:
-        return transport_for(judge)
-
     # -- what a BatchedJudge asks ---------------------------------------------------------
 
-    async def ask(
-        self,
-        transport: BatchTransport[Any],
-        tenant: str,
-        owner: str,
-        job_id: str,
-        request: BatchRequest,
-        resume: bool,
-    ) -> BatchOutcome:
+    async def ask(self, scope: _Scope, request: BatchRequest, resume: bool) -> BatchOutcome:
         """The outcome of `request` in a provider batch. `resume`: look in the journal first
         for a batch that carries the call already (it was asked before a restart)."""
-        waiter = _Waiter(job_id, request)
+        waiter = _Waiter(scope.job_id, request)
         try:
+            found = None
             if resume:
-                found = await self._journal.batch_of_call(job_id, request.call_id)
-                if found is not None and found[0].state is not BatchState.FAILED:
-                    record, custom_id = found
-                    self._wait_on(record.batch_id, transport, {custom_id: waiter})
-                    await waiter.done.wait()
-                    assert waiter.outcome is not None
-                    return waiter.outcome
-            self._gather(transport, tenant, owner, waiter)
+                found = await self._journal.batch_of_call(scope.job_id, request.call_id)
+            if found is not None and found[0].state is not BatchState.FAILED:
+                record, custom_id = found
+                self._wait_on(record.batch_id, scope.transport, {custom_id: waiter})
+            else:
+                self._gather(scope, waiter)
             await waiter.done.wait()
             assert waiter.outcome is not None
             return waiter.outcome
@@ -196,15 +201,11 @@ class BatchDesk:
 
     # -- waves ----------------------------------------------------------------------------
 
-    def _gather(
-        self, transport: BatchTransport[Any], tenant: str, owner: str, waiter: _Waiter
-    ) -> None:
-        judge = transport.judge
-        key = (tenant, id(judge.shared), judge.cache_identity(), owner)
-        wave = self._waves.get(key)
+    def _gather(self, scope: _Scope, waiter: _Waiter) -> None:
+        wave = self._waves.get(scope.wave)
         if wave is None:
-            wave = self._waves[key] = _Wave(tenant, owner, transport)
-            self._start(self._close_wave, key, wave)
+            wave = self._waves[scope.wave] = _Wave(scope.tenant, scope.owner, scope.transport)
+            self._start(self._close_wave, scope.wave, wave)
         wave.waiters.append(waiter)
         wave.last = time.monotonic()
 
@@ -379,16 +380,14 @@ class BatchDesk:
                     batch_id, self._replica_id, wait + settings.poll_lease_s
                 )
                 if status is not None:
-                    if status.phase is not BatchPhase.OPEN:
+                    state = _PHASE_STATE[status.phase]
+                    if state is not BatchState.OPEN:
                         metrics.PROVIDER_BATCHES.labels(record.provider, status.phase.value).inc()
+                    counts = json.dumps(dict(status.counts), sort_keys=True)
                     await self._journal.batch_status(
-                        batch_id,
-                        _PHASE_STATE[status.phase],
-                        status.vendor_status,
-                        json.dumps(dict(status.counts), sort_keys=True),
-                        status.message,
+                        batch_id, state, status.vendor_status, counts, status.message
                     )
-                    record = await self._journal.get_provider_batch(batch_id) or record
+                    record = replace(record, state=state)
             if record.state is BatchState.ENDED:
                 await self._deliver(record, follow)
                 return
@@ -485,10 +484,8 @@ class BatchedJudge(Judge):
         super().__init__(judge.config)
         self._judge = judge
         self._desk = desk
-        self._tenant = tenant
-        self._owner = owner
-        self._job_id = job_id
-        self._transport = desk.transport(judge)
+        self._transport = transport_for(judge)
+        self._scope = _Scope(tenant, owner, job_id, self._transport)
 
     @property
     def cacheable(self) -> bool:
@@ -514,9 +511,8 @@ class BatchedJudge(Judge):
         outcome: BatchOutcome | None = None
         started = time.monotonic()
         for attempt in range(tries):
-            outcome = await self._desk.ask(
-                self._transport, self._tenant, self._owner, self._job_id, request, attempt == 0
-            )
+            # Only a call planned before the job last started can be in a batch already.
+            outcome = await self._desk.ask(self._scope, request, request.resumed and attempt == 0)
             if isinstance(outcome, JudgeReply):
                 # The call's latency is its wait for the batch's answer (since this process
                 # asked: a call resumed after a restart counts from its resumption).
@@ -528,7 +524,7 @@ class BatchedJudge(Judge):
         return JudgeReply((), failure=_judge_failure(outcome, tries))
 
     async def withdraw(self) -> None:
-        await self._desk.withdraw(self._job_id, self._transport)
+        await self._desk.withdraw(self._scope.job_id, self._transport)
 
     async def aclose(self) -> None:
         await self._judge.aclose()

@@ -273,7 +273,7 @@ class JobRunner:
                 if not self._cancel_requested:
                     with self._telemetry.wave([c.call_id for c in unanswered], resumed=True):
                         for call in unanswered:
-                            calls.start_soon(self._ask, call, send)
+                            calls.start_soon(self._ask, call, send, True)
                 while not self._cancel_requested:
                     step = _Step()
 
@@ -413,7 +413,7 @@ class JobRunner:
     def _passages(self, call: JudgeCall) -> tuple[Passage, ...]:
         return tuple(self._pool[i] for i in call.presented)
 
-    def _request(self, call: JudgeCall) -> BatchRequest:
+    def _request(self, call: JudgeCall, resumed: bool = False) -> BatchRequest:
         deadline = None
         if self._deadline is not None:
             deadline = time.monotonic() + (self._deadline - time.time())
@@ -424,6 +424,7 @@ class JobRunner:
             passages=self._passages(call),
             seed=call_seed(self._spec.seed, call.call_id),
             deadline=deadline,
+            resumed=resumed,
         )
 
     def _estimate(self, call: JudgeCall) -> Cost:
@@ -461,7 +462,14 @@ class JobRunner:
         await self._steps.run(self._tenant, record)
         await self._commit_step(step)
 
-    async def _ask(self, call: JudgeCall, send: MemoryObjectSendStream[_Answer | _Wake]) -> None:
+    async def _ask(
+        self,
+        call: JudgeCall,
+        send: MemoryObjectSendStream[_Answer | _Wake],
+        resumed: bool = False,
+    ) -> None:
+        """Ask `call` (`resumed`: planned before this run started) and hand its answer over."""
+
         async def keep(answer: Answer) -> None:
             """Store the answer as it arrives (its settlement and verdict-cache entry with it),
             then hand it over to be applied in plan order. Stored first, so that a crash before
@@ -474,7 +482,7 @@ class JobRunner:
             send.send_nowait(_Answer(call, verdict, stored))
 
         try:
-            await self._paid.judge(self._judges[call.judge], self._request(call), keep)
+            await self._paid.judge(self._judges[call.judge], self._request(call, resumed), keep)
         except QuotaExceeded as exceeded:
             # Never sent, so never answered: the loop sees the budget gone and ends the job.
             self._log.info("tenant budget exhausted", limit=exceeded.limit, call_id=call.call_id)

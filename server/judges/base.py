@@ -41,6 +41,9 @@ class BatchRequest:
     seed: int = 0
     # Absolute deadline on the `time.monotonic()` clock; None means no deadline.
     deadline: float | None = None
+    # Planned before the job last started (a restart, a takeover): the judge may have handed it
+    # to its provider for later (batch mode) and find it there, rather than asking again.
+    resumed: bool = False
 
 
 @dataclass(frozen=True)

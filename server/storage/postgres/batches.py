@@ -58,20 +58,25 @@ class PostgresProviderBatches(PostgresConnection, ProviderBatchJournal):
                 )
 
     async def batch_submitted(self, batch_id: str, vendor_id: str) -> bool:
-        row = await self._fetchone(
-            "UPDATE provider_batches SET state = %s, vendor_id = %s, submit_time = clock.now, "
-            f"update_time = clock.now FROM {_CLOCK} WHERE batch_id = %s AND state = %s "
-            "RETURNING 1",
-            (BatchState.OPEN.value, vendor_id, batch_id, BatchState.SUBMITTING.value),
+        return await self._from_submitting(
+            batch_id, BatchState.OPEN, "vendor_id", vendor_id, "submit_time"
         )
-        return row is not None
 
     async def batch_not_submitted(self, batch_id: str, message: str) -> bool:
+        return await self._from_submitting(
+            batch_id, BatchState.FAILED, "message", message.encode(), "end_time"
+        )
+
+    async def _from_submitting(
+        self, batch_id: str, state: BatchState, column: str, value: object, time_column: str
+    ) -> bool:
+        """Move a SUBMITTING batch to `state`, with `column` set to `value` and `time_column`
+        to the database's now; False when it was not SUBMITTING any more."""
         row = await self._fetchone(
-            "UPDATE provider_batches SET state = %s, message = %s, update_time = clock.now, "
-            f"end_time = clock.now FROM {_CLOCK} WHERE batch_id = %s AND state = %s "
+            f"UPDATE provider_batches SET state = %s, {column} = %s, {time_column} = clock.now, "
+            f"update_time = clock.now FROM {_CLOCK} WHERE batch_id = %s AND state = %s "
             "RETURNING 1",
-            (BatchState.FAILED.value, message.encode(), batch_id, BatchState.SUBMITTING.value),
+            (state.value, value, batch_id, BatchState.SUBMITTING.value),
         )
         return row is not None
 

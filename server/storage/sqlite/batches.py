@@ -45,24 +45,27 @@ class SqliteProviderBatches(SqliteState, ProviderBatchJournal):
         await self._writer.submit(write)
 
     async def batch_submitted(self, batch_id: str, vendor_id: str) -> bool:
-        def write(conn: sqlite3.Connection) -> bool:
-            now = time.time()
-            cursor = conn.execute(
-                "UPDATE provider_batches SET state = ?, vendor_id = ?, submit_time = ?, "
-                "update_time = ? WHERE batch_id = ? AND state = ?",
-                (BatchState.OPEN.value, vendor_id, now, now, batch_id, BatchState.SUBMITTING.value),
-            )
-            return cursor.rowcount == 1
-
-        return await self._writer.submit(write)
+        return await self._from_submitting(
+            batch_id, BatchState.OPEN, "vendor_id", vendor_id, "submit_time"
+        )
 
     async def batch_not_submitted(self, batch_id: str, message: str) -> bool:
+        return await self._from_submitting(
+            batch_id, BatchState.FAILED, "message", message, "end_time"
+        )
+
+    async def _from_submitting(
+        self, batch_id: str, state: BatchState, column: str, value: str, time_column: str
+    ) -> bool:
+        """Move a SUBMITTING batch to `state`, with `column` set to `value` and `time_column`
+        to now; False when it was not SUBMITTING any more."""
+
         def write(conn: sqlite3.Connection) -> bool:
             now = time.time()
             cursor = conn.execute(
-                "UPDATE provider_batches SET state = ?, message = ?, update_time = ?, "
-                "end_time = ? WHERE batch_id = ? AND state = ?",
-                (BatchState.FAILED.value, message, now, now, batch_id, BatchState.SUBMITTING.value),
+                f"UPDATE provider_batches SET state = ?, {column} = ?, {time_column} = ?, "
+                "update_time = ? WHERE batch_id = ? AND state = ?",
+                (state.value, value, now, now, batch_id, BatchState.SUBMITTING.value),
             )
             return cursor.rowcount == 1
 
