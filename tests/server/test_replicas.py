@@ -155,7 +155,9 @@ def test_kill_9_the_running_replica_and_a_watcher_elsewhere_sees_the_job_complet
         asked = fake.requests("openai")
     assert_whole(events)
     taken_over = watcher.first_verdict_after(killed) - killed
-    assert taken_over < LEASE_S + 1 + latency_s + 1, taken_over
+    # The lease, a claim loop, one call, and slack for a busy machine (a clean-clone CI run
+    # with other work on its two cores took 5.6 s; 1 s of slack was not enough).
+    assert taken_over < LEASE_S + 1 + latency_s + 4, taken_over
     # The only batches asked twice are those in flight when the replica died: their answers
     # were never stored. Nothing stored was asked again: no verdict streamed before the kill
     # (stored before it was streamed) is among them.
