@@ -94,6 +94,18 @@ MAX_STUDY_SYSTEMS = 64
 MAX_PASSAGE_BYTES = 64 * 1024
 DEFAULT_STUDY_MEASURES = ("nDCG@10", "RR(rel=2)@10", "P@10", "AP", "Judged@10", "RA-nWG@10")
 MAX_STUDY_MEASURES = 16
+# Pointwise labels: probes per pooled document (each query at least MIN_PROBES, or its whole
+# pool when smaller), and the share of a query's budget they may reserve at most.
+DEFAULT_PROBE_RATE = 0.25
+MIN_PROBES = 2
+MAX_PROBE_SHARE = 0.5
+# The grades pointwise graders answer, a study's labels take and a human sample gives: the
+# TREC DL scale.
+MIN_GRADE = 0
+MAX_GRADE = 3
+# Grades human qrels may hold (for agreement): TREC's -2 for junk up to a 10-point scale.
+MIN_HUMAN_GRADE = -2
+MAX_HUMAN_GRADE = 10
 # Study queries per ListStudyQueries page, and queries per ExportStudyQrels page.
 DEFAULT_STUDY_QUERIES_PAGE_SIZE = 100
 MAX_STUDY_QUERIES_PAGE_SIZE = 1000

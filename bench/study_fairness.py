@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tierank.bench.service_bench import cpu_seconds, member_key, percentile
-from tierank.bench.study_scale import DEPTH, ranking_spec, synthetic_study
+from tierank.bench.study_scale import DEPTH, TOURNAMENT_LABELS, ranking_spec, synthetic_study
 from tierank.client import Client, LocalServer
 from tierank.client._study import chunks
 from tierank.v1 import rank_pb2, study_pb2
@@ -176,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         depth=DEPTH,
         ranking=ranking_spec(0.5, seed=0, latency_ms=args.latency_ms),
         max_live_queries=args.max_live,
+        labels=TOURNAMENT_LABELS,
     )
     b_spec = b_job_spec(args.candidates, args.latency_ms)
     phases: list[Phase] = []

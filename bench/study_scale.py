@@ -59,7 +59,7 @@ from tierank.client import Client, LocalServer
 from tierank.client._study import StudyFiles, chunks, pooled_documents
 from tierank.evaluation import Run
 from tierank.server.studies.driver import PASS_INTERVAL_S
-from tierank.v1 import rank_pb2, rank_pb2_grpc, study_pb2
+from tierank.v1 import eval_pb2, rank_pb2, rank_pb2_grpc, study_pb2
 
 SYSTEMS = ("alpha", "beta", "gamma")
 DEPTH = 20
@@ -105,6 +105,11 @@ def synthetic_study(queries: int, seed: int) -> StudyFiles:
         for doc in sorted(pooled_documents(runs, DEPTH))
     }
     return StudyFiles(topics=topics, runs=runs, passages=passages)
+
+
+# A study of tournaments alone: its labels are rank bands, as the same pools' jobs have none
+# (pointwise labels would add probes no job makes; bench/README.md section 16 measures them).
+TOURNAMENT_LABELS = eval_pb2.TierMapping(rank_bands=eval_pb2.RankBands())
 
 
 def ranking_spec(noise: float, seed: int, latency_ms: float = 0.0) -> rank_pb2.JobSpec:
@@ -549,6 +554,7 @@ def main(argv: list[str] | None = None) -> int:
                     depth=DEPTH,
                     ranking=ranking_spec(args.noise, args.seed),
                     max_live_queries=max_live,
+                    labels=TOURNAMENT_LABELS,
                 )
                 with server_under_test(args.db, args.postgres) as target:
                     result = run_study(target, files, spec)

@@ -4,7 +4,9 @@
 - runs: TREC run files (`qid Q0 docid rank score tag`), each under a system name;
 - passages: JSONL (`{"id"|"docid", "text"|"contents", "metadata"?}`) or `docid<TAB>text` TSV;
   only the passages of pooled documents are read into memory and sent;
-- human qrels: TREC qrels (`qid iter docid grade`).
+- human qrels: TREC qrels (`qid iter docid grade`);
+- a human sample: TREC qrels, or a labelling sheet as `tierank study sample` writes it (TSV
+  with the header `qid docid query passage grade`; rows left ungraded are skipped), grades 0-3.
 
 Chunks are cut by their encoded size, well under gRPC's default 4 MiB message limit, and each
 has a request_id made of a prefix and a digest of its content, so that an upload that is
@@ -22,6 +24,7 @@ from pathlib import Path
 
 from tierank.client._inputs import InputError, read_lines, read_text
 from tierank.evaluation import FormatError, Qrels, Run, parse_qrels, parse_run, pool_runs
+from tierank.limits import MAX_GRADE, MIN_GRADE
 from tierank.v1 import study_pb2
 
 # Each chunk's encoded size stays under this: a quarter of gRPC's default receive limit, so that
@@ -38,6 +41,11 @@ _PASSAGE_ID_KEYS = ("id", "docid", "doc_id")
 _PASSAGE_TEXT_KEYS = ("text", "contents")
 
 
+# The labelling sheet's columns, in order (`tierank study sample` writes it, --human-sample
+# reads it back once a person has filled in the grades).
+SHEET_COLUMNS = ("qid", "docid", "query", "passage", "grade")
+
+
 @dataclass
 class StudyFiles:
     """What a study is made of, read from files."""
@@ -46,6 +54,20 @@ class StudyFiles:
     runs: dict[str, Run]
     passages: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)
     human: Qrels = field(default_factory=dict)
+    sample: Qrels = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class HumanSample:
+    """A human sample read from a file: query -> document -> grade, and the line of each
+    query's first judgment (for errors about a query)."""
+
+    grades: Qrels
+    lines: dict[str, int]
+
+    @property
+    def judgments(self) -> int:
+        return sum(len(graded) for graded in self.grades.values())
 
 
 def read_topics(path: Path) -> dict[str, str]:
@@ -79,6 +101,55 @@ def read_qrels_file(path: Path) -> Qrels:
         return parse_qrels(read_text(path).split("\n"), source=str(path))
     except FormatError as error:
         raise InputError(str(error)) from None
+
+
+def read_human_sample(path: Path) -> HumanSample:
+    """A person's grades of some queries: TREC qrels, or a filled-in labelling sheet (its
+    ungraded rows skipped). Every grade must be one of the study's, 0 to 3; a pair graded
+    twice, or no grade at all, is an error naming the file (and line)."""
+    grades: Qrels = {}
+    lines: dict[str, int] = {}
+    sheet = False
+    for line_number, line in read_lines(path):
+        cells = line.split("\t")
+        if line_number == 1 and [c.strip().lower() for c in cells] == list(SHEET_COLUMNS):
+            sheet = True
+            continue
+        if sheet:
+            if len(cells) != len(SHEET_COLUMNS):
+                raise InputError(
+                    f"{path}:{line_number}: expected {len(SHEET_COLUMNS)} tab-separated"
+                    f" columns ({' '.join(SHEET_COLUMNS)}), got {len(cells)}"
+                )
+            qid, docid, grade_text = cells[0].strip(), cells[1].strip(), cells[4].strip()
+            if not grade_text:
+                continue  # not graded (yet)
+        else:
+            fields = line.split()
+            if len(fields) != 4:
+                raise InputError(
+                    f"{path}:{line_number}: expected 4 fields 'qid iter docid grade' (TREC"
+                    f" qrels) or a labelling sheet's header, got {len(fields)}"
+                )
+            qid, _, docid, grade_text = fields
+        try:
+            grade = int(grade_text)
+        except ValueError:
+            message = f"{path}:{line_number}: grade {grade_text!r} is not a whole number"
+            raise InputError(message) from None
+        if not MIN_GRADE <= grade <= MAX_GRADE:
+            raise InputError(
+                f"{path}:{line_number}: grade {grade} is outside {MIN_GRADE}-{MAX_GRADE},"
+                " the study's grades"
+            )
+        judged = grades.setdefault(qid, {})
+        if docid in judged:
+            raise InputError(f"{path}:{line_number}: {qid} {docid} is graded twice")
+        judged[docid] = grade
+        lines.setdefault(qid, line_number)
+    if not grades:
+        raise InputError(f"{path}: no graded judgment (fill in the grade column)")
+    return HumanSample(grades, lines)
 
 
 def pooled_documents(runs: Mapping[str, Run], depth: int) -> set[str]:
@@ -126,10 +197,11 @@ def chunks(files: StudyFiles, prefix: str) -> Iterator[study_pb2.AddStudyInputsR
     for doc_id, (text, metadata) in files.passages.items():
         passage = study_pb2.StudyPassage(doc_id=doc_id, text=text, metadata=metadata)
         yield from builder.add("passages", passage)
-    for qid, grades in files.human.items():
-        for doc_id, grade in grades.items():
-            judgment = study_pb2.HumanJudgment(query_id=qid, doc_id=doc_id, grade=grade)
-            yield from builder.add("human_qrels", judgment)
+    for field_name, qrels in (("human_qrels", files.human), ("human_sample", files.sample)):
+        for qid, grades in qrels.items():
+            for doc_id, grade in grades.items():
+                judgment = study_pb2.HumanJudgment(query_id=qid, doc_id=doc_id, grade=grade)
+                yield from builder.add(field_name, judgment)
     yield from builder.flush()
 
 

@@ -97,6 +97,7 @@ def render_report_html(report: Mapping[str, Any]) -> str:
         _per_query_section(report),
         _judged_section(report),
         _cost_section(report),
+        _sample_section(report),
         _agreement_section(report),
     ]
     return (
@@ -131,20 +132,45 @@ def _header(report: Mapping[str, Any]) -> str:
             f"{_count(queries.get('provisional', 0))} provisional"
             + (f" · {_count(queries['unjudged'])} unjudged" if queries.get("unjudged") else ""),
         ),
+        (
+            "Means over",
+            f"{_count(queries.get('judged', 0))} judged queries"
+            + (
+                f" ({_count(queries['not_judged'])} not judged: no labels)"
+                if queries.get("not_judged")
+                else ""
+            ),
+        ),
         ("Pool depth", _text(report.get("depth", "—"))),
         ("Labels", _text(report.get("labels", "—"))),
         ("Primary measure", _text(report.get("primary_measure", "—"))),
-        ("Intervals", f"{confidence * 100:g}% bootstrap" if confidence is not None else "—"),
+        ("Intervals", _method_words(report, confidence)),
         ("Systems", _count(len(report.get("systems") or []))),
     ]
     name = report.get("study", "")
     display = report.get("display_name") or name
+    warnings = "".join(
+        f'<li class="no">{_text(warning)}</li>' for warning in report.get("warnings") or []
+    )
     return (
         f"<header><h1>{_text(display)}</h1>"
         f'<p class="sub">{_text(name)} · {_text(report.get("schema", ""))}</p>'
         + _facts(facts)
+        + (f'<ul class="verdicts warnings">{warnings}</ul>' if warnings else "")
         + "</header>"
     )
+
+
+def _method_words(report: Mapping[str, Any], confidence: float | None) -> str:
+    """How the intervals were made, and what they include."""
+    level = f"{confidence * 100:g}% " if confidence is not None else ""
+    if report.get("interval_method") == "ppi":
+        sample = report.get("sample") or {}
+        return (
+            f"{level}prediction-powered (ppi), from the human sample of "
+            f"{_count(sample.get('queries', 0))} queries: the judge's error included"
+        )
+    return f"{level}bootstrap over the queries: the judge's own errors not included"
 
 
 def _systems_section(report: Mapping[str, Any]) -> str:
@@ -200,7 +226,7 @@ def _measures_table(report: Mapping[str, Any], systems: Sequence[Mapping[str, An
 
 
 def _comparisons_section(report: Mapping[str, Any]) -> str:
-    comparisons = report.get("comparisons") or []
+    comparisons = report.get("pairs") or report.get("comparisons") or []
     heading = "<h2>Which systems the study can tell apart</h2>"
     if not comparisons:
         count = len(report.get("systems") or [])
@@ -217,7 +243,8 @@ def _comparisons_section(report: Mapping[str, Any]) -> str:
             f'<li class="{"yes" if distinguishable else "no"}"><b>{_text(better)}</b> vs '
             f"<b>{_text(worse)}</b>: {_signed(comparison.get('difference'))} "
             f"[{_fmt(comparison.get('low'))}, {_fmt(comparison.get('high'))}], "
-            f"{_p_value(comparison.get('p_value'))} — {verdict}</li>"
+            f"{_p_value(comparison.get('p_value_adjusted', comparison.get('p_value')))}"
+            f" — {verdict}</li>"
         )
         rows.append(
             _Interval(
@@ -230,14 +257,53 @@ def _comparisons_section(report: Mapping[str, Any]) -> str:
         )
     measure = comparisons[0].get("measure", report.get("primary_measure", ""))
     plot = _interval_plot(rows, "differences", reference=0.0) or ""
+    test = (
+        "the t test of the prediction-powered difference"
+        if report.get("interval_method") == "ppi"
+        else "a paired randomization test"
+    )
     return (
-        heading
-        + f'<p class="note">Adjacent systems of the ranking, difference in {_text(measure)} '
-        f"with its {_confidence_words(report)} interval and the p-value of a paired "
-        "randomization test (two-sided); an interval that crosses zero means the study "
-        "cannot tell the two apart (green: told apart).</p>"
+        heading + f'<p class="note">Every pair of systems, difference in {_text(measure)} with its '
+        f"{_confidence_words(report)} interval and the p-value of {test} (two-sided), "
+        f"Holm-adjusted for the {_count(len(comparisons))} pairs; a pair is told apart when "
+        "that p-value is below 0.05 (green).</p>"
         + f'<ul class="verdicts">{"".join(items)}</ul>'
         + plot
+    )
+
+
+def _sample_section(report: Mapping[str, Any]) -> str:
+    sample = report.get("sample")
+    heading = "<h2>The study's labels against the human sample</h2>"
+    if not sample:
+        return (
+            heading + '<p class="note">No human sample was given: the intervals are the '
+            "bootstrap's, which do not include the judge's own errors "
+            "(<code>tierank study sample</code>, then <code>tierank study calibrate</code>)."
+            "</p>"
+        )
+    offsets = ", ".join(_fmt(o) for o in sample.get("grader_offsets") or [])
+    facts = [
+        ("Sample queries", _count(sample.get("queries", 0))),
+        ("Documents both grade", _count(sample.get("pairs", 0))),
+        ("Outside the pools", _count(sample.get("outside_pool", 0))),
+        ("Cohen's κ", _fmt(sample.get("kappa"))),
+        ("Weighted κ (linear)", _fmt(sample.get("weighted_kappa"))),
+        ("Grader's noise", _fmt(sample.get("grader_noise"))),
+        ("Grader's offsets (grades 0–3)", _text(offsets or "—")),
+    ]
+    grades = "".join(
+        f"<li>human grade {_text(g.get('grade'))}: {_count(g.get('count', 0))} documents,"
+        f" {_fmt(g.get('agreement'))} labelled the same</li>"
+        for g in sample.get("grades") or []
+    )
+    return (
+        heading + '<p class="note">Each sample query labelled as the study would have without its '
+        "human grades (cross-fitted), against those grades; the sample's queries keep their "
+        "human labels in qrels.txt.</p>"
+        + _facts(facts)
+        + (f"<ul>{grades}</ul>" if grades else "")
+        + _confusion_table(sample.get("confusion") or {})
     )
 
 

@@ -26,11 +26,14 @@ def _optional(message: Any, field: str) -> float | None:
 
 
 def _interval(measure: study_pb2.MeasureInterval) -> dict[str, float | None]:
-    return {
+    interval = {
         "mean": _optional(measure, "mean"),
         "low": _optional(measure, "low"),
         "high": _optional(measure, "high"),
     }
+    if measure.HasField("study_mean"):
+        interval["study_mean"] = measure.study_mean
+    return interval
 
 
 def _cost(query: study_pb2.StudyQuery) -> dict[str, Any]:
@@ -41,6 +44,51 @@ def _cost(query: study_pb2.StudyQuery) -> dict[str, Any]:
         "cost_usd": query.usage.cost_usd,
         "critical_path": query.critical_path,
         "wall_seconds": query.wall_seconds,
+        "pointwise_calls": query.pointwise_calls,
+        "pointwise_input_tokens": query.pointwise_usage.input_tokens,
+    }
+
+
+def _comparison(c: study_pb2.SystemComparison) -> dict[str, Any]:
+    return {
+        "better": c.better,
+        "worse": c.worse,
+        "measure": c.measure,
+        "difference": c.difference,
+        "low": c.low,
+        "high": c.high,
+        "p_value": c.p_value,
+        "p_value_adjusted": c.p_value_adjusted,
+        "distinguishable": c.distinguishable,
+        "queries": c.queries,
+    }
+
+
+def _confusion(confusion: Any) -> dict[str, Any]:
+    return {
+        "grades": list(confusion.grades),
+        "matrix": [list(r.counts) for r in confusion.rows],
+    }
+
+
+def _sample(report: study_pb2.StudyReport) -> dict[str, Any] | None:
+    if not report.HasField("sample"):
+        return None
+    sample = report.sample
+    return {
+        "queries": sample.queries,
+        "judgments": sample.judgments,
+        "outside_pool": sample.outside_pool,
+        "pairs": sample.pairs,
+        "kappa": _optional(sample, "kappa"),
+        "weighted_kappa": _optional(sample, "weighted_kappa"),
+        "confusion": _confusion(sample.confusion),
+        "grades": [
+            {"grade": g.grade, "count": g.count, "agreement": _optional(g, "agreement")}
+            for g in sample.grades
+        ],
+        "grader_noise": sample.grader_noise,
+        "grader_offsets": list(sample.grader_offsets),
     }
 
 
@@ -65,6 +113,8 @@ def report_json(
                 "state": state_name(query.state) if query.job else "not judged",
                 "reason": reason_name(query.completion_reason),
                 "pool_size": query.pool_size,
+                "human_labels": query.human_labels,
+                "probes": len(query.probes),
                 "measures": values,
                 "cost": _cost(query),
             }
@@ -72,15 +122,11 @@ def report_json(
     agreement = None
     if report.HasField("agreement"):
         found = report.agreement
-        grades = list(found.confusion.grades)
         agreement = {
             "pairs": found.pairs,
             "kappa": _optional(found, "kappa"),
             "weighted_kappa": _optional(found, "weighted_kappa"),
-            "confusion": {
-                "grades": grades,
-                "matrix": [list(r.counts) for r in found.confusion.rows],
-            },
+            "confusion": _confusion(found.confusion),
             "kendall_tau": _optional(found, "kendall_tau"),
             "rbo": _optional(found, "rbo"),
             "human_ranking": list(found.human_ranking),
@@ -106,7 +152,11 @@ def report_json(
             "settled": progress.settled,
             "provisional": progress.provisional,
             "unjudged": progress.pending + progress.running + progress.failed,
+            # Over labels (the means cover these), and not: never judged, or no judge answered.
+            "judged": report.judged_queries,
+            "not_judged": report.unjudged_queries,
         },
+        "interval_method": report.interval_method or "bootstrap",
         "primary_measure": report.primary_measure,
         "measures": measures,
         "confidence": report.confidence,
@@ -121,19 +171,8 @@ def report_json(
             for system in report.systems
         ],
         "ranking": list(report.ranking),
-        "comparisons": [
-            {
-                "better": c.better,
-                "worse": c.worse,
-                "measure": c.measure,
-                "difference": c.difference,
-                "low": c.low,
-                "high": c.high,
-                "p_value": c.p_value,
-                "distinguishable": c.distinguishable,
-            }
-            for c in report.comparisons
-        ],
+        "comparisons": [_comparison(c) for c in report.comparisons],
+        "pairs": [_comparison(c) for c in report.pairs],
         "per_query": per_query,
         "pooling": [
             {
@@ -146,6 +185,8 @@ def report_json(
             for judged in report.judged
         ],
         "agreement": agreement,
+        "sample": _sample(report),
+        "warnings": list(report.warnings),
         "cost": {
             "calls": report.cost.judge_calls,
             "input_tokens": report.cost.usage.input_tokens,
@@ -153,5 +194,7 @@ def report_json(
             "cost_usd": report.cost.usage.cost_usd,
             "critical_path": report.cost.critical_path,
             "wall_seconds": wall,
+            "pointwise_calls": report.cost.pointwise_calls,
+            "pointwise_input_tokens": report.cost.pointwise_usage.input_tokens,
         },
     }

@@ -368,6 +368,12 @@ class AsyncClient:
         request = study_pb2.GetStudyReportRequest(name=study_name(name))
         return await self._unary(self._studies.GetStudyReport, request, timeout)
 
+    async def calibrate_study(self, name: str, *, timeout: float | None = None) -> study_pb2.Study:
+        """Apply the human sample sent to the ended study (`add_study_inputs` with
+        human_sample) to its labels and report, judging nothing again."""
+        request = study_pb2.CalibrateStudyRequest(name=study_name(name))
+        return await self._unary(self._studies.CalibrateStudy, request, timeout)
+
     async def _unary(
         self,
         method: grpc.aio.UnaryUnaryMultiCallable[_Request, _Response],

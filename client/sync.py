@@ -374,6 +374,12 @@ class Client:
         request = study_pb2.GetStudyReportRequest(name=study_name(name))
         return self._unary(self._studies.GetStudyReport, request, timeout)
 
+    def calibrate_study(self, name: str, *, timeout: float | None = None) -> study_pb2.Study:
+        """Apply the human sample sent to the ended study (`add_study_inputs` with
+        human_sample) to its labels and report, judging nothing again."""
+        request = study_pb2.CalibrateStudyRequest(name=study_name(name))
+        return self._unary(self._studies.CalibrateStudy, request, timeout)
+
     def list_study_queries(
         self, name: str, *, timeout: float | None = None
     ) -> Iterator[study_pb2.StudyQuery]:

@@ -62,8 +62,8 @@ from tierank.evaluation.agreement import (
     confusion_matrix,
 )
 from tierank.evaluation.comparison import (
-    AdjacentComparison,
     Interval,
+    PairComparison,
     PairedTest,
     SystemComparison,
     bootstrap_interval,
@@ -140,7 +140,6 @@ __all__ = [
     "MEASURE_NAMES",
     "TREC_DL_SCALE",
     "UTILITY_SCALE",
-    "AdjacentComparison",
     "Aggregate",
     "Agreement",
     "AnchoredGrades",
@@ -153,6 +152,7 @@ __all__ = [
     "Measure",
     "MeasureError",
     "NonTransitivity",
+    "PairComparison",
     "PairedTest",
     "PoolAdditions",
     "PooledDocument",

@@ -58,23 +58,28 @@ class PairedTest:
 
 
 @dataclass(frozen=True)
-class AdjacentComparison:
-    """Two neighbours of a ranking: ``test`` is of ``better`` − ``worse``; ``distinguishable``
-    when its p-value is below alpha."""
+class PairComparison:
+    """Two systems of a ranking, ``better`` ranked above ``worse``: ``test`` is of ``better``
+    − ``worse``; ``p_adjusted`` is its p-value after Holm's correction for every pair of the
+    ranking being tested (None with the p-value); ``distinguishable`` when it is below alpha."""
 
     better: str
     worse: str
     test: PairedTest
+    p_adjusted: float | None
     distinguishable: bool
 
 
 @dataclass(frozen=True)
 class SystemComparison:
-    """Each system's interval, the ranking (best first) and the tests of its adjacent pairs."""
+    """Each system's interval, the ranking (best first), the tests of every pair of it
+    (``pairs``: each system against every one ranked below it, in ranking order) and, among
+    them, those of neighbours (``adjacent``)."""
 
     intervals: dict[str, Interval]
     ranking: list[str]
-    adjacent: list[AdjacentComparison]
+    pairs: list[PairComparison]
+    adjacent: list[PairComparison]
 
 
 def bootstrap_interval(
@@ -130,13 +135,16 @@ def compare_systems(
     samples: int = 10_000,
     seed: int = 0,
 ) -> SystemComparison:
-    """Intervals, ranking and adjacent paired tests of systems on one measure.
+    """Intervals, ranking and paired tests of every pair of systems on one measure.
 
     ``per_query`` is system -> query id -> value (None or absent: NA). The queries resampled are
     those where at least one system has a value; a system's resampled mean is over the drawn
     queries where it has a value. The ranking is by mean, best first, equal means by name, and
-    systems without any value last (by name). ``adjacent[i]`` compares ``ranking[i]`` with
-    ``ranking[i + 1]`` on the queries where both have a value.
+    systems without any value last (by name). Each pair is compared on the queries where both
+    have a value; its p-value is corrected for the number of pairs by Holm's step-down method
+    (ranx and trec_tools do the same for all-pairs tables), which holds the chance of calling
+    any equal pair different at alpha. ``adjacent[i]`` compares ``ranking[i]`` with
+    ``ranking[i + 1]``.
     """
     import numpy as np
 
@@ -147,23 +155,40 @@ def compare_systems(
     means = {system: _mean(row) for system, row in zip(systems, matrix, strict=True)}
     ranking = rank_by_mean(means)
     row_of = {system: i for i, system in enumerate(systems)}
-    pairs = list(pairwise(ranking))
+    pairs = [(better, worse) for i, better in enumerate(ranking) for worse in ranking[i + 1 :]]
     differences = np.array(
         [matrix[row_of[better]] - matrix[row_of[worse]] for better, worse in pairs]
     ).reshape(len(pairs), matrix.shape[1])
-    rows = np.concatenate([matrix, differences])
-    intervals = _bootstrap_intervals(rows, confidence, samples, seed)
-    p_values = _sign_flip_p_values(differences, samples, seed)
-    adjacent = []
-    for (better, worse), interval, p_value, difference in zip(
-        pairs, intervals[len(systems) :], p_values, differences, strict=True
+    system_rows, pair_rows = _paired_intervals(matrix, pairs, row_of, confidence, samples, seed)
+    p_values = _sign_flip_p_values(differences, _pair_flips(samples, differences.shape), seed)
+    adjusted = holm_adjusted(p_values)
+    compared = []
+    for (better, worse), interval, p_value, p_holm, difference in zip(
+        pairs, pair_rows, p_values, adjusted, differences, strict=True
     ):
         test = _paired_test(interval, p_value, int(np.count_nonzero(~np.isnan(difference))))
-        distinguishable = test.p_value is not None and test.p_value < alpha
-        adjacent.append(AdjacentComparison(better, worse, test, distinguishable))
+        distinguishable = p_holm is not None and p_holm < alpha
+        compared.append(PairComparison(better, worse, test, p_holm, distinguishable))
+    neighbours = set(pairwise(ranking))
     return SystemComparison(
-        dict(zip(systems, intervals[: len(systems)], strict=True)), ranking, adjacent
+        dict(zip(systems, system_rows, strict=True)),
+        ranking,
+        compared,
+        [pair for pair in compared if (pair.better, pair.worse) in neighbours],
     )
+
+
+def holm_adjusted(p_values: Sequence[float | None]) -> list[float | None]:
+    """Holm's step-down adjustment of a family of p-values (None: no test, left out of the
+    family): the i-th smallest of m is multiplied by m − i + 1, made non-decreasing, capped
+    at 1."""
+    tested = sorted((p, i) for i, p in enumerate(p_values) if p is not None)
+    adjusted: list[float | None] = [None] * len(p_values)
+    running = 0.0
+    for rank, (p_value, index) in enumerate(tested):
+        running = max(running, min(1.0, (len(tested) - rank) * p_value))
+        adjusted[index] = running
+    return adjusted
 
 
 def system_intervals(
@@ -257,7 +282,16 @@ def _chunks(samples: int, queries: int) -> list[int]:
 def _bootstrap_intervals(
     rows: FloatArray, confidence: float, samples: int, seed: int
 ) -> list[Interval]:
-    """Percentile bootstrap interval of each row's mean (NaN = NA), all rows resampled alike.
+    """Percentile bootstrap interval of each row's mean (NaN = NA), all rows resampled alike."""
+    means, resampled = _resampled_means(rows, samples, seed)
+    return [
+        _percentile(m, r, row, confidence) for m, r, row in zip(means, resampled, rows, strict=True)
+    ]
+
+
+def _resampled_means(rows: FloatArray, samples: int, seed: int) -> tuple[FloatArray, FloatArray]:
+    """Each row's mean (NaN = NA) and its mean in each of `samples` resamples of the queries
+    (rows x samples; NaN where a resample drew none of the row's queries).
 
     A resample draws query indices with replacement; as counts per query (a matrix of
     resamples x queries), every row's resampled sum is one matrix product. Values are centred on
@@ -267,10 +301,10 @@ def _bootstrap_intervals(
     import numpy as np
 
     queries = rows.shape[1]
-    if queries == 0:
-        return [Interval(None, None, None) for _ in rows]
-    present = ~np.isnan(rows)
     means = np.array([math.nan if m is None else m for m in map(_mean, rows)])
+    if queries == 0:
+        return means, np.full((len(rows), samples), np.nan)
+    present = ~np.isnan(rows)
     centred = np.where(present, rows - means[:, np.newaxis], 0.0)
     weights = present.astype(np.float64)
     draws, _ = _generators(seed)
@@ -280,22 +314,88 @@ def _bootstrap_intervals(
         # A resample that drew none of a row's queries has no mean for it (0 / 0 = NaN).
         with np.errstate(invalid="ignore"):
             resampled.append(means + (counts @ centred.T) / (counts @ weights.T))
-    resampled_means = np.concatenate(resampled).T
+    return means, np.concatenate(resampled).T
+
+
+def _percentile(mean: float, resampled: FloatArray, row: FloatArray, confidence: float) -> Interval:
+    """The percentile interval of a row's resampled means (`row`: its values, NaN = NA)."""
+    import numpy as np
+
+    count = int((~np.isnan(row)).sum())
+    if count == 0:
+        return Interval(None, None, None)
+    if count == 1:
+        return Interval(float(mean), float(mean), float(mean))
     tail = (1 - confidence) / 2
-    intervals = []
-    for mean, row, row_present in zip(means, resampled_means, present, strict=True):
-        count = int(row_present.sum())
-        if count == 0:
-            intervals.append(Interval(None, None, None))
-        elif count == 1:
-            intervals.append(Interval(float(mean), float(mean), float(mean)))
-        else:
-            low, high = np.quantile(row[~np.isnan(row)], [tail, 1 - tail])
-            # A resampled mean is the mean plus summed deviations, which can round a hair past
-            # it (as for a resample that drew each query once); a bound that did is the mean.
-            low, high = min(low, mean), max(high, mean)
-            intervals.append(Interval(float(mean), float(low), float(high)))
-    return intervals
+    low, high = np.quantile(resampled[~np.isnan(resampled)], [tail, 1 - tail])
+    # A resampled mean is the mean plus summed deviations, which can round a hair past it (as
+    # for a resample that drew each query once); a bound that did is the mean.
+    low, high = min(low, mean), max(high, mean)
+    return Interval(float(mean), float(low), float(high))
+
+
+def _paired_intervals(
+    matrix: FloatArray,
+    pairs: Sequence[tuple[str, str]],
+    row_of: Mapping[str, int],
+    confidence: float,
+    samples: int,
+    seed: int,
+) -> tuple[list[Interval], list[Interval]]:
+    """Bootstrap intervals of each system's mean and each pair's mean difference, every one
+    from the same resampled queries. A pair whose two systems have values on the same queries
+    (the usual case) takes its resampled differences from the systems' resampled means, so that
+    all pairs of 64 systems cost no more resampling than the systems themselves; the others are
+    resampled as rows of their own."""
+    import numpy as np
+
+    present = ~np.isnan(matrix)
+    derived = [
+        i
+        for i, (a, b) in enumerate(pairs)
+        if np.array_equal(present[row_of[a]], present[row_of[b]])
+    ]
+    own = [i for i in range(len(pairs)) if i not in set(derived)]
+    rows = (
+        np.concatenate(
+            [
+                matrix,
+                np.array([matrix[row_of[pairs[i][0]]] - matrix[row_of[pairs[i][1]]] for i in own]),
+            ]
+        )
+        if own
+        else matrix
+    )
+    means, resampled = _resampled_means(rows, samples, seed)
+    intervals = [
+        _percentile(m, r, p, confidence) for m, r, p in zip(means, resampled, rows, strict=True)
+    ]
+    pair_intervals: list[Interval] = [Interval(None, None, None)] * len(pairs)
+    for offset, i in enumerate(own):
+        pair_intervals[i] = intervals[len(matrix) + offset]
+    for i in derived:
+        a, b = row_of[pairs[i][0]], row_of[pairs[i][1]]
+        difference = matrix[a] - matrix[b]
+        mean = _mean(difference)
+        if mean is None:
+            continue
+        # The same drawn queries, the same weights: the resampled mean difference is the
+        # difference of the resampled means, each centred on the pair's own mean.
+        shifted = (resampled[a] - means[a]) - (resampled[b] - means[b]) + mean
+        pair_intervals[i] = _percentile(mean, shifted, difference, confidence)
+    return intervals[: len(matrix)], pair_intervals
+
+
+# Flips x queries x pairs the all-pairs randomization tests may cost (a few seconds of matrix
+# products); past it, fewer flips are drawn for every pair.
+_FLIP_WORK = 20_000_000_000
+
+
+def _pair_flips(samples: int, shape: tuple[int, ...]) -> int:
+    """Sign flips for the tests of every pair: `samples`, fewer where 64 systems over 100,000
+    queries would take minutes (then p-values are resolved to about 1 / flips)."""
+    pairs, queries = shape
+    return min(samples, max(1_000, _FLIP_WORK // max(1, pairs * queries)))
 
 
 def _counts(indices: npt.NDArray[np.int64], queries: int) -> FloatArray:

@@ -1,20 +1,29 @@
 """A study's results: systems scored against its labels, compared, and checked against humans.
 
 The fields are named as in the study report (``tierank.study.report/1``): ``systems[].measures``,
-``ranking``, ``comparisons``, ``per_query[].measures`` and ``agreement``.
+``ranking``, ``comparisons``, ``pairs``, ``per_query[].measures``, ``agreement`` and ``sample``.
+
+Without a human sample the intervals are the bootstrap's over the queries, the labels taken as
+fixed (``interval_method`` "bootstrap"). With one (some queries labelled by a person), each
+mean and each paired difference is prediction-powered (:mod:`.prediction_powered`): the
+study's estimate corrected by the human-minus-study difference on the sample's queries, whose
+interval includes the judge's error ("ppi").
 """
 
 from __future__ import annotations
 
 from array import array
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from itertools import pairwise
 
 from tierank.evaluation.agreement import ConfusionMatrix, cohen_kappa, confusion_matrix
 from tierank.evaluation.comparison import (
-    AdjacentComparison,
     Interval,
+    PairComparison,
+    PairedTest,
     compare_systems,
+    holm_adjusted,
     mean_over_queries,
     rank_by_mean,
     system_intervals,
@@ -22,6 +31,11 @@ from tierank.evaluation.comparison import (
 from tierank.evaluation.correlation import kendall_tau_b, rank_biased_overlap
 from tierank.evaluation.formats import Qrels, Run
 from tierank.evaluation.measures import Measure, parse_measure
+from tierank.evaluation.prediction_powered import (
+    PredictionPowered,
+    pooled_weight,
+    prediction_powered_mean,
+)
 from tierank.evaluation.scoring import evaluate
 from tierank.evaluation.set_measures import TREC_DL_SCALE, GradeScale
 
@@ -63,19 +77,41 @@ class Agreement:
 
 
 @dataclass(frozen=True)
+class SampleAgreement:
+    """The study's own labels against a human sample, on the sample's queries: ``queries``
+    sample queries, ``pairs`` documents both grade, Cohen's κ (unweighted and linear), the
+    ``confusion`` (rows: study, columns: human) and per human grade its count and the share
+    the study labelled the same."""
+
+    queries: int
+    pairs: int
+    kappa: float | None
+    weighted_kappa: float | None
+    confusion: ConfusionMatrix
+    grades: dict[int, tuple[int, float | None]]
+
+
+@dataclass(frozen=True)
 class StudyResults:
-    """Systems (in ``ranking`` order), the ranking by the primary measure and its adjacent
-    comparisons, every value per query (query id -> system -> measure -> value, None for NA)
-    and, given human qrels, the agreement with them."""
+    """Systems (in ``ranking`` order), the ranking by the primary measure, the tests of every
+    pair of it (``pairs``, Holm-adjusted) and of its neighbours (``comparisons``), every value
+    per query (query id -> system -> measure -> value, None for NA) and, given human qrels,
+    the agreement with them; given a human sample, the agreement on its queries, and
+    ``interval_method`` "ppi" rather than "bootstrap"."""
 
     primary_measure: str
     measures: list[str]
     confidence: float
     systems: list[SystemResults]
     ranking: list[str]
-    comparisons: list[AdjacentComparison]
+    comparisons: list[PairComparison]
     per_query: dict[str, dict[str, dict[str, float | None]]]
     agreement: Agreement | None
+    pairs: list[PairComparison] = field(default_factory=list)
+    interval_method: str = "bootstrap"
+    sample: SampleAgreement | None = None
+    # PPI only: each system's mean under the study's own labels, before the correction.
+    study_means: dict[str, dict[str, float | None]] = field(default_factory=dict)
 
 
 def study_results(
@@ -136,9 +172,17 @@ class StudyTally:
         self._human_values: dict[str, dict[str, dict[str, float | None]]] = {
             system: {name: {} for name in self._parsed} for system in self._systems
         }
-        # The grades of the (query, document) pairs both label: ours, theirs (small ints).
+        # Under the human sample's labels, for its queries only.
+        self._sample_values: dict[str, dict[str, dict[str, float | None]]] = {
+            system: {name: {} for name in self._parsed} for system in self._systems
+        }
+        # The grades of the (query, document) pairs both label: ours, theirs (small ints);
+        # the same against the human sample.
         self._ours = array("h")
         self._theirs = array("h")
+        self._sample_ours = array("h")
+        self._sample_theirs = array("h")
+        self._sample_queries = 0
         self._queries: list[str] = []
 
     def add(
@@ -147,26 +191,45 @@ class StudyTally:
         labels: Mapping[str, int],
         runs: Mapping[str, Mapping[str, float]],
         human: Mapping[str, int] | None = None,
+        sample: Mapping[str, int] | None = None,
+        sample_grades: Mapping[str, int] | None = None,
     ) -> None:
-        """One query: its labels, each system's scored documents for it (a system missing
-        retrieved nothing), and its human grades (None: the human qrels do not judge it)."""
+        """One query: its labels (for a query of the human sample, the study's own, made
+        without its human grades), each system's scored documents for it (a system missing
+        retrieved nothing), its human grades (None: the human qrels do not judge it) and, for
+        a query of the human sample, the labels it is reported with (`sample`: the person's
+        grades, and the study's where they gave none) and the person's grades alone
+        (`sample_grades`)."""
         self._queries.append(qid)
         for system in self._systems:
             run = {qid: runs.get(system, {})}
-            for name, by_query in _values_by_name(
-                self._parsed, {qid: labels}, run, self._scale
-            ).items():
-                self._values[system][name][qid] = by_query[qid]
+            self._score(self._values[system], labels, qid, run)
             if human is not None:
-                for name, by_query in _values_by_name(
-                    self._parsed, {qid: human}, run, self._scale
-                ).items():
-                    self._human_values[system][name][qid] = by_query[qid]
+                self._score(self._human_values[system], human, qid, run)
+            if sample is not None:
+                self._score(self._sample_values[system], sample, qid, run)
         if human is not None:
             for docid in sorted(labels):
                 if docid in human:
                     self._ours.append(labels[docid])
                     self._theirs.append(human[docid])
+        if sample_grades is not None:
+            self._sample_queries += 1
+            for docid in sorted(labels):
+                if docid in sample_grades:
+                    self._sample_ours.append(labels[docid])
+                    self._sample_theirs.append(sample_grades[docid])
+
+    def _score(
+        self,
+        into: dict[str, dict[str, float | None]],
+        labels: Mapping[str, int],
+        qid: str,
+        run: Mapping[str, Mapping[str, float]],
+    ) -> None:
+        values = _values_by_name(self._parsed, {qid: labels}, run, self._scale)
+        for name, by_query in values.items():
+            into[name][qid] = by_query[qid]
 
     def results(
         self,
@@ -176,6 +239,8 @@ class StudyTally:
         samples: int = 10_000,
         seed: int = 0,
     ) -> StudyResults:
+        if self._sample_queries:
+            return self._prediction_powered(confidence, alpha)
         values, parsed, primary_name = self._values, self._parsed, self._primary
         comparison = compare_systems(
             {system: by_measure[primary_name] for system, by_measure in values.items()},
@@ -193,21 +258,6 @@ class StudyTally:
                     samples=samples,
                     seed=seed,
                 )
-        systems = [
-            SystemResults(
-                system,
-                sum(v is not None for v in values[system][primary_name].values()),
-                {name: intervals[name][system] for name in parsed},
-            )
-            for system in comparison.ranking
-        ]
-        per_query = {
-            qid: {
-                system: {name: values[system][name][qid] for name in parsed}
-                for system in comparison.ranking
-            }
-            for qid in sorted(self._queries)
-        }
         agreement = None
         if self._with_human:
             study_means = {system: i.mean for system, i in comparison.intervals.items()}
@@ -216,11 +266,131 @@ class StudyTally:
             primary_name,
             list(parsed),
             confidence,
-            systems,
+            self._systems_in(comparison.ranking, intervals, values),
             comparison.ranking,
             comparison.adjacent,
-            per_query,
+            self._per_query(comparison.ranking, values),
             agreement,
+            pairs=comparison.pairs,
+        )
+
+    def _systems_in(
+        self,
+        ranking: Sequence[str],
+        intervals: Mapping[str, Mapping[str, Interval]],
+        values: Mapping[str, Mapping[str, Mapping[str, float | None]]],
+    ) -> list[SystemResults]:
+        return [
+            SystemResults(
+                system,
+                sum(v is not None for v in values[system][self._primary].values()),
+                {name: intervals[name][system] for name in self._parsed},
+            )
+            for system in ranking
+        ]
+
+    def _per_query(
+        self,
+        ranking: Sequence[str],
+        values: Mapping[str, Mapping[str, Mapping[str, float | None]]],
+    ) -> dict[str, dict[str, dict[str, float | None]]]:
+        return {
+            qid: {
+                system: {name: values[system][name][qid] for name in self._parsed}
+                for system in ranking
+            }
+            for qid in sorted(self._queries)
+        }
+
+    def _prediction_powered(self, confidence: float, alpha: float) -> StudyResults:
+        """Every mean and paired difference prediction-powered (module docstring): the study's
+        own values on every query, corrected by the sample's human values, with one power
+        weight per measure pooled over the systems."""
+        own, sampled, primary = self._values, self._sample_values, self._primary
+        estimates: dict[str, dict[str, PredictionPowered]] = {}
+        for name in self._parsed:
+            families = [(own[system][name], sampled[system][name]) for system in self._systems]
+            weight = pooled_weight(families)
+            estimates[name] = {
+                system: prediction_powered_mean(predicted, human, confidence, weight)
+                for system, (predicted, human) in zip(self._systems, families, strict=True)
+            }
+        means = {system: estimates[primary][system].mean for system in self._systems}
+        ranking = rank_by_mean(means)
+        intervals = {
+            name: {system: _within(e, 0.0) for system, e in by_system.items()}
+            for name, by_system in estimates.items()
+        }
+        pairs = self._ppi_pairs(ranking, confidence, alpha)
+        neighbours = set(pairwise(ranking))
+        # Reported per query: the sample's queries under their human labels.
+        reported = {
+            system: {name: {**own[system][name], **sampled[system][name]} for name in self._parsed}
+            for system in self._systems
+        }
+        return StudyResults(
+            primary,
+            list(self._parsed),
+            confidence,
+            self._systems_in(ranking, intervals, reported),
+            ranking,
+            [pair for pair in pairs if (pair.better, pair.worse) in neighbours],
+            self._per_query(ranking, reported),
+            self._agreement(means, ranking) if self._with_human else None,
+            pairs=pairs,
+            interval_method="ppi",
+            sample=self._sample_agreement(),
+            study_means={
+                system: {
+                    name: mean_over_queries(list(own[system][name].values()))
+                    for name in self._parsed
+                }
+                for system in self._systems
+            },
+        )
+
+    def _ppi_pairs(
+        self, ranking: Sequence[str], confidence: float, alpha: float
+    ) -> list[PairComparison]:
+        """Every pair of `ranking` on the primary measure: the prediction-powered mean
+        difference, its t test, Holm-adjusted over the pairs."""
+        own, sampled, primary = self._values, self._sample_values, self._primary
+        ordered = [(a, b) for i, a in enumerate(ranking) for b in ranking[i + 1 :]]
+        families = [
+            (
+                _differences(own[a][primary], own[b][primary]),
+                _differences(sampled[a][primary], sampled[b][primary]),
+            )
+            for a, b in ordered
+        ]
+        weight = pooled_weight(families)
+        estimates = [prediction_powered_mean(f, y, confidence, weight) for f, y in families]
+        adjusted = holm_adjusted([e.p_value for e in estimates])
+        pairs = []
+        for (better, worse), estimate, p_holm in zip(ordered, estimates, adjusted, strict=True):
+            bounded = _within(estimate, -1.0)
+            test = PairedTest(
+                bounded.mean, bounded.low, bounded.high, estimate.p_value, estimate.queries
+            )
+            distinguishable = p_holm is not None and p_holm < alpha
+            pairs.append(PairComparison(better, worse, test, p_holm, distinguishable))
+        return pairs
+
+    def _sample_agreement(self) -> SampleAgreement:
+        ours, theirs = list(self._sample_ours), list(self._sample_theirs)
+        grades = list(range(min(ours + theirs), max(ours + theirs) + 1)) if ours else []
+        per_grade: dict[int, tuple[int, float | None]] = {}
+        for grade in grades:
+            labelled = [o for o, t in zip(ours, theirs, strict=True) if t == grade]
+            same = sum(o == grade for o in labelled)
+            per_grade[grade] = (len(labelled), same / len(labelled) if labelled else None)
+        return SampleAgreement(
+            queries=self._sample_queries,
+            pairs=len(ours),
+            kappa=cohen_kappa(ours, theirs, categories=grades),
+            weighted_kappa=cohen_kappa(ours, theirs, "linear", categories=grades),
+            confusion=confusion_matrix(ours, theirs, categories=grades),
+            grades=per_grade,
         )
 
     def _agreement(
@@ -254,6 +424,26 @@ class StudyTally:
             human_ranking=human_ranking,
             human_measures={system: human_measures[system] for system in human_ranking},
         )
+
+
+def _within(estimate: PredictionPowered, lowest: float) -> Interval:
+    """The estimate and its interval within a measure's range, [lowest, 1] (every measure of a
+    study lies in [0, 1], a difference of two in [-1, 1]): a corrected mean can step past it."""
+
+    def bounded(value: float | None) -> float | None:
+        return None if value is None else min(1.0, max(lowest, value))
+
+    return Interval(bounded(estimate.mean), bounded(estimate.low), bounded(estimate.high))
+
+
+def _differences(
+    a: Mapping[str, float | None], b: Mapping[str, float | None]
+) -> dict[str, float | None]:
+    """Per query a − b, None where either is NA."""
+    return {
+        qid: None if value is None or (other := b.get(qid)) is None else value - other
+        for qid, value in a.items()
+    }
 
 
 def _parse_measures(measures: Sequence[str]) -> dict[str, Measure]:

@@ -41,6 +41,7 @@ from tierank.server.settings import ServerSettings
 from tierank.server.storage.base import KeyStore, StudyRecord
 from tierank.server.storage.by_url import open_storage, shown
 from tierank.server.studies.driver import StudyDriver
+from tierank.server.studies.grading import StudyGrading
 from tierank.server.studies.report import build_report
 from tierank.server.tenancy.provider_accounts import ProviderAccounts
 from tierank.server.tenancy.sealing import Sealer
@@ -234,16 +235,18 @@ async def serve(
             async def final_report(record: StudyRecord, progress: study_pb2.StudyProgress) -> bytes:
                 return (await build_report(storage, record, progress)).SerializeToString()
 
+            grading = StudyGrading(storage, factory, accounts, spending)
             studies = StudyDriver(
                 storage,
                 manager,
+                grading,
                 replica.replica_id,
                 final_report,
                 settings.lease_s,
                 drives_all=settings.resume_jobs,
             )
             study_pb2_grpc.add_StudyServiceServicer_to_server(
-                StudyServicer(storage, manager, studies, replica.replica_id), server
+                StudyServicer(storage, manager, studies, grading, replica.replica_id), server
             )
             health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
             if settings.serves_reflection:

@@ -83,14 +83,17 @@ def add_tier_options(parser: argparse.ArgumentParser) -> None:
 
 
 def add_mapping_options(
-    group: argparse._ArgumentGroup, mappings: tuple[str, ...] | list[str]
+    group: argparse._ArgumentGroup,
+    mappings: tuple[str, ...] | list[str],
+    default: str | None = "bands",
+    default_help: str = "bands",
 ) -> None:
     """How tiers become grades: --mapping, --bands, --below, --levels."""
     group.add_argument(
         "--mapping",
         choices=mappings,
-        default="bands",
-        help=f"tiers to grades: {', '.join(mappings)} (default bands)",
+        default=default,
+        help=f"tiers to grades: {', '.join(mappings)} (default {default_help})",
     )
     group.add_argument(
         "--bands",

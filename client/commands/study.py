@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import sys
 import time
 import uuid
@@ -12,14 +13,17 @@ from pathlib import Path
 from typing import Any
 
 from tierank import limits
-from tierank.client._inputs import read_rubric
+from tierank.client._inputs import InputError, read_lines, read_rubric
 from tierank.client._names import FINAL_STUDY_STATES, study_name
 from tierank.client._resume import ReconnectPolicy
 from tierank.client._spec import ENSEMBLE_MODES, JUDGE_KEYS, JUDGE_SYNTAX, job_spec
 from tierank.client._study import (
+    SHEET_COLUMNS,
+    HumanSample,
     StudyFiles,
     chunks,
     pooled_documents,
+    read_human_sample,
     read_passages,
     read_qrels_file,
     read_run_file,
@@ -27,7 +31,7 @@ from tierank.client._study import (
 )
 from tierank.client._study_html import render_report_html
 from tierank.client._study_report import report_json, study_state
-from tierank.client.commands._eval_shared import add_mapping_options, fixed_mapping
+from tierank.client.commands._eval_shared import add_mapping_options, fixed_mapping, write_output
 from tierank.client.commands._shared import (
     EXIT_INTERRUPTED,
     EXIT_NO_VERDICTS,
@@ -46,7 +50,7 @@ from tierank.client.commands._shared import (
     server_connection,
 )
 from tierank.client.sync import Client
-from tierank.v1 import rank_pb2, study_pb2
+from tierank.v1 import eval_pb2, rank_pb2, study_pb2
 
 # How often `study run` and `study watch` redraw their progress line on a terminal; without
 # one, a line is written when the progress changes, at most this often.
@@ -100,6 +104,55 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     _add_output_options(report)
     add_server_options(report)
     report.set_defaults(handler=_report)
+    _add_sample(commands)
+    _add_calibrate(commands)
+
+
+def _add_sample(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser(
+        "sample",
+        help="pick queries for a person to label, and write their pools as a labelling sheet",
+        description="Pick --queries of the study's judged queries at random (or one per band"
+        " of pool size, --stratify) and write their pools as a labelling sheet: TSV with the"
+        " columns qid, docid, query, passage and an empty grade, each query's documents in a"
+        " seeded random order (not the tournament's, which would lead the labeller). Fill in"
+        " the grades (0-3: TREC DL's scale) and apply them with `tierank study calibrate`.",
+    )
+    parser.add_argument("study", metavar="STUDY", help='"studies/ID" or just ID')
+    parser.add_argument(
+        "--queries", type=positive_int, required=True, help="how many queries to pick"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the choice (default 0)")
+    parser.add_argument(
+        "--stratify",
+        action="store_true",
+        help="one query from each of --queries bands of pool size, not a plain random choice",
+    )
+    parser.add_argument(
+        "--output", type=Path, metavar="FILE", help="the sheet (default: standard output)"
+    )
+    add_server_options(parser)
+    parser.set_defaults(handler=_sample)
+
+
+def _add_calibrate(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser(
+        "calibrate",
+        help="apply a human sample to a study that has ended, judging nothing again",
+        description="Send a person's grades of some of the study's queries (a filled-in"
+        " sheet of `tierank study sample`, or TREC qrels) and recompute the study's labels"
+        " and report with them: the grades are calibrated to the sample, the sample's queries"
+        " keep their human labels, and the intervals become prediction-powered. Nothing is"
+        " judged again. Then print the table and write qrels.txt, report.json, report.html.",
+        epilog=_EXIT_HELP,
+    )
+    parser.add_argument("study", metavar="STUDY", help='"studies/ID" or just ID')
+    parser.add_argument(
+        "--human-sample", type=Path, required=True, metavar="FILE", help="the person's grades"
+    )
+    _add_output_options(parser)
+    add_server_options(parser)
+    parser.set_defaults(handler=_calibrate)
 
 
 def _add_output_options(parser: argparse.ArgumentParser) -> None:
@@ -110,6 +163,13 @@ def _add_output_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--json", action="store_true", help="print report.json to stdout instead of a table"
+    )
+    parser.add_argument(
+        "--per-query",
+        type=Path,
+        metavar="FILE",
+        help="also write each system's measures per query (TSV: system, measure, qid, value;"
+        " NA where undefined), as `trec_eval -q` does",
     )
 
 
@@ -150,6 +210,21 @@ def _add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     inputs.add_argument(
         "--human-qrels", type=Path, help="human labels (TREC qrels), for agreement figures"
+    )
+    inputs.add_argument(
+        "--human-sample",
+        type=Path,
+        metavar="FILE",
+        help="a person's grades (0-3) of some of the study's queries: TREC qrels or a sheet"
+        " `tierank study sample` wrote and someone filled in. They calibrate the labels, keep"
+        " their queries' human labels and make the intervals prediction-powered (they then"
+        " include the judge's error)",
+    )
+    inputs.add_argument(
+        "--qids",
+        metavar="FILE|LIST",
+        help="study only these queries: a file of query ids (one per line) or a"
+        " comma-separated list",
     )
     inputs.add_argument("--name", default="", help="the study's display name")
     judging = parser.add_argument_group("judging (as `tierank rank`)")
@@ -197,7 +272,26 @@ def _add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="a measure of the report, repeatable; the first ranks the systems (default:"
         f" {', '.join(limits.DEFAULT_STUDY_MEASURES)})",
     )
-    add_mapping_options(parser.add_argument_group("labels from tiers"), ("bands", "levels"))
+    labels = parser.add_argument_group("labels from tiers")
+    add_mapping_options(
+        labels,
+        ("pointwise", "bands", "levels"),
+        default=None,
+        default_help="pointwise when a judge can grade (an LLM or the oracle), else bands",
+    )
+    labels.add_argument(
+        "--anchor-judge",
+        type=judge_argument,
+        metavar=JUDGE_SYNTAX,
+        help="the pointwise grader of --mapping pointwise (default: the first --judge that"
+        " can grade), read as --judge reads it, e.g. openai:gpt-4.1-mini",
+    )
+    labels.add_argument(
+        "--probe-rate",
+        type=float,
+        help=f"pointwise calls per pooled document (default {limits.DEFAULT_PROBE_RATE}, at"
+        f" most 1; each query at least {limits.MIN_PROBES})",
+    )
     judging.add_argument(
         "--request-id",
         default="",
@@ -318,11 +412,81 @@ def _read_files(args: argparse.Namespace) -> StudyFiles:
     if not 1 <= args.depth <= limits.MAX_STUDY_DEPTH:
         raise UsageError(f"--depth must be between 1 and {limits.MAX_STUDY_DEPTH}")
     runs = {name: read_run_file(path) for name, path in _systems(args.runs).items()}
-    files = StudyFiles(topics=read_topics(args.topics), runs=runs)
+    topics = read_topics(args.topics)
+    if args.qids:
+        chosen = _chosen_queries(args.qids, topics)
+        topics = {qid: text for qid, text in topics.items() if qid in chosen}
+        runs = {
+            name: {qid: docs for qid, docs in run.items() if qid in chosen}
+            for name, run in runs.items()
+        }
+    files = StudyFiles(topics=topics, runs=runs)
     files.passages = read_passages(args.passages, pooled_documents(runs, args.depth))
     if args.human_qrels is not None:
         files.human = read_qrels_file(args.human_qrels)
+    if args.human_sample is not None:
+        studied = {qid for run in runs.values() for qid in run if qid in topics}
+        files.sample = _read_sample(args.human_sample, studied).grades
     return files
+
+
+def _chosen_queries(value: str, topics: dict[str, str]) -> set[str]:
+    """--qids: a file of query ids (the first field of each line), or a comma-separated list;
+    each must be a topic's."""
+    path = Path(value)
+    if path.is_file():
+        chosen = [line.split()[0] for _, line in read_lines(path)]
+    else:
+        chosen = [qid.strip() for qid in value.split(",") if qid.strip()]
+    if not chosen:
+        raise UsageError("--qids names no query")
+    unknown = [qid for qid in chosen if qid not in topics]
+    if unknown:
+        raise UsageError(
+            f"--qids: {len(unknown)} of its queries are not in the topics, e.g. {unknown[:5]}"
+        )
+    return set(chosen)
+
+
+def _read_sample(path: Path, studied: set[str]) -> HumanSample:
+    """--human-sample, its queries checked against the study's (`studied`)."""
+    sample = read_human_sample(path)
+    strangers = sorted((line, qid) for qid, line in sample.lines.items() if qid not in studied)
+    if strangers:
+        line, qid = strangers[0]
+        more = f" (and {len(strangers) - 1} more queries)" if len(strangers) > 1 else ""
+        raise InputError(
+            f"{path}:{line}: query {qid!r} is not in the study: no topic, or no run retrieved"
+            f" anything for it{more}"
+        )
+    return sample
+
+
+def _labels(args: argparse.Namespace) -> eval_pb2.TierMapping:
+    """How the study's tiers become grades: what --mapping says, or, without it, the server's
+    choice (pointwise when a judge can grade) unless a pointwise option says pointwise."""
+    pointwise_asked = args.anchor_judge is not None or args.probe_rate is not None
+    mapping = args.mapping or ("pointwise" if pointwise_asked else None)
+    if mapping is None:
+        return eval_pb2.TierMapping()
+    if mapping != "pointwise":
+        if pointwise_asked:
+            raise UsageError("--anchor-judge and --probe-rate go with --mapping pointwise")
+        return fixed_mapping(args)
+    labels = eval_pb2.TierMapping()
+    anchoring = labels.pointwise
+    if args.anchor_judge is not None:
+        anchoring.judge.CopyFrom(args.anchor_judge)
+    elif args.judges:
+        anchoring.judge.CopyFrom(args.judges[0])
+    else:
+        raise UsageError("--mapping pointwise needs --anchor-judge or a --judge that can grade")
+    anchoring.seed = args.seed
+    if args.probe_rate is not None:
+        if not 0 < args.probe_rate <= 1:
+            raise UsageError("--probe-rate must be above 0 and at most 1")
+        anchoring.probe_rate = args.probe_rate
+    return labels
 
 
 def _spec(args: argparse.Namespace) -> study_pb2.StudySpec:
@@ -344,7 +508,7 @@ def _spec(args: argparse.Namespace) -> study_pb2.StudySpec:
         deadline_seconds=args.deadline,
         measures=args.measures or [],
         max_live_queries=args.max_live or 0,
-        labels=fixed_mapping(args),
+        labels=_labels(args),
         provider_batch=args.provider_batch,
     )
     return spec
@@ -446,17 +610,39 @@ def _write_results(client: Client, study: study_pb2.Study, args: argparse.Namesp
         (out_dir / "report.html").write_text(render_report_html(document))
     except OSError as error:
         raise CommandError(f"cannot write the results to {out_dir}: {error.strerror}") from None
+    if args.per_query is not None:
+        _write_per_query(args.per_query, document)
     if args.json:
         print(json.dumps(document, indent=2))
     else:
         _print_table(document)
         print(f"wrote {out_dir}/qrels.txt, report.json, report.html", file=sys.stderr)
+    for warning in document["warnings"]:
+        print(f"tierank study: warning: {warning}", file=sys.stderr)
     return _exit_code(study)
+
+
+def _write_per_query(path: Path, document: dict[str, Any]) -> None:
+    """Each system's measures per query, as `trec_eval -q` lists them: one line per system,
+    measure and query (the study's judged queries, in topic order), NA where undefined."""
+    lines = ["system\tmeasure\tqid\tvalue"]
+    for query in document["per_query"]:
+        for system, values in query["measures"].items():
+            for measure, value in values.items():
+                shown = "NA" if value is None else f"{value:.4f}"
+                lines.append(f"{system}\t{measure}\t{query['query_id']}\t{shown}")
+    try:
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    except OSError as error:
+        raise CommandError(f"cannot write {path}: {error.strerror}") from None
 
 
 def _exit_code(study: study_pb2.Study) -> int:
     progress = study.progress
     if study.state == study_pb2.STUDY_STATE_FAILED:
+        print(f"tierank study: {study.name} failed: {study.error.message}", file=sys.stderr)
+        if study.error.code == NO_JUDGE_ANSWERED:
+            return EXIT_NO_VERDICTS
         return EXIT_SERVER_ERROR
     if progress.judge_calls == 0 and progress.settled == 0:
         return EXIT_NO_VERDICTS
@@ -479,9 +665,16 @@ def _number(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
 
 
+# The code a study fails with when no judge answered any of its calls (google.rpc UNAVAILABLE).
+NO_JUDGE_ANSWERED = 14
+# Systems up to which the table lists every pair (beyond, the neighbours; report.json has all).
+_PAIRS_SHOWN_UP_TO = 12
+
+
 def _print_table(document: dict[str, Any]) -> None:
     primary = document["primary_measure"]
     measures = document["measures"]
+    queries = document["queries"]
     print(f"{'system':<20} " + " ".join(f"{m:>24}" for m in measures))
     for system in document["systems"]:
         cells = []
@@ -492,14 +685,36 @@ def _print_table(document: dict[str, Any]) -> None:
             )
             cells.append(f"{interval:>24}")
         print(f"{system['name']:<20} " + " ".join(cells))
+    judged, total = queries["judged"], queries["total"]
+    covered = f"means over the {judged} judged queries of {total}"
+    if judged < total:
+        covered += f" ({total - judged} not judged: no labels, left out)"
+    print(covered)
+    confidence = round(100 * document["confidence"])
+    if document["interval_method"] == "ppi":
+        sample = document["sample"] or {}
+        print(
+            f"{confidence}% intervals prediction-powered from the human sample of"
+            f" {sample.get('queries', 0)} queries: they include the judge's error"
+        )
+    else:
+        print(
+            f"{confidence}% bootstrap intervals over the queries, labels taken as fixed: they do"
+            " not include the judge's own errors (--human-sample makes intervals that do)"
+        )
     print(f"ranking by {primary}: {' > '.join(document['ranking'])}")
-    for comparison in document["comparisons"]:
+    every_pair = len(document["systems"]) <= _PAIRS_SHOWN_UP_TO
+    shown = document["pairs"] if every_pair else document["comparisons"]
+    if shown:
+        which = "every pair" if every_pair else "neighbours (every pair: report.json)"
+        print(f"{which}, p-values Holm-adjusted over all {len(document['pairs'])} pairs:")
+    for comparison in shown:
         verdict = "distinguishable" if comparison["distinguishable"] else "not distinguishable"
         low, high = comparison["low"], comparison["high"]
         print(
             f"  {comparison['better']} vs {comparison['worse']}:"
             f" {comparison['difference']:+.4f} [{low:+.4f}, {high:+.4f}],"
-            f" {_p_value(comparison['p_value'])}, {verdict}"
+            f" {_p_value(comparison['p_value_adjusted'])}, {verdict}"
         )
     for entry in document["pooling"]:
         if entry["round"]:
@@ -513,6 +728,26 @@ def _print_table(document: dict[str, Any]) -> None:
         print(
             f"agreement with the human qrels: kappa {_number(agreement['kappa'])},"
             f" Kendall tau of the system orderings {_number(agreement['kendall_tau'])}"
+        )
+    sample = document["sample"]
+    if sample is not None:
+        print(
+            f"the study's own labels on the human sample's {sample['queries']} queries: kappa"
+            f" {_number(sample['kappa'])}, weighted kappa {_number(sample['weighted_kappa'])}"
+            f" over {sample['pairs']:,} documents"
+            + (
+                f" ({sample['outside_pool']:,} judgments of documents outside the pools kept"
+                " as labels)"
+                if sample["outside_pool"]
+                else ""
+            )
+        )
+    cost = document["cost"]
+    if cost["pointwise_calls"]:
+        print(
+            f"cost: {cost['calls']:,} calls, {cost['input_tokens']:,} input tokens, of which"
+            f" pointwise probes {cost['pointwise_calls']:,} calls,"
+            f" {cost['pointwise_input_tokens']:,} tokens"
         )
 
 
@@ -623,4 +858,70 @@ def _cancel(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     with server_connection(args) as connection, connection.client() as client:
         study = client.get_study(study_name(args.study))
+        return _write_results(client, study, args)
+
+
+def _sample(args: argparse.Namespace) -> int:
+    name = study_name(args.study)
+    with server_connection(args) as connection, connection.client() as client:
+        judged = [q for q in client.list_study_queries(name) if q.job and q.pool_size]
+        if len(judged) < args.queries:
+            raise UsageError(f"--queries {args.queries}: {name} has {len(judged)} judged queries")
+        chosen = choose_queries(judged, args.queries, args.seed, stratify=args.stratify)
+        rows = ["\t".join(SHEET_COLUMNS)]
+        rng = random.Random(args.seed)
+        documents = 0
+        for query in chosen:
+            job = client.get_job(query.job, full=True)
+            candidates = list(job.spec.candidates)
+            rng.shuffle(candidates)
+            for candidate in candidates:
+                cells = (query.query_id, candidate.id, job.spec.query, candidate.text, "")
+                rows.append("\t".join(_cell(cell) for cell in cells))
+            documents += len(candidates)
+    write_output(args.output, "\n".join(rows) + "\n")
+    where = args.output or "standard output"
+    print(
+        f"wrote {len(chosen)} queries, {documents:,} documents to {where}: fill in the grade"
+        f" column (0-3) and apply it with `tierank study calibrate {name} --human-sample"
+        f" FILE{same_server(args)}`",
+        file=sys.stderr,
+    )
+    return EXIT_OK
+
+
+def choose_queries(
+    queries: list[study_pb2.StudyQuery], count: int, seed: int, *, stratify: bool
+) -> list[study_pb2.StudyQuery]:
+    """`count` of the queries, in their order: a seeded random choice, or with `stratify` one
+    from each of `count` bands of pool size (smallest to largest, as even as they divide)."""
+    rng = random.Random(seed)
+    if not stratify:
+        picked = set(rng.sample(range(len(queries)), count))
+    else:
+        by_size = sorted(range(len(queries)), key=lambda i: (queries[i].pool_size, i))
+        bands = [by_size[len(by_size) * b // count : len(by_size) * (b + 1) // count]
+                 for b in range(count)]  # fmt: skip
+        picked = {rng.choice(band) for band in bands}
+    return [query for i, query in enumerate(queries) if i in picked]
+
+
+def _cell(text: str) -> str:
+    """A sheet cell: one line, no tab (a passage's own tabs and line ends become spaces)."""
+    return " ".join(text.split())
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    name = study_name(args.study)
+    with server_connection(args) as connection, connection.client() as client:
+        studied = {query.query_id for query in client.list_study_queries(name)}
+        sample = _read_sample(args.human_sample, studied)
+        files = StudyFiles(topics={}, runs={}, sample=sample.grades)
+        client.add_study_inputs(name, chunks(files, "sample"))
+        study = client.calibrate_study(name)
+        print(
+            f"{name}: calibrated with {sample.judgments:,} human grades of"
+            f" {len(sample.grades)} queries",
+            file=sys.stderr,
+        )
         return _write_results(client, study, args)

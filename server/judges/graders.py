@@ -13,8 +13,11 @@ import abc
 import json
 import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+import anyio
+
+from tierank.limits import MAX_GRADE, MIN_GRADE
 from tierank.server.judges.base import (
     ConfiguredJudge,
     FailureKind,
@@ -24,13 +27,11 @@ from tierank.server.judges.base import (
     Passage,
 )
 from tierank.server.judges.llm import LLMJudge
-from tierank.server.judges.offline import ORACLE_NOISE, estimate_tokens
+from tierank.server.judges.offline import ORACLE_NOISE, OracleJudge, estimate_tokens, profile_named
 from tierank.server.judges.options import float_option, refuse_unknown_options
 from tierank.server.judges.pointwise import (
     ANSWER_TOKENS,
     GRADE_SCHEMA,
-    MAX_GRADE,
-    MIN_GRADE,
     POINTWISE_TEMPLATE_VERSION,
     corrective_grade_message,
     parse_grade,
@@ -128,29 +129,44 @@ class LLMGrader(Grader):
         )
 
 
+# The oracle grader's `bias` at most, either way: a whole scale's width.
+MAX_BIAS = float(MAX_GRADE - MIN_GRADE)
+
+
 class OracleGrader(Grader):
     """Grade = round(metadata[score_key] + N(0, noise²)), clamped to 0–3.
 
-    Options as the listwise oracle: `score_key` (default "score"), `noise` (default
-    ORACLE_NOISE); not its call simulations (`latency_ms`, `fail_rate`, `profile`).
+    Options as the listwise oracle's: `score_key` (default "score"), `noise` (default
+    ORACLE_NOISE), `bias` (added to every score: a grader that grades too high, or too low,
+    as LLM graders often do; default 0), `latency_ms` (each grade takes this long),
+    `fail_rate` (share of calls answered unreadably) and `profile`, which shapes only the
+    listwise oracle's answers (a study derives its grader from its judge, options and all).
     Not cached: fresh noise per call is the point, as for the listwise oracle.
     """
 
     def __init__(self, config: JudgeConfig) -> None:
         super().__init__(config)
-        refuse_unknown_options(config.options, frozenset({"score_key", "noise"}), "oracle")
-        self._score_key = config.options.get("score_key", "score")
-        self._noise = float_option(config.options, "noise", ORACLE_NOISE)
+        refuse_unknown_options(config.options, OracleJudge.known_options, "oracle")
+        options = config.options
+        self._score_key = options.get("score_key", "score")
+        self._noise = float_option(options, "noise", ORACLE_NOISE)
+        self._bias = float_option(options, "bias", 0.0, MAX_BIAS, lowest=-MAX_BIAS)
+        self._latency_s = (
+            float_option(options, "latency_ms", 0.0, OracleJudge.MAX_LATENCY_MS) / 1000
+        )
+        self._fail_rate = float_option(options, "fail_rate", 0.0, 1.0)
+        if "profile" in options:
+            profile_named(options)  # an unknown profile is refused as by the listwise oracle
 
     @property
     def cacheable(self) -> bool:
         return False
 
     def cache_identity(self) -> str:
-        return json.dumps(
-            {"provider": "oracle", "score_key": self._score_key, "noise": self._noise},
-            sort_keys=True,
-        )
+        identity = {"provider": "oracle", "score_key": self._score_key, "noise": self._noise}
+        if self._bias:
+            identity["bias"] = self._bias
+        return json.dumps(identity, sort_keys=True)
 
     def estimate(self, request: GradeRequest) -> JudgeUsage:
         return JudgeUsage(
@@ -158,7 +174,9 @@ class OracleGrader(Grader):
         )
 
     async def grade(self, request: GradeRequest) -> GradeReply:
-        usage = self.estimate(request)
+        usage = replace(self.estimate(request), latency_s=self._latency_s)
+        if self._latency_s:
+            await anyio.sleep(self._latency_s)
         raw = request.passage.metadata.get(self._score_key)
         try:
             score = float(raw)  # type: ignore[arg-type]
@@ -170,6 +188,10 @@ class OracleGrader(Grader):
                 f"passage {request.passage.id!r} cannot be graded: its "
                 f"metadata[{self._score_key!r}] is {raw!r}, not a finite number"
             )
-        noisy = score + random.Random(request.seed).gauss(0.0, self._noise)
+        rng = random.Random(request.seed)
+        if self._fail_rate and rng.random() < self._fail_rate:
+            failure = JudgeFailure(FailureKind.UNPARSEABLE, "oracle simulated a bad answer")
+            return GradeReply(None, usage, failure)
+        noisy = score + self._bias + rng.gauss(0.0, self._noise)
         # Clamped before rounding: a huge `noise` can make `noisy` infinite.
         return GradeReply(round(min(MAX_GRADE, max(MIN_GRADE, noisy))), usage)

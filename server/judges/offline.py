@@ -149,7 +149,9 @@ class OracleJudge(_OfflineJudge):
     `fail_rate`, when given, replace the profile's own).
     """
 
-    known_options = frozenset({"score_key", "noise", "latency_ms", "fail_rate", "profile"})
+    # `bias` is the pointwise grader's (judges/graders.py): a constant added to every hidden
+    # score changes no order, so the listwise oracle takes it and does nothing with it.
+    known_options = frozenset({"score_key", "noise", "latency_ms", "fail_rate", "profile", "bias"})
     MAX_LATENCY_MS = 60_000.0
 
     def __init__(self, config: JudgeConfig, pool: PoolContext) -> None:
@@ -157,7 +159,7 @@ class OracleJudge(_OfflineJudge):
         options = config.options
         self._score_key = options.get("score_key", "score")
         self._latency_s = float_option(options, "latency_ms", 0.0, self.MAX_LATENCY_MS) / 1000
-        named = _named_profile(options)
+        named = profile_named(options)
         self._noise = float_option(options, "noise", named.noise if named else ORACLE_NOISE)
         default_fail_rate = named.failure_rate if named else 0.0
         self._fail_rate = float_option(options, "fail_rate", default_fail_rate, 1.0)
@@ -237,7 +239,7 @@ class OracleJudge(_OfflineJudge):
         return self._reply(request, noisy).ordering
 
 
-def _named_profile(options: Mapping[str, str]) -> JudgeProfile | None:
+def profile_named(options: Mapping[str, str]) -> JudgeProfile | None:
     """The simulated judge the `profile` option names; None without one (plain noise)."""
     name = options.get("profile")
     if not name:

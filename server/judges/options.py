@@ -15,9 +15,14 @@ def refuse_unknown_options(options: Mapping[str, str], known: frozenset[str], ju
 
 
 def float_option(
-    options: Mapping[str, str], key: str, default: float, maximum: float = math.inf
+    options: Mapping[str, str],
+    key: str,
+    default: float,
+    maximum: float = math.inf,
+    *,
+    lowest: float = 0.0,
 ) -> float:
-    """A finite number from 0 to `maximum`."""
+    """A finite number from `lowest` (default 0) to `maximum`."""
     raw = options.get(key)
     if raw is None or raw == "":
         return default
@@ -26,7 +31,11 @@ def float_option(
     except ValueError:
         rule = f"must be a number, got {raw[:40]!r}"
         raise JudgeConfigError(f"parameters.options.{key}", rule) from None
-    if not (math.isfinite(value) and 0 <= value <= maximum):
-        bound = f"from 0 to {maximum:g}" if math.isfinite(maximum) else "finite and at least 0"
+    if not (math.isfinite(value) and lowest <= value <= maximum):
+        bound = (
+            f"from {lowest:g} to {maximum:g}"
+            if math.isfinite(maximum)
+            else f"finite and at least {lowest:g}"
+        )
         raise JudgeConfigError(f"parameters.options.{key}", f"must be a number {bound}")
     return value

@@ -18,13 +18,12 @@ import json
 import re
 from dataclasses import dataclass
 
+from tierank.limits import MAX_GRADE, MIN_GRADE
 from tierank.server.judges.llm import AnswerSchema
 from tierank.server.judges.parse import Unreadable
 from tierank.server.judges.prompt import AnswerFormat, PromptParts, cut_to_budget
 
 POINTWISE_TEMPLATE_VERSION = "pointwise-umbrela-0-3-v1"
-MIN_GRADE = 0
-MAX_GRADE = 3
 # "##final score: 3" is about 8 tokens; the rest is headroom for a stray word.
 ANSWER_TOKENS = 24
 

@@ -63,13 +63,18 @@ class JudgeFactory:
         finally:
             await judge.aclose()
 
+    def grades(self, provider: str) -> bool:
+        """Whether judges of `provider` can grade pairs pointwise (every LLM provider and the
+        oracle; not `lexical`, which only orders)."""
+        return provider == "oracle" or provider in PROVIDERS
+
     def build_grader(self, config: JudgeConfig, account: ProviderAccount | None = None) -> Grader:
         """A pointwise grader on the same provider clients, limits and breakers as the
         listwise judges of the same account (or of the server's key)."""
+        if not self.grades(config.provider):
+            raise ValueError(f"provider {config.provider!r} cannot grade pairs pointwise")
         if config.provider == "oracle":
             return OracleGrader(config)
-        if config.provider not in PROVIDERS:
-            raise ValueError(f"provider {config.provider!r} cannot grade pairs pointwise")
         return LLMGrader(self._llm.build(config, account))
 
     async def aclose(self) -> None:

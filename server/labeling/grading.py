@@ -125,8 +125,11 @@ class PairGrader:
         rubric: str,
         seed: int,
         max_in_flight: int,
+        deadline: float | None = None,
     ) -> None:
+        """`deadline`: on the `time.monotonic()` clock; a grade asked after it fails at once."""
         self._grader = grader
+        self._deadline = deadline
         self._paid = PaidCalls(storage, spending, tenant)
         self._rubric = rubric
         self._seed = seed
@@ -140,6 +143,7 @@ class PairGrader:
             rubric=self._rubric,
             passage=pair.passage,
             seed=call_seed(self._seed, f"{pair.query_id}/{pair.passage.id}"),
+            deadline=self._deadline,
         )
         async with self._slots:
             try:

@@ -18,7 +18,8 @@ from tierank.server.judges.llm import BATCH_MODE, MODE_OPTION
 from tierank.server.labeling import fixed_mapping
 from tierank.server.rpc.validation import resolve_preset, validate_request_id, validate_spec
 from tierank.server.studies.driver import in_batch_mode
-from tierank.v1 import rank_pb2, study_pb2
+from tierank.server.studies.grading import default_mapping
+from tierank.v1 import eval_pb2, rank_pb2, study_pb2
 
 # The ranking parameters are checked as a job's, on a stand-in query and pool.
 _PROBE_QUERY = "study"
@@ -67,8 +68,47 @@ def validate_extension(request: study_pb2.ExtendStudyRequest) -> list[FieldViola
     )
 
 
+def resolve_labels(spec: study_pb2.StudySpec, grades: Callable[[str], bool]) -> None:
+    """A study that names no labels gets pointwise labels from its first judge that can grade
+    (default_mapping), else rank bands (the mapping left unset)."""
+    if spec.labels.WhichOneof("mapping") is None:
+        mapping = default_mapping(spec, grades)
+        if mapping is not None:
+            spec.labels.CopyFrom(mapping)
+
+
+def _pointwise_violations(
+    anchoring: eval_pb2.PointwiseAnchoring,
+    knows_provider: Callable[[str], bool],
+    grades: Callable[[str], bool],
+) -> list[FieldViolation]:
+    field = "spec.labels.pointwise"
+    violations = []
+    rate = anchoring.probe_rate
+    if not (math.isfinite(rate) and 0 <= rate <= 1):
+        violations.append(
+            FieldViolation(f"{field}.probe_rate", "must be a number above 0, at most 1 (0: 0.25)")
+        )
+    provider = anchoring.judge.provider
+    if not provider:
+        violations.append(FieldViolation(f"{field}.judge.provider", "must name the grader"))
+    elif not knows_provider(provider):
+        violations.append(FieldViolation(f"{field}.judge.provider", f"unknown {shown(provider)}"))
+    elif not grades(provider):
+        violations.append(
+            FieldViolation(
+                f"{field}.judge.provider",
+                f"{shown(provider)} cannot grade pairs pointwise: name an LLM provider or the"
+                " oracle, or label with rank bands",
+            )
+        )
+    return violations
+
+
 def validate_study_spec(
-    spec: study_pb2.StudySpec, knows_provider: Callable[[str], bool]
+    spec: study_pb2.StudySpec,
+    knows_provider: Callable[[str], bool],
+    grades: Callable[[str], bool],
 ) -> list[FieldViolation]:
     """Every rule `spec` breaks; resolves a preset rubric in place (as a job's)."""
     violations: list[FieldViolation] = []
@@ -91,7 +131,7 @@ def validate_study_spec(
         except MeasureError as error:
             bad(f"measures[{i}]", str(error))
     if spec.labels.WhichOneof("mapping") == "pointwise":
-        bad("labels.pointwise", "a study's labels are rank bands or grade levels of its tiers")
+        violations.extend(_pointwise_violations(spec.labels.pointwise, knows_provider, grades))
     else:
         try:
             fixed_mapping("spec.labels", spec.labels)

@@ -34,7 +34,11 @@ from tierank.server.observability.studies import StudyTelemetry
 from tierank.server.observability.tracing import current_trace_context
 from tierank.server.rpc import page_tokens
 from tierank.server.rpc.auth import current_caller
-from tierank.server.rpc.study_requests import validate_extension, validate_study_spec
+from tierank.server.rpc.study_requests import (
+    resolve_labels,
+    validate_extension,
+    validate_study_spec,
+)
 from tierank.server.rpc.validation import validate_request_id
 from tierank.server.storage.base import (
     ChunkAdded,
@@ -47,19 +51,21 @@ from tierank.server.storage.base import (
 )
 from tierank.server.studies.driver import DriverStore, StudyDriver, query_job_spec
 from tierank.server.studies.extension import plan_extension, pooled_systems
+from tierank.server.studies.grading import StudyGrading
 from tierank.server.studies.inputs import (
     chunk_violations,
     counter,
     later_chunk_violations,
     with_round,
 )
+from tierank.server.studies.labels import Labeller, judged_orders, reported_qrels
 from tierank.server.studies.pools import plan_queries
 from tierank.server.studies.progress import every_query, initial_progress
 from tierank.server.studies.report import (
     ReportStore,
     build_report,
-    labels_of,
-    query_tiers,
+    export_labeller,
+    sample_violations,
 )
 from tierank.server.studies.scratch import open_scratch
 from tierank.server.tenancy.quotas import WatcherSlots, limits_of
@@ -87,10 +93,12 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
         storage: StudyServiceStore,
         manager: JobManager,
         driver: StudyDriver,
+        grading: StudyGrading,
         replica: str,
     ) -> None:
         self._storage = storage
         self._manager = manager
+        self._grading = grading
         self._driver = driver
         self._watchers = WatcherSlots(storage, replica)
 
@@ -109,7 +117,8 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
     ) -> study_pb2.Study:
         spec = study_pb2.StudySpec()
         spec.CopyFrom(request.spec)
-        violations = validate_study_spec(spec, self._manager.knows_provider)
+        resolve_labels(spec, self._grading.grades)
+        violations = validate_study_spec(spec, self._manager.knows_provider, self._grading.grades)
         violations += validate_request_id(request.request_id)
         if violations:
             raise InvalidInput(violations)
@@ -190,6 +199,11 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
             with StudyTelemetry(record).part("tierank.study.start", {"tierank.study.round": 0}):
                 depth = spec.depth or DEFAULT_STUDY_DEPTH
                 pooled, violations = await anyio.to_thread.run_sync(plan_queries, scratch, depth)
+                if pooled is not None:
+                    queries = {row.query_id for row in scratch.pool_rows()}
+                    violations += await anyio.to_thread.run_sync(
+                        sample_violations, scratch, queries
+                    )
                 if violations:
                     raise InvalidInput(violations)
                 assert pooled is not None  # no violation
@@ -216,7 +230,10 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
 
     async def _check_judges(self, spec: study_pb2.StudySpec, pool: bytes, tenant: str) -> None:
         """The judges as a query's job will have them (keys, qualifications, what a judge
-        needs of a pool), so that a study that cannot judge fails here, not per query."""
+        needs of a pool) and the grader of its labels, so that a study that cannot judge fails
+        here, not per query."""
+        if spec.labels.WhichOneof("mapping") == "pointwise":
+            await self._grading.grader(tenant, spec)
         first = query_job_spec(spec, pool, rank_pb2.JobSpec())
         try:
             await self._manager.check_judges(first, tenant)
@@ -384,7 +401,51 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
     ) -> study_pb2.StudyReport:
         report = await self._report(await self._record(request.name))
         report.ClearField("queries")
+        report.ClearField("label_model")
         return report
+
+    async def CalibrateStudy(
+        self, request: study_pb2.CalibrateStudyRequest, context: grpc.aio.ServicerContext
+    ) -> study_pb2.Study:
+        record = await self._record(request.name)
+        if record.state == STUDY_DRAFT or not record.start_time:
+            raise PreconditionFailed(
+                f"{request.name} has not run: a study is calibrated once it has labels "
+                "(StartStudy takes a human sample sent with its inputs)",
+                "STUDY_NOT_STARTED",
+            )
+        if record.state not in FINAL_STUDY_STATES:
+            raise PreconditionFailed(
+                f"{request.name} is running: calibrate it once it has ended", "STUDY_RUNNING"
+            )
+        counts = study_pb2.StudyInputs.FromString(record.inputs)
+        if not counts.human_sample_judgments:
+            raise InvalidInput(
+                [
+                    FieldViolation(
+                        "human_sample",
+                        f"{request.name} has no human sample: send one (AddStudyInputs"
+                        " human_sample) first",
+                    )
+                ]
+            )
+        rows = await every_query(self._storage, record.study_id)
+        async with open_scratch(self._storage, record.study_id) as scratch:
+            violations = await anyio.to_thread.run_sync(
+                sample_violations, scratch, {row.query_id for row in rows}
+            )
+        if violations:
+            raise InvalidInput(violations)
+        progress = study_pb2.StudyProgress.FromString(record.progress)
+        report = await build_report(self._storage, record, progress)
+        if not await self._storage.replace_study_report(
+            record.tenant, record.study_id, report.SerializeToString()
+        ):
+            raise PreconditionFailed(
+                f"{request.name} is running again: calibrate it once it has ended",
+                "STUDY_RUNNING",
+            )
+        return study_view(await self._record(request.name))
 
     async def ListStudyQueries(
         self, request: study_pb2.ListStudyQueriesRequest, context: grpc.aio.ServicerContext
@@ -425,9 +486,10 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
         record = await self._record(request.name)
         rows = await self._storage.study_queries(record.study_id, after, page_size + 1)
         page = rows[:page_size]
-        tiers = await query_tiers(self._storage, record, page)
-        labels = labels_of(study_pb2.StudySpec.FromString(record.spec), tiers)
-        response = study_pb2.ExportStudyQrelsResponse(qrels=format_qrels(labels))
+        labeller: Labeller = await export_labeller(self._storage, record)
+        orders = await judged_orders(self._storage, record, page)
+        labels = await anyio.to_thread.run_sync(labeller.label, orders)
+        response = study_pb2.ExportStudyQrelsResponse(qrels=format_qrels(reported_qrels(labels)))
         if len(rows) > page_size:
             response.next_page_token = _token(listing, str(page[-1].position))
         return response

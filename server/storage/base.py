@@ -768,6 +768,11 @@ class StudyStore(Protocol):
         """End an unfinished study with its final progress and report; False when it had
         ended already."""
 
+    @abc.abstractmethod
+    async def replace_study_report(self, tenant: str, study_id: str, report: bytes) -> bool:
+        """Store a new final report for the tenant's ended study (its labels calibrated
+        afresh, nothing judged again); False when the study is not one that has ended."""
+
 
 class BatchState(enum.StrEnum):
     """Where a provider batch is, as its journal says."""

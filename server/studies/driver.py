@@ -18,30 +18,47 @@ from typing import Any, Protocol
 
 import anyio
 import structlog
+from anyio.abc import TaskGroup
 
 from tierank.limits import DEFAULT_BATCH_LIVE_QUERIES, DEFAULT_LIVE_QUERIES
 from tierank.server import metrics
 from tierank.server.errors import QuotaExceeded, TierankError, Unavailable
 from tierank.server.job_states import FINAL_STUDY_STATES, TERMINAL_STATES
 from tierank.server.jobs.manager import JobManager
+from tierank.server.judges.graders import Grader
 from tierank.server.judges.llm import BATCH_MODE, MODE_OPTION
 from tierank.server.names import parse_job_name, study_request_id
 from tierank.server.observability.studies import StudySpan, StudyTelemetry
 from tierank.server.storage.base import (
+    EventRow,
     JobReader,
+    JobRecord,
     StudyQueryRow,
     StudyRecord,
     StudyStore,
     TenantStore,
 )
+from tierank.server.studies.extension import pooled_systems
+from tierank.server.studies.grading import (
+    ProbeTally,
+    StudyGrading,
+    leverage,
+    measure_cutoff,
+    probe_count,
+    probe_rate,
+)
 from tierank.server.studies.progress import (
     ProgressBook,
+    add_usage,
     carried_outcome,
     every_query,
+    judged_something,
+    listwise_spend,
     outcome_of,
     round_start,
 )
 from tierank.server.tenancy.quotas import limits_of
+from tierank.server.wire.common import usage_total
 from tierank.server.wire.jobs import TIER_EVENT_KINDS
 from tierank.v1 import rank_pb2, study_pb2
 
@@ -55,6 +72,11 @@ MAX_DRIVEN_STUDIES = 64
 _ROUND = "tierank.study.round"
 # Queries a cancel reads at once to end those never started.
 _CANCEL_PAGE = 500
+# A study no judge answered fails with this code (google.rpc UNAVAILABLE): `tierank study`
+# exits 3 ("no judge answered") for it.
+NO_JUDGE_ANSWERED = 14
+# How long a cancel waits for the probes in flight to be answered and recorded.
+_PROBES_STOP_S = 30.0
 
 
 class DriverStore(StudyStore, JobReader, TenantStore, Protocol):
@@ -77,6 +99,7 @@ class StudyDriver:
         self,
         storage: DriverStore,
         manager: JobManager,
+        grading: StudyGrading,
         replica_id: str,
         build_report: ReportBuilder,
         lease_s: float,
@@ -91,6 +114,7 @@ class StudyDriver:
         self._drives_all = drives_all
         self._asked: set[str] = set()
         self.manager = manager
+        self.grading = grading
         self.replica_id = replica_id
         self.lease_s = lease_s
         self.build_report = build_report
@@ -194,8 +218,22 @@ class _Drive:
         self._spec = study_pb2.StudySpec.FromString(record.spec)
         self._live_limit = live_queries(self._spec)
         self._progress = progress
+        self._pointwise = self._spec.labels.WhichOneof("mapping") == "pointwise"
+        self._grader: Grader | None = None
+        # Queries whose probes are being asked, and whether new probes may start (not once
+        # the study is being cancelled).
+        self._grading: set[str] = set()
+        self._graded = anyio.Event()
+        self._probing = True
+        self._tasks: TaskGroup | None = None
 
     async def run(self) -> None:
+        # The queries' probes are this drive's tasks: it ends once they have.
+        async with anyio.create_task_group() as tasks:
+            self._tasks = tasks
+            await self._run()
+
+    async def _run(self) -> None:
         study_id, tenant = self._record.study_id, self._record.tenant
         while True:
             record = await self._storage.get_study(tenant, study_id)
@@ -319,13 +357,27 @@ class _Drive:
         return renewed is not None
 
     async def _ended(self, row: StudyQueryRow) -> bool:
-        """Whether the query's job has ended; its outcome is then recorded."""
+        """Whether the query is done: its job has ended and, for pointwise labels, its probes
+        have been asked; its outcome is then recorded. A job that has just ended starts its
+        query's probes (a task of this drive), which record the outcome when they are done."""
         tenant = self._record.tenant
+        if row.query_id in self._grading:
+            return False
         job = await self._storage.get_job(tenant, row.job_id)
         if job is None or job.state not in TERMINAL_STATES:
             return False
         latest = await self._storage.latest_event(tenant, row.job_id, TIER_EVENT_KINDS)
         outcome = outcome_of(row, job, latest)
+        if self._pointwise and latest is not None and judged_something(outcome, latest):
+            self._grading.add(row.query_id)
+            self._progress.progress.grading += 1
+            assert self._tasks is not None  # set while the drive runs
+            self._tasks.start_soon(self._grade, row, job, latest, outcome)
+            return False
+        await self._record_outcome(row, outcome)
+        return True
+
+    async def _record_outcome(self, row: StudyQueryRow, outcome: study_pb2.StudyQuery) -> None:
         self._progress.add(outcome, row=row)
         await self._storage.finish_study_query(
             self._record.study_id,
@@ -333,7 +385,66 @@ class _Drive:
             outcome.SerializeToString(),
             self._progress.to_bytes(),
         )
-        return True
+
+    async def _grade(
+        self, row: StudyQueryRow, job: JobRecord, latest: EventRow, outcome: study_pb2.StudyQuery
+    ) -> None:
+        """Ask the query's probes along its job's final order, then record its outcome with
+        them (those of its previous job carried over, for a query judged again)."""
+        carried = carried_outcome(row)
+        known = {p.doc_id: p.grade for p in carried.probes} if carried is not None else {}
+        tally = ProbeTally()
+        try:
+            if self._probing:
+                tally = await self._probe(row, job, latest, known)
+        except TierankError as error:  # the grader cannot be built (a key removed): no probes
+            self._log.warning("query's probes not asked", query=row.query_id, error=str(error))
+        finally:
+            with anyio.CancelScope(shield=True):
+                _add_probes(outcome, carried, tally)
+                self._progress.progress.grading -= 1
+                self._grading.discard(row.query_id)
+                await self._record_outcome(row, outcome)
+                if not self._grading:
+                    self._graded.set()
+
+    async def _probe(
+        self, row: StudyQueryRow, job: JobRecord, latest: EventRow, known: dict[str, int]
+    ) -> ProbeTally:
+        grading = self._driver.grading
+        if self._grader is None:
+            self._grader = await grading.grader(self._record.tenant, self._spec)
+        spec = rank_pb2.JobSpec.FromString(job.spec)
+        event = rank_pb2.JobEvent.FromString(latest.payload)
+        source = event.completed if event.HasField("completed") else event.tiers_updated
+        order = [doc for tier in source.tiers for doc in tier.candidate_ids]
+        count = probe_count(len(order), probe_rate(self._spec))
+        assigned = rank_pb2.JobSpec.FromString(row.assignment) if row.assignment else None
+        share = assigned.budget if assigned is not None and assigned.budget.ByteSize() else None
+        allowed = grading.reservation(self._grader, spec, count, share)
+        deadline = None
+        if self._spec.deadline_seconds:
+            left = self._record.start_time + self._spec.deadline_seconds - time.time()
+            deadline = time.monotonic() + max(0.0, left)
+        by_id = {c.id: c for c in spec.candidates}
+        systems = pooled_systems(study_pb2.StudyInputs.FromString(self._record.inputs))
+        weights = leverage(
+            [by_id[doc] for doc in order], sorted(systems), measure_cutoff(self._spec)
+        )
+        return await grading.probe(
+            self._grader,
+            tenant=self._record.tenant,
+            query_id=row.query_id,
+            job=spec,
+            order=order,
+            count=count,
+            weights=weights,
+            known=known,
+            allowed=allowed,
+            seed=self._spec.labels.pointwise.seed,
+            deadline=deadline,
+            may_ask=lambda: self._probing,
+        )
 
     async def _start(
         self, row: StudyQueryRow, live: Sequence[rank_pb2.JobSpec]
@@ -355,12 +466,14 @@ class _Drive:
             )
         pool = await self._storage.read_study_pool(study_id, row.query_id)
         spec = query_job_spec(self._spec, pool, assignment)
+        if self._pointwise and assignment.budget.ByteSize():
+            await self._hold_probes(spec, assignment.budget)
         carried = carried_outcome(row)
         continues = ""
         if carried is not None:
             # It starts from the previous job's verdicts, whose spend counts in its budget.
             continues = parse_job_name(carried.job)
-            _add_spent(spec.budget, carried)
+            _add_spent(spec.budget, listwise_spend(carried))
         limits = await limits_of(self._storage, tenant)
         try:
             job, _ = await self._driver.manager.create(
@@ -383,6 +496,27 @@ class _Drive:
         await self._storage.set_study_query_job(study_id, row.query_id, job.job_id)
         self._progress.started()
         return assignment
+
+    async def _hold_probes(self, job: rank_pb2.JobSpec, share: rank_pb2.Budget) -> None:
+        """Take what the query's probes may cost out of its job's budget (`share`, the
+        query's whole share): the probes spend it once the job has ended."""
+        grading = self._driver.grading
+        try:
+            if self._grader is None:
+                self._grader = await grading.grader(self._record.tenant, self._spec)
+        except TierankError as error:
+            self._log.warning("the study's grader cannot be built", error=str(error))
+            return
+        count = probe_count(len(job.candidates), probe_rate(self._spec))
+        held = grading.reservation(self._grader, job, count, share)
+        budget = job.budget
+        # MAX_PROBE_SHARE keeps at least half of every limit the job's.
+        if held.calls is not None:
+            budget.max_judge_calls -= held.calls
+        if held.input_tokens is not None:
+            budget.max_input_tokens -= held.input_tokens
+        if held.cost_usd is not None:
+            budget.max_cost_usd -= held.cost_usd
 
     async def _not_judged(self, row: StudyQueryRow, reason: rank_pb2.CompletionReason) -> None:
         """End a query that gets no job (nothing left to spend, no time, a cancel). One judged
@@ -439,6 +573,8 @@ class _Drive:
         return rank_pb2.COMPLETION_REASON_BUDGET_EXHAUSTED
 
     async def _cancel(self, live: list[StudyQueryRow]) -> None:
+        # No probe starts from now on; those in flight are answered and recorded.
+        self._probing = False
         for row in live:
             record = await self._storage.get_job(self._record.tenant, row.job_id)
             if record is not None:
@@ -454,19 +590,83 @@ class _Drive:
                 if not row.job_id:
                     await self._not_judged(row, rank_pb2.COMPLETION_REASON_CANCELLED)
             after = waiting[-1].position
+        if self._grading:
+            with anyio.move_on_after(_PROBES_STOP_S):
+                await self._graded.wait()
         await self._finish(study_pb2.STUDY_STATE_CANCELLED)
 
     async def _finish(self, state: int) -> None:
-        name = study_pb2.StudyState.Name(state)
-        with self._telemetry.step("tierank.study.end", {"tierank.study.state": name}):
+        with self._telemetry.step("tierank.study.end") as span:
             ended = dataclasses.replace(self._record, state=state)
             # The report holds the progress the study ends with.
             final = self._progress.to_bytes(final=True)
             progress = study_pb2.StudyProgress.FromString(final)
             report = await self._driver.build_report(ended, progress)
-            if await self._storage.finish_study(self._record.study_id, state, final, report):
+            error = ""
+            if state == study_pb2.STUDY_STATE_SUCCEEDED:
+                error = await self._unjudged(study_pb2.StudyReport.FromString(report))
+                if error:
+                    state = study_pb2.STUDY_STATE_FAILED
+            name = study_pb2.StudyState.Name(state)
+            span.set("tierank.study.state", name)
+            code = NO_JUDGE_ANSWERED if error else 0
+            if await self._storage.finish_study(
+                self._record.study_id, state, final, report, error_code=code, error_message=error
+            ):
                 metrics.study_ended(self._record.tenant, state)
-                self._log.info("study ended", state=name)
+                self._log.info("study ended", state=name, error=error or None)
+
+    async def _unjudged(self, report: study_pb2.StudyReport) -> str:
+        """Why a study that ran every query has no result worth the name: no judge answered
+        any call of it, or its pointwise grader answered none of its probes ("" otherwise)."""
+        asked = sum(1 for query in report.queries if query.job)
+        if report.judged_queries == 0 and asked:
+            return (
+                f"no judge answered: none of the {asked} queries whose judges were asked was"
+                f" judged{await self._judges_failure()}; nothing is labelled"
+            )
+        probed = self._pointwise and report.cost.pointwise_calls
+        if probed and not any(query.probes for query in report.queries):
+            return (
+                f"the pointwise grader answered none of its {report.cost.pointwise_calls}"
+                " probes: the study has no grades"
+            )
+        return ""
+
+    async def _judges_failure(self) -> str:
+        """The reason the first query's judges gave for their last failed call, as a clause."""
+        for row in await self._storage.study_queries(self._record.study_id, 0, 1):
+            job_id = row.job_id or ""
+            if not job_id:
+                continue
+            latest = await self._storage.latest_event(self._record.tenant, job_id, TIER_EVENT_KINDS)
+            if latest is None:
+                continue
+            event = rank_pb2.JobEvent.FromString(latest.payload)
+            stats = (event.completed if event.HasField("completed") else event.tiers_updated).stats
+            for judge in stats.judges:
+                if judge.last_error:
+                    return f" (the last failure: {judge.last_error})"
+        return ""
+
+
+def _add_probes(
+    outcome: study_pb2.StudyQuery, carried: study_pb2.StudyQuery | None, tally: ProbeTally
+) -> None:
+    """The query's probes and their spend in its outcome: its previous job's (a query judged
+    again keeps what was graded of it) and this job's, within its calls and usage."""
+    probes = {p.doc_id: p.grade for p in carried.probes} if carried is not None else {}
+    probes.update(tally.grades)
+    for doc, grade in probes.items():
+        outcome.probes.add(doc_id=doc, grade=grade)
+    new = usage_total(tally.usage)
+    if carried is not None:
+        outcome.pointwise_calls = carried.pointwise_calls
+        outcome.pointwise_usage.CopyFrom(carried.pointwise_usage)
+    outcome.pointwise_calls += tally.calls
+    add_usage(outcome.pointwise_usage, new)
+    outcome.judge_calls += outcome.pointwise_calls
+    add_usage(outcome.usage, outcome.pointwise_usage)
 
 
 def _add_spent(budget: rank_pb2.Budget, spent: study_pb2.StudyQuery) -> None:

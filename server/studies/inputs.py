@@ -11,10 +11,14 @@ import math
 from collections.abc import AsyncIterator, Callable
 
 from tierank.limits import (
+    MAX_GRADE,
+    MAX_HUMAN_GRADE,
     MAX_ID_BYTES,
     MAX_PASSAGE_BYTES,
     MAX_QUERY_BYTES,
     MAX_REQUEST_ID_BYTES,
+    MIN_GRADE,
+    MIN_HUMAN_GRADE,
 )
 from tierank.server.errors import MAX_VIOLATIONS, FieldViolation
 from tierank.server.storage.base import StudyStore
@@ -89,11 +93,21 @@ def chunk_violations(request: study_pb2.AddStudyInputsRequest) -> list[FieldViol
             found.add(f"passages[{i}].text", "must not be empty")
         elif len(passage.text.encode()) > MAX_PASSAGE_BYTES:
             found.add(f"passages[{i}].text", f"must be at most {MAX_PASSAGE_BYTES} bytes")
-    for i, judgment in enumerate(request.human_qrels):
-        if _bad_id(judgment.query_id):
-            found.add(f"human_qrels[{i}].query_id", _ID_RULE)
-        if _bad_id(judgment.doc_id):
-            found.add(f"human_qrels[{i}].doc_id", _ID_RULE)
+    for name, judgments, lowest, highest, scale in (
+        ("human_qrels", request.human_qrels, MIN_HUMAN_GRADE, MAX_HUMAN_GRADE, "human qrels"),
+        ("human_sample", request.human_sample, MIN_GRADE, MAX_GRADE, "the study's labels"),
+    ):
+        for i, judgment in enumerate(judgments):
+            if _bad_id(judgment.query_id):
+                found.add(f"{name}[{i}].query_id", _ID_RULE)
+            if _bad_id(judgment.doc_id):
+                found.add(f"{name}[{i}].doc_id", _ID_RULE)
+            if not lowest <= judgment.grade <= highest:
+                found.add(
+                    f"{name}[{i}].grade",
+                    f"must be between {lowest} and {highest} (the grades of {scale}),"
+                    f" not {judgment.grade}",
+                )
     return found.result()
 
 
@@ -101,7 +115,8 @@ def later_chunk_violations(
     request: study_pb2.AddStudyInputsRequest, counts: study_pb2.StudyInputs
 ) -> list[FieldViolation]:
     """What a chunk sent after the study started may not hold: topics and human qrels (fixed
-    at the start), or a run of a system already pooled (a run is added once, whole)."""
+    at the start), or a run of a system already pooled (a run is added once, whole). A human
+    sample may come later (CalibrateStudy applies it)."""
     pooled = {system for study_round in counts.rounds for system in study_round.systems}
     found = Violations()
     if request.topics:
@@ -145,6 +160,7 @@ def counter(request: study_pb2.AddStudyInputsRequest) -> Callable[[bytes], bytes
         inputs.run_entries += sum(len(run.entries) for run in request.runs)
         inputs.passages += len(request.passages)
         inputs.human_judgments += len(request.human_qrels)
+        inputs.human_sample_judgments += len(request.human_sample)
         inputs.chunks += 1
         return inputs.SerializeToString()
 

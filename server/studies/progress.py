@@ -40,6 +40,29 @@ def outcome_of(row: StudyQueryRow, job: JobRecord, latest: EventRow | None) -> s
     return outcome
 
 
+def judged_something(outcome: study_pb2.StudyQuery, latest: EventRow) -> bool:
+    """Whether the query's job learned anything of its pool's order: it settled (a pool of
+    one document needs no call), or some judge call of it was answered. A job whose every
+    call failed holds only the pool's input order, which is no judgment at all."""
+    if is_settled(outcome):
+        return True
+    event = rank_pb2.JobEvent.FromString(latest.payload)
+    stats = (event.completed if event.HasField("completed") else event.tiers_updated).stats
+    return stats.judge_calls - stats.failed_calls - stats.abandoned_calls > 0
+
+
+def listwise_spend(outcome: study_pb2.StudyQuery) -> study_pb2.StudyQuery:
+    """What the query's job itself spent: its outcome less its pointwise probes (a job that
+    continues it replays its verdicts, not its probes)."""
+    spent = study_pb2.StudyQuery()
+    spent.judge_calls = outcome.judge_calls - outcome.pointwise_calls
+    usage, probes = outcome.usage, outcome.pointwise_usage
+    spent.usage.input_tokens = usage.input_tokens - probes.input_tokens
+    spent.usage.output_tokens = usage.output_tokens - probes.output_tokens
+    spent.usage.cost_usd = usage.cost_usd - probes.cost_usd
+    return spent
+
+
 def carried_outcome(row: StudyQueryRow) -> study_pb2.StudyQuery | None:
     """What the query's previous job ended with, for a query judged again after the study was
     extended (its next job starts from that job's verdicts); None for any other query."""
@@ -58,6 +81,15 @@ def labelling_job(row: StudyQueryRow) -> str:
         return parse_job_name(carried.job)
     except BadName:  # written by this server: never
         return ""
+
+
+def add_usage(total: rank_pb2.Usage, more: rank_pb2.Usage, sign: int = 1) -> None:
+    """`total` += sign * `more`, field by field (latency is not summed: it is per call)."""
+    total.input_tokens += sign * more.input_tokens
+    total.output_tokens += sign * more.output_tokens
+    total.cached_input_tokens += sign * more.cached_input_tokens
+    total.cache_write_input_tokens += sign * more.cache_write_input_tokens
+    total.cost_usd += sign * more.cost_usd
 
 
 def is_settled(outcome: study_pb2.StudyQuery) -> bool:
@@ -142,12 +174,9 @@ class ProgressBook:
     def _count_usage(self, outcome: study_pb2.StudyQuery, sign: int) -> None:
         progress = self.progress
         progress.judge_calls += sign * outcome.judge_calls
-        usage = progress.usage
-        usage.input_tokens += sign * outcome.usage.input_tokens
-        usage.output_tokens += sign * outcome.usage.output_tokens
-        usage.cached_input_tokens += sign * outcome.usage.cached_input_tokens
-        usage.cache_write_input_tokens += sign * outcome.usage.cache_write_input_tokens
-        usage.cost_usd += sign * outcome.usage.cost_usd
+        progress.pointwise_calls += sign * outcome.pointwise_calls
+        add_usage(progress.usage, outcome.usage, sign)
+        add_usage(progress.pointwise_usage, outcome.pointwise_usage, sign)
 
     def reopened(self, outcome: study_pb2.StudyQuery) -> None:
         """An ended query is judged on (a top-up): it waits again, what it spent still counted

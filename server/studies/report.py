@@ -1,5 +1,6 @@
-"""A study's results, from its jobs' tiers: labels, each system's measures with bootstrap
-intervals, the ranking and its paired tests, agreement with human qrels, cost.
+"""A study's results, from its jobs' tiers and probes: labels, each system's measures with
+intervals (bootstrap, or prediction-powered with a human sample), the ranking and the tests of
+every pair, agreement with human qrels and with the human sample, cost.
 
 The statistics run in a worker thread (thousands of queries, thousands of resamples): the
 event loop only reads storage.
@@ -8,20 +9,35 @@ event loop only reads storage.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import Protocol
 
 import anyio.to_thread
 
-from tierank.evaluation import Qrels, StudyResults, StudyTally, judged_share
-from tierank.evaluation.comparison import Interval
+from tierank.evaluation import StudyResults, StudyTally, judged_share
+from tierank.evaluation.agreement import ConfusionMatrix
+from tierank.evaluation.comparison import Interval, PairComparison
+from tierank.evaluation.grade_model import GradeModel
+from tierank.evaluation.study_results import SampleAgreement
 from tierank.limits import DEFAULT_STUDY_MEASURES
-from tierank.server.labeling import DEFAULT_RANK_BANDS, fixed_mapping
-from tierank.server.storage.base import JobReader, StudyQueryRow, StudyRecord, StudyStore
+from tierank.server.errors import FieldViolation
+from tierank.server.labeling import DEFAULT_RANK_BANDS
+from tierank.server.storage.base import StudyQueryRow, StudyRecord
 from tierank.server.studies.extension import pooled_systems
+from tierank.server.studies.grading import probe_rate
+from tierank.server.studies.labels import (
+    Labeller,
+    LabelStore,
+    QueryLabels,
+    QueryOrder,
+    Sample,
+    is_pointwise,
+    judged_orders,
+    study_labeller,
+)
 from tierank.server.studies.progress import every_query, labelling_job
 from tierank.server.studies.scratch import ScratchInputs, open_scratch
-from tierank.server.wire.jobs import TIER_EVENT_KINDS
-from tierank.v1 import rank_pb2, study_pb2
+from tierank.v1 import eval_pb2, study_pb2
 
 CONFIDENCE = 0.95
 # Queries whose tiers are read and tallied at once.
@@ -29,37 +45,130 @@ _REPORT_PAGE = 500
 ALPHA = 0.05
 
 
-class ReportStore(StudyStore, JobReader, Protocol):
+class ReportStore(LabelStore, Protocol):
     """The study's chunks and queries, and its jobs' tiers."""
 
 
-async def query_tiers(
-    storage: ReportStore, record: StudyRecord, rows: list[StudyQueryRow]
-) -> dict[str, list[list[str]]]:
-    """Each judged query's tiers, best first: its job's latest."""
-    tiers: dict[str, list[list[str]]] = {}
-    for row in rows:
-        if job_id := labelling_job(row):
-            latest = await storage.latest_event(record.tenant, job_id, TIER_EVENT_KINDS)
-            if latest is None:
-                continue
-            event = rank_pb2.JobEvent.FromString(latest.payload)
-            source = event.completed if event.HasField("completed") else event.tiers_updated
-            if source.tiers:
-                tiers[row.query_id] = [list(t.candidate_ids) for t in source.tiers]
-    return tiers
+def sample_of(scratch: ScratchInputs, queries: set[str]) -> Sample:
+    """The human sample's grades of the study's `queries` (its grades of other queries are
+    refused where they are sent, and left out here)."""
+    return Sample(
+        {
+            query: grades
+            for query in scratch.sample_queries()
+            if query in queries and (grades := scratch.sample_of(query))
+        }
+    )
 
 
-def labels_of(spec: study_pb2.StudySpec, tiers: dict[str, list[list[str]]]) -> Qrels:
-    mapping = fixed_mapping("spec.labels", spec.labels)
-    return {qid: mapping(query_tiers) for qid, query_tiers in tiers.items()}
+def sample_violations(scratch: ScratchInputs, queries: set[str]) -> list[FieldViolation]:
+    """The human sample's queries that are not the study's (`queries`)."""
+    strangers = [query for query in scratch.sample_queries() if query not in queries]
+    if not strangers:
+        return []
+    return [
+        FieldViolation(
+            "human_sample",
+            f"{len(strangers)} queries of the human sample are not in the study (no topic,"
+            f" or no run retrieved anything for them), e.g. {strangers[:5]}",
+        )
+    ]
+
+
+async def export_labeller(storage: ReportStore, record: StudyRecord) -> Labeller:
+    """What labels the study's queries for its qrels: for pointwise labels, the model its
+    final report stored (or, while it runs, one fitted now), with its human sample."""
+    spec = study_pb2.StudySpec.FromString(record.spec)
+    counts = study_pb2.StudyInputs.FromString(record.inputs)
+    if not is_pointwise(spec) and not counts.human_sample_judgments:
+        return Labeller(spec, Sample())
+    rows = await every_query(storage, record.study_id)
+    sample = Sample()
+    if counts.human_sample_judgments:
+        async with open_scratch(storage, record.study_id) as scratch:
+            sample = await anyio.to_thread.run_sync(
+                sample_of, scratch, {row.query_id for row in rows}
+            )
+    if not is_pointwise(spec):
+        return Labeller(spec, sample)
+    stored = await storage.study_report(record.tenant, record.study_id)
+    if stored:
+        final = study_pb2.StudyReport.FromString(stored)
+        if final.HasField("label_model"):
+            return Labeller(spec, sample, grade_model(final.label_model))
+    return await study_labeller(storage, record, rows, sample, _REPORT_PAGE)
+
+
+@dataclass
+class _SampleCounts:
+    judgments: int = 0
+    outside_pool: int = 0
+
+
+@dataclass
+class _ProbeCounts:
+    """Pointwise probes answered over the judged queries, and queries with none."""
+
+    answered: int = 0
+    unprobed_queries: int = 0
+
+    def count(self, orders: list[QueryOrder]) -> None:
+        for order in orders:
+            self.answered += len(order.probes)
+            self.unprobed_queries += not order.probes
+
+
+def _warnings(
+    spec: study_pb2.StudySpec,
+    rows: list[StudyQueryRow],
+    judged: int,
+    sampled: _SampleCounts,
+    probes: _ProbeCounts,
+) -> list[str]:
+    """What a reader of the study's numbers should know."""
+    warnings = []
+    if judged < len(rows):
+        warnings.append(
+            f"{len(rows) - judged} of the {len(rows)} queries were not judged (no judge"
+            " answered them, or the budget, the deadline or a cancel left them out): they have"
+            f" no labels, and every mean is over the other {judged}"
+        )
+    largest = max((row.pool_size for row in rows), default=0)
+    if spec.labels.WhichOneof("mapping") in (None, "rank_bands") and largest:
+        bands = [(b.last_position, b.grade) for b in spec.labels.rank_bands.bands]
+        bands = bands or list(DEFAULT_RANK_BANDS)
+        reached = [grade for last, grade in bands if last >= largest]
+        if reached and reached[0] > 0:
+            warnings.append(
+                f"the rank bands reach position {bands[-1][0]} but no pool holds more than"
+                f" {largest} documents: every pooled document gets a grade above 0, so every"
+                " one counts as relevant (use pointwise labels, or --bands sized to the pools)"
+            )
+    if is_pointwise(spec) and judged:
+        if not probes.answered:
+            warnings.append(
+                "the pointwise grader answered none of its probes: the grades come from the"
+                " tier order alone and mean little"
+            )
+        elif probes.unprobed_queries:
+            warnings.append(
+                f"{probes.unprobed_queries} judged queries got no pointwise probe answered:"
+                " their grades come from their tier order and the other queries' probes"
+            )
+    if sampled.outside_pool:
+        warnings.append(
+            f"{sampled.outside_pool} judgments of the human sample are of documents outside"
+            " their query's pool: kept as labels, not compared"
+        )
+    return warnings
 
 
 async def build_report(
     storage: ReportStore, record: StudyRecord, progress: study_pb2.StudyProgress
 ) -> study_pb2.StudyReport:
     """The report, from the study's scratch inputs and its jobs' tiers a page of queries at a
-    time: what it holds is each query's values, never every run or label at once."""
+    time: what it holds is each query's values, never every run or label at once (pointwise
+    labels read every query's probes once more, first, to fit their model)."""
     spec = study_pb2.StudySpec.FromString(record.spec)
     counts = study_pb2.StudyInputs.FromString(record.inputs)
     measures = list(spec.measures) or list(DEFAULT_STUDY_MEASURES)
@@ -67,6 +176,8 @@ async def build_report(
     # A study that has started reports on the systems it pooled (not on runs added since).
     async with open_scratch(storage, record.study_id, pooled_systems(counts) or None) as scratch:
         human_queries = await anyio.to_thread.run_sync(scratch.human_queries)
+        sample = await anyio.to_thread.run_sync(sample_of, scratch, {row.query_id for row in rows})
+        labeller = await study_labeller(storage, record, rows, sample, _REPORT_PAGE)
         tally = StudyTally(
             measures,
             systems=scratch.systems(),
@@ -74,43 +185,68 @@ async def build_report(
             with_human=any(row.query_id in human_queries for row in rows),
         )
         judged: dict[str, list[float]] = {system: [] for system in scratch.systems()}
+        labelled = 0
+        sampled = _SampleCounts()
+        probes = _ProbeCounts()
         for start in range(0, len(rows), _REPORT_PAGE):
             page = rows[start : start + _REPORT_PAGE]
-            labels = labels_of(spec, await query_tiers(storage, record, page))
-            await anyio.to_thread.run_sync(_tally, scratch, page, labels, tally, judged)
+            orders = await judged_orders(storage, record, page)
+            probes.count(orders)
+            labels = await anyio.to_thread.run_sync(labeller.label, orders)
+            labelled += len(labels)
+            await anyio.to_thread.run_sync(_tally, scratch, labels, tally, judged, sampled)
     results = await anyio.to_thread.run_sync(
         functools.partial(tally.results, confidence=CONFIDENCE, alpha=ALPHA)
     )
     report = _report(record, spec, progress, rows, results)
-    report.judged.extend(_judged(counts, judged))
+    for query in report.queries:
+        query.human_labels = query.query_id in sample.grades
+    report.judged.extend(_judged(counts, judged, len(rows)))
+    report.judged_queries = labelled
+    report.unjudged_queries = len(rows) - labelled
+    report.warnings.extend(_warnings(spec, rows, labelled, sampled, probes))
+    if results.sample is not None:
+        _sample(report.sample, results.sample, sampled, labeller.model)
+    if labeller.model is not None:
+        report.label_model.CopyFrom(label_model(labeller.model))
     return report
 
 
 def _tally(
     scratch: ScratchInputs,
-    rows: list[StudyQueryRow],
-    labels: Qrels,
+    labels: list[QueryLabels],
     tally: StudyTally,
     judged: dict[str, list[float]],
+    sampled: _SampleCounts,
 ) -> None:
-    """Add the queries of `rows` to the tally (those with labels), and each system's share
-    of its top 10 they label to `judged`."""
-    for row in rows:
-        qid = row.query_id
+    """Add the judged queries of a page to the tally, and each system's share of its top 10
+    they label to `judged`."""
+    for query in labels:
+        qid = query.query_id
         runs = scratch.runs_of(qid)
-        query_labels = labels.get(qid)
-        if query_labels is not None:
-            tally.add(qid, query_labels, runs, scratch.human_of(qid))
+        sample = query.sample
+        if sample is not None:
+            sampled.judgments += len(sample)
+            sampled.outside_pool += sum(1 for doc in sample if doc not in query.own)
+        tally.add(
+            qid,
+            query.own,
+            runs,
+            scratch.human_of(qid),
+            sample=query.reported if sample is not None else None,
+            sample_grades=sample,
+        )
         for system, shares in judged.items():
-            share = judged_share({qid: runs.get(system, {})}, labels, [qid])
+            share = judged_share({qid: runs.get(system, {})}, {qid: query.reported}, [qid])
             if share is not None:
                 shares.append(share)
 
 
 def _judged(
-    counts: study_pb2.StudyInputs, shares: dict[str, list[float]]
+    counts: study_pb2.StudyInputs, shares: dict[str, list[float]], queries: int
 ) -> list[study_pb2.SystemJudged]:
-    """Per pooled system, how much of its top-10 had labels before its round and has now."""
+    """Per pooled system, how much of its top-10 had labels before its round and has now
+    (over the study's `queries`: a query not judged has none of it labelled)."""
     judged = []
     for study_round in counts.rounds:
         for system in study_round.systems:
@@ -119,7 +255,7 @@ def _judged(
             entry = study_pb2.SystemJudged(
                 system=system,
                 round=study_round.round,
-                after=sum(shares[system]) / len(shares[system]) if shares[system] else 0.0,
+                after=sum(shares[system]) / queries if queries else 0.0,
                 documents_added=study_round.documents_added,
             )
             if system in study_round.judged_before:
@@ -171,27 +307,22 @@ def _report(
                 measures=[_interval(m, system.measures[m], counts[m]) for m in results.measures],
             )
         )
-    for adjacent in results.comparisons:
-        test = adjacent.test
-        report.comparisons.append(
-            study_pb2.SystemComparison(
-                better=adjacent.better,
-                worse=adjacent.worse,
-                measure=results.primary_measure,
-                difference=test.difference or 0.0,
-                low=test.low or 0.0,
-                high=test.high or 0.0,
-                p_value=1.0 if test.p_value is None else test.p_value,
-                distinguishable=adjacent.distinguishable,
-                queries=test.count,
-            )
-        )
+    report.interval_method = results.interval_method
+    for result in report.systems:
+        for interval in result.measures:
+            study_mean = results.study_means.get(result.system, {}).get(interval.measure)
+            if study_mean is not None:
+                interval.study_mean = study_mean
+    report.comparisons.extend(_comparison(c, results.primary_measure) for c in results.comparisons)
+    report.pairs.extend(_comparison(c, results.primary_measure) for c in results.pairs)
     if results.agreement is not None:
         _agreement(report.agreement, results)
     cost = report.cost
     cost.judge_calls = progress.judge_calls
     cost.usage.CopyFrom(progress.usage)
     cost.critical_path = progress.critical_path
+    cost.pointwise_calls = progress.pointwise_calls
+    cost.pointwise_usage.CopyFrom(progress.pointwise_usage)
     for row in rows:
         query = (
             study_pb2.StudyQuery.FromString(row.outcome)
@@ -209,6 +340,78 @@ def _report(
     return report
 
 
+def _comparison(pair: PairComparison, measure: str) -> study_pb2.SystemComparison:
+    test = pair.test
+    return study_pb2.SystemComparison(
+        better=pair.better,
+        worse=pair.worse,
+        measure=measure,
+        difference=test.difference or 0.0,
+        low=test.low or 0.0,
+        high=test.high or 0.0,
+        p_value=1.0 if test.p_value is None else test.p_value,
+        p_value_adjusted=1.0 if pair.p_adjusted is None else pair.p_adjusted,
+        distinguishable=pair.distinguishable,
+        queries=test.count,
+    )
+
+
+def _sample(
+    target: study_pb2.SampleAgreement,
+    agreement: SampleAgreement,
+    counts: _SampleCounts,
+    model: GradeModel | None,
+) -> None:
+    target.queries = agreement.queries
+    target.judgments = counts.judgments
+    target.outside_pool = counts.outside_pool
+    target.pairs = agreement.pairs
+    if agreement.kappa is not None:
+        target.kappa = agreement.kappa
+    if agreement.weighted_kappa is not None:
+        target.weighted_kappa = agreement.weighted_kappa
+    _confusion(target.confusion, agreement.confusion)
+    for grade, (count, same) in sorted(agreement.grades.items()):
+        entry = target.grades.add(grade=grade, count=count)
+        if same is not None:
+            entry.agreement = same
+    if model is not None:
+        target.grader_noise = model.noise
+        target.grader_offsets.extend(model.offsets)
+
+
+def _confusion(target: eval_pb2.ConfusionMatrix, confusion: ConfusionMatrix) -> None:
+    # The categories are the labels' grades, ints.
+    target.grades.extend(int(str(grade)) for grade in confusion.categories)
+    for counts in confusion.counts:
+        target.rows.add(counts=counts)
+
+
+def label_model(model: GradeModel) -> study_pb2.LabelModel:
+    return study_pb2.LabelModel(
+        start=model.start.tolist(),
+        steps=model.steps.ravel().tolist(),
+        emission=model.emission.ravel().tolist(),
+        noise=model.noise,
+        offsets=list(model.offsets),
+    )
+
+
+def grade_model(stored: study_pb2.LabelModel) -> GradeModel:
+    """The model a final report stored (label_model's inverse)."""
+    import numpy as np
+
+    size = len(stored.start)
+    return GradeModel(
+        np.array(stored.start),
+        np.array(stored.steps).reshape(size, size),
+        np.array(stored.emission).reshape(size, size),
+        stored.noise,
+        tuple(stored.offsets),
+        0.0,
+    )
+
+
 def _agreement(target: study_pb2.LabelAgreement, results: StudyResults) -> None:
     agreement = results.agreement
     assert agreement is not None
@@ -221,11 +424,7 @@ def _agreement(target: study_pb2.LabelAgreement, results: StudyResults) -> None:
         target.kendall_tau = agreement.kendall_tau
     target.rbo = agreement.rbo
     target.human_ranking.extend(agreement.human_ranking)
-    confusion = agreement.confusion
-    # The categories are the labels' grades, ints.
-    target.confusion.grades.extend(int(str(grade)) for grade in confusion.categories)
-    for counts in confusion.counts:
-        target.confusion.rows.add(counts=counts)
+    _confusion(target.confusion, agreement.confusion)
     for system, means in agreement.human_measures.items():
         human = target.human_results.add(system=system)
         for measure, mean in means.items():
@@ -237,6 +436,14 @@ def _agreement(target: study_pb2.LabelAgreement, results: StudyResults) -> None:
 def describe_labels(spec: study_pb2.StudySpec) -> str:
     """How tiers became grades, in words."""
     labels = spec.labels
+    if is_pointwise(spec):
+        judge = labels.pointwise.judge
+        name = judge.provider + (f":{judge.model}" if judge.model else "")
+        return (
+            f"pointwise: {name} graded {probe_rate(spec):g} of each pool's documents along its"
+            " tier order (half spread, half where the systems' top ranks differ most); grades"
+            " read off the order and the probes by a monotone model fitted across the queries"
+        )
     if labels.WhichOneof("mapping") == "grade_levels":
         levels = labels.grade_levels.levels or 4
         lowest = labels.grade_levels.lowest

@@ -43,6 +43,8 @@ CREATE TABLE entries (system TEXT NOT NULL, qid TEXT NOT NULL, doc TEXT NOT NULL
 CREATE TABLE passages (seq INTEGER PRIMARY KEY, doc TEXT NOT NULL, text TEXT NOT NULL,
     metadata TEXT NOT NULL);
 CREATE TABLE human (qid TEXT NOT NULL, doc TEXT NOT NULL, grade INTEGER NOT NULL);
+CREATE TABLE sample (seq INTEGER PRIMARY KEY, qid TEXT NOT NULL, doc TEXT NOT NULL,
+    grade INTEGER NOT NULL);
 CREATE TABLE missing (doc TEXT PRIMARY KEY);
 CREATE TABLE pools (position INTEGER PRIMARY KEY, qid TEXT NOT NULL, size INTEGER NOT NULL,
     pool BLOB NOT NULL, carried BLOB NOT NULL);
@@ -52,6 +54,7 @@ CREATE INDEX topics_qid ON topics (qid, seq);
 CREATE INDEX entries_qid ON entries (qid, system, doc);
 CREATE INDEX passages_doc ON passages (doc, seq);
 CREATE INDEX human_pair ON human (qid, doc);
+CREATE INDEX sample_pair ON sample (qid, doc, seq);
 """
 
 
@@ -117,6 +120,10 @@ class ScratchInputs:
             "INSERT INTO human VALUES (?, ?, ?)",
             ((j.query_id, j.doc_id, j.grade) for j in chunk.human_qrels),
         )
+        db.executemany(
+            "INSERT INTO sample (qid, doc, grade) VALUES (?, ?, ?)",
+            ((j.query_id, j.doc_id, j.grade) for j in chunk.human_sample),
+        )
 
     def loaded(self) -> None:
         """Every chunk is in: index what is read back by query and by document."""
@@ -181,6 +188,18 @@ class ScratchInputs:
     def human_queries(self) -> set[str]:
         """The queries the human qrels judge."""
         return {row[0] for row in self._db.execute("SELECT DISTINCT qid FROM human")}
+
+    def sample_queries(self) -> list[str]:
+        """The queries of the human sample, by id."""
+        return [row[0] for row in self._db.execute("SELECT DISTINCT qid FROM sample ORDER BY qid")]
+
+    def sample_of(self, qid: str) -> dict[str, int] | None:
+        """The human sample's grades of the query (None where the sample has none); a pair
+        graded again in a later chunk takes its latest grade (a corrected labelling sheet)."""
+        grades = dict(
+            self._db.execute("SELECT doc, grade FROM sample WHERE qid = ? ORDER BY seq", (qid,))
+        )
+        return grades or None
 
     def human_of(self, qid: str) -> dict[str, int] | None:
         """The query's human grades (None where the human qrels do not judge it)."""

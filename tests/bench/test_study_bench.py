@@ -12,6 +12,7 @@ from tierank.bench.study_scale import (
     DEPTH,
     RUN_LENGTHS,
     SYSTEMS,
+    TOURNAMENT_LABELS,
     ranking_spec,
     run_jobs,
     run_study,
@@ -42,7 +43,12 @@ def test_synthetic_study_pools_three_runs_with_graded_passages():
 @pytest.mark.parametrize("wait", ["watch", "poll"])
 def test_the_same_pools_as_jobs_make_the_studys_judge_calls(wait):
     files = synthetic_study(12, seed=1)
-    spec = study_pb2.StudySpec(depth=DEPTH, ranking=ranking_spec(0.5, seed=1), max_live_queries=4)
+    spec = study_pb2.StudySpec(
+        depth=DEPTH,
+        ranking=ranking_spec(0.5, seed=1),
+        max_live_queries=4,
+        labels=TOURNAMENT_LABELS,
+    )
     with server_under_test("sqlite", "") as target:
         study = run_study(target, files, spec)
         specs = study_job_specs(target.server.address, study.job_names)

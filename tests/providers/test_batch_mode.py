@@ -21,7 +21,7 @@ from prometheus_client import REGISTRY
 
 from tierank.server.app import background_server
 from tierank.server.settings import ServerSettings
-from tierank.v1 import rank_pb2, rank_pb2_grpc, study_pb2, study_pb2_grpc
+from tierank.v1 import eval_pb2, rank_pb2, rank_pb2_grpc, study_pb2, study_pb2_grpc
 
 flavors = pytest.mark.parametrize("flavor", BATCH_FLAVORS)
 
@@ -238,7 +238,13 @@ async def test_cancelling_a_study_cancels_its_open_batch(
     studies = (await server()).studies
     fake.quirks["gemini"].open_polls = 10**6
     ranking = rank_pb2.JobSpec(judges=[llm_judge("gemini", BATCH_MODELS["gemini"])], top_k=2)
-    spec = study_pb2.StudySpec(depth=4, ranking=ranking, provider_batch=True)
+    # Rank bands: the fake serves the batch API alone (pointwise probes go call by call).
+    spec = study_pb2.StudySpec(
+        depth=4,
+        ranking=ranking,
+        provider_batch=True,
+        labels=eval_pb2.TierMapping(rank_bands=eval_pb2.RankBands()),
+    )
     study = await studies.CreateStudy(study_pb2.CreateStudyRequest(spec=spec))
     inputs = study_pb2.AddStudyInputsRequest(study=study.name, request_id="all")
     for q in range(3):

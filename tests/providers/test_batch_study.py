@@ -29,7 +29,7 @@ from fakes import Answer, Recorded, ranking_answer
 
 from tierank.server.app import background_server
 from tierank.server.settings import ServerSettings
-from tierank.v1 import rank_pb2, study_pb2
+from tierank.v1 import eval_pb2, rank_pb2, study_pb2
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "studies"))
@@ -136,7 +136,13 @@ async def run_study(
     )
     judge = rank_pb2.JudgeSpec(provider=flavor, model=BATCH_MODELS[flavor])
     ranking = rank_pb2.JobSpec(judges=[judge], top_k=10, batch_size=10, seed=3)
-    spec = study_pb2.StudySpec(depth=DEPTH, ranking=ranking, provider_batch=provider_batch)
+    # Rank bands: the subject is the tournaments' calls, by batch and call by call.
+    spec = study_pb2.StudySpec(
+        depth=DEPTH,
+        ranking=ranking,
+        provider_batch=provider_batch,
+        labels=eval_pb2.TierMapping(rank_bands=eval_pb2.RankBands()),
+    )
     async with AsyncExitStack() as running:
         address = await running.enter_async_context(background_server(settings))
         options = [("grpc.max_send_message_length", 64 << 20)]

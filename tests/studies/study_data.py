@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from tierank.v1 import rank_pb2, study_pb2
+from tierank.v1 import eval_pb2, rank_pb2, study_pb2
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,11 @@ def inputs_request(
             for doc, grade in per_query.items()
         )
     return request
+
+
+# Labels as rank bands: for the tests whose subject is the tournaments' own calls (an oracle
+# judge can grade, so a study would otherwise add pointwise probes to every count).
+RANK_BANDS = eval_pb2.TierMapping(rank_bands=eval_pb2.RankBands())
 
 
 def oracle_ranking(

@@ -209,8 +209,17 @@ def _set(**fields: object) -> SpecChange:
     return change
 
 
-def _pointwise(spec: study_pb2.StudySpec) -> None:
+def _pointwise_without_grader(spec: study_pb2.StudySpec) -> None:
     spec.labels.pointwise.SetInParent()
+
+
+def _pointwise_lexical(spec: study_pb2.StudySpec) -> None:
+    spec.labels.pointwise.judge.provider = "lexical"
+
+
+def _probe_rate(spec: study_pb2.StudySpec) -> None:
+    spec.labels.pointwise.judge.provider = "oracle"
+    spec.labels.pointwise.probe_rate = 1.5
 
 
 def _ranking_query(spec: study_pb2.StudySpec) -> None:
@@ -257,7 +266,12 @@ SPEC_CASES: dict[str, tuple[SpecChange, str]] = {
     "negative deadline": (_set(deadline_seconds=-1.0), "spec.deadline_seconds"),
     "infinite deadline": (_set(deadline_seconds=math.inf), "spec.deadline_seconds"),
     "unknown measure": (_measures, "spec.measures[1]"),
-    "pointwise labels": (_pointwise, "spec.labels.pointwise"),
+    "pointwise labels without a grader": (
+        _pointwise_without_grader,
+        "spec.labels.pointwise.judge.provider",
+    ),
+    "a grader that cannot grade": (_pointwise_lexical, "spec.labels.pointwise.judge.provider"),
+    "a probe rate above 1": (_probe_rate, "spec.labels.pointwise.probe_rate"),
     "a query in the ranking": (_ranking_query, "spec.ranking.query"),
     "candidates in the ranking": (_ranking_candidates, "spec.ranking.candidates"),
     "a budget in the ranking": (_ranking_budget, "spec.ranking.budget"),

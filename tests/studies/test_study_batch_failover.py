@@ -14,7 +14,7 @@ from pathlib import Path
 import anyio
 import grpc
 from study_calls import Stubs, driving_replica, started_study, study_jobs, until_final
-from study_data import collection, inputs_request
+from study_data import RANK_BANDS, collection, inputs_request
 
 from tierank.client import LocalServer
 from tierank.v1 import rank_pb2, study_pb2
@@ -42,7 +42,9 @@ async def test_kill_9_the_replica_driving_a_batch_study_and_the_other_settles_it
         parameters=rank_pb2.JudgeParameters(options={"mode": "batch"}),
     )
     ranking = rank_pb2.JobSpec(judges=[judge], top_k=3, batch_size=4)
-    spec = study_pb2.StudySpec(depth=6, ranking=ranking, max_live_queries=QUERIES)
+    spec = study_pb2.StudySpec(
+        depth=6, ranking=ranking, max_live_queries=QUERIES, labels=RANK_BANDS
+    )
     async with FakeBatchServer() as fake:
         fake.respond_with("anthropic", rank_by_score)
         fake.quirks["anthropic"].open_polls = 10**6

@@ -18,7 +18,14 @@ from study_calls import (
     until_final,
     until_study,
 )
-from study_data import collection, inputs_request, oracle_ranking, run_request, without
+from study_data import (
+    RANK_BANDS,
+    collection,
+    inputs_request,
+    oracle_ranking,
+    run_request,
+    without,
+)
 
 from tierank.server.storage.sqlite import SqliteStorage
 from tierank.v1 import rank_pb2, study_pb2
@@ -32,7 +39,7 @@ def _spec() -> study_pb2.StudySpec:
     ranking = oracle_ranking(
         noise=0.5, latency_ms=LATENCY_MS, top_k=3, batch_size=4, max_in_flight=2
     )
-    return study_pb2.StudySpec(depth=4, ranking=ranking, max_live_queries=2)
+    return study_pb2.StudySpec(depth=4, ranking=ranking, max_live_queries=2, labels=RANK_BANDS)
 
 
 def _mid_study(study: study_pb2.Study) -> bool:

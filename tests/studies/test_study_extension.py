@@ -21,6 +21,7 @@ from study_calls import (
     until_study,
 )
 from study_data import (
+    RANK_BANDS,
     Collection,
     collection,
     inputs_request,
@@ -48,6 +49,8 @@ def _spec(**fields: object) -> study_pb2.StudySpec:
         # which the server rightly calls position bias.
         depth=DEPTH,
         ranking=oracle_ranking(noise=0.3, top_k=10, batch_size=5),
+        # The subject is the tournaments' verdicts, counted call by call.
+        labels=RANK_BANDS,
         **fields,
     )  # type: ignore[arg-type]
 

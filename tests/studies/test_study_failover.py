@@ -24,7 +24,14 @@ from study_calls import (
     until_final,
     until_study,
 )
-from study_data import collection, inputs_request, oracle_ranking, run_request, without
+from study_data import (
+    RANK_BANDS,
+    collection,
+    inputs_request,
+    oracle_ranking,
+    run_request,
+    without,
+)
 
 from tierank.client import LocalServer
 from tierank.v1 import study_pb2
@@ -56,7 +63,7 @@ def _replicas(db: str, count: int, env: dict[str, str] | None = None) -> list[Lo
 async def test_kill_9_the_driving_replica_and_the_other_ends_the_study(schema_url: str):
     data = collection(queries=QUERIES)
     ranking = oracle_ranking(noise=0.5, latency_ms=150, top_k=3, batch_size=4, max_in_flight=2)
-    spec = study_pb2.StudySpec(depth=4, ranking=ranking, max_live_queries=2)
+    spec = study_pb2.StudySpec(depth=4, ranking=ranking, max_live_queries=2, labels=RANK_BANDS)
     collector = TraceCollector().__enter__()
     # Spans leave every 50 ms: the killed replica has sent what had ended.
     env = {
@@ -136,7 +143,7 @@ async def test_a_server_that_drives_only_its_own_studies_never_holds_another_rep
     still by the server that will not drive it."""
     data = collection(queries=3)
     ranking = oracle_ranking(noise=0.5, latency_ms=100, top_k=3, batch_size=4, max_in_flight=2)
-    spec = study_pb2.StudySpec(depth=4, ranking=ranking, max_live_queries=1)
+    spec = study_pb2.StudySpec(depth=4, ranking=ranking, max_live_queries=1, labels=RANK_BANDS)
     own_only = LocalServer(
         db=schema_url,
         extra_args=(
@@ -181,7 +188,7 @@ async def test_an_extension_on_postgresql_survives_its_driving_replica(schema_ur
     killed; the other one ends the round, each grown query judged by one new job."""
     data = collection(queries=QUERIES)
     ranking = oracle_ranking(noise=0.5, latency_ms=150, top_k=3, batch_size=4, max_in_flight=2)
-    spec = study_pb2.StudySpec(depth=4, ranking=ranking, max_live_queries=2)
+    spec = study_pb2.StudySpec(depth=4, ranking=ranking, max_live_queries=2, labels=RANK_BANDS)
     servers = await anyio.to_thread.run_sync(_replicas, schema_url, 2)
     try:
         async with (

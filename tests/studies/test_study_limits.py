@@ -48,14 +48,15 @@ async def _unbounded_calls(stubs: Stubs) -> int:
 async def _ended_with(
     stubs: Stubs, spec: study_pb2.StudySpec
 ) -> tuple[study_pb2.Study, list[study_pb2.StudyQuery], int]:
-    """The ended study, its queries and the calls its jobs made (each counted once)."""
+    """The ended study, its queries and the calls its jobs and its queries' pointwise probes
+    made (each counted once)."""
     data = collection(queries=QUERIES)
     study = await started_study(stubs, spec, inputs_request("", data))
     ended = await until_final(stubs, study.name)
     queries = await study_queries(stubs, study.name)
     jobs = await study_jobs(stubs, study.name)
     calls = sum([await paid_calls(stubs, job.name) for job in jobs])
-    return ended, queries, calls
+    return ended, queries, calls + sum(query.pointwise_calls for query in queries)
 
 
 @pytest.mark.parametrize("calls", [4, 9])

@@ -74,6 +74,9 @@ def _calls(stubs: Stubs, name: str) -> dict[str, Callable[[], Awaitable[object]]
         "ExportStudyQrels": lambda: studies.ExportStudyQrels(
             study_pb2.ExportStudyQrelsRequest(name=name), metadata=md
         ),
+        "CalibrateStudy": lambda: studies.CalibrateStudy(
+            study_pb2.CalibrateStudyRequest(name=name), metadata=md
+        ),
     }
 
 
@@ -142,7 +145,8 @@ async def test_another_tenants_study_is_not_found_exactly_like_a_missing_one(
     # Alice can do all of it on her own study.
     for rpc, call in _calls(alice, ended.name).items():
         # Her chunk holds topics, which an ended study refuses; she has added no run to judge.
-        if rpc not in ("AddStudyInputs", "ExtendStudy"):
+        # She sent no human sample to calibrate with.
+        if rpc not in ("AddStudyInputs", "ExtendStudy", "CalibrateStudy"):
             await call()
     mine = await alice.studies.ListStudies(study_pb2.ListStudiesRequest(), metadata=alice.metadata)
     assert [s.name for s in mine.studies] == [draft.name, ended.name]

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 import grpc
 import pytest
 from study_calls import Stubs, job_events, started_study, study_jobs, study_queries, until_final
+from study_data import RANK_BANDS
 
 from tierank.v1 import rank_pb2, study_pb2
 
@@ -54,6 +55,8 @@ async def test_leftover_budget_goes_to_the_provisional_queries(stubs: Stubs):
         ranking=rank_pb2.JobSpec(judges=[judge], top_k=5, batch_size=4, max_in_flight=1),
         max_live_queries=1,
         budget=rank_pb2.Budget(max_judge_calls=BUDGET),
+        # The subject is the jobs' calls, counted call by call.
+        labels=RANK_BANDS,
     )
     study = await started_study(stubs, spec, _inputs())
     ended = await until_final(stubs, study.name)

@@ -53,12 +53,14 @@ class GradeLevels(_message.Message):
     def __init__(self, levels: _Optional[int] = ..., lowest: _Optional[int] = ...) -> None: ...
 
 class PointwiseAnchoring(_message.Message):
-    __slots__ = ("judge", "seed")
+    __slots__ = ("judge", "seed", "probe_rate")
     JUDGE_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
+    PROBE_RATE_FIELD_NUMBER: _ClassVar[int]
     judge: _rank_pb2.JudgeSpec
     seed: int
-    def __init__(self, judge: _Optional[_Union[_rank_pb2.JudgeSpec, _Mapping]] = ..., seed: _Optional[int] = ...) -> None: ...
+    probe_rate: float
+    def __init__(self, judge: _Optional[_Union[_rank_pb2.JudgeSpec, _Mapping]] = ..., seed: _Optional[int] = ..., probe_rate: _Optional[float] = ...) -> None: ...
 
 class TierMapping(_message.Message):
     __slots__ = ("rank_bands", "grade_levels", "pointwise")

@@ -116,20 +116,22 @@ class HumanJudgment(_message.Message):
     def __init__(self, query_id: _Optional[str] = ..., doc_id: _Optional[str] = ..., grade: _Optional[int] = ...) -> None: ...
 
 class AddStudyInputsRequest(_message.Message):
-    __slots__ = ("study", "request_id", "topics", "runs", "passages", "human_qrels")
+    __slots__ = ("study", "request_id", "topics", "runs", "passages", "human_qrels", "human_sample")
     STUDY_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     RUNS_FIELD_NUMBER: _ClassVar[int]
     PASSAGES_FIELD_NUMBER: _ClassVar[int]
     HUMAN_QRELS_FIELD_NUMBER: _ClassVar[int]
+    HUMAN_SAMPLE_FIELD_NUMBER: _ClassVar[int]
     study: str
     request_id: str
     topics: _containers.RepeatedCompositeFieldContainer[StudyTopic]
     runs: _containers.RepeatedCompositeFieldContainer[StudyRunChunk]
     passages: _containers.RepeatedCompositeFieldContainer[StudyPassage]
     human_qrels: _containers.RepeatedCompositeFieldContainer[HumanJudgment]
-    def __init__(self, study: _Optional[str] = ..., request_id: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[StudyTopic, _Mapping]]] = ..., runs: _Optional[_Iterable[_Union[StudyRunChunk, _Mapping]]] = ..., passages: _Optional[_Iterable[_Union[StudyPassage, _Mapping]]] = ..., human_qrels: _Optional[_Iterable[_Union[HumanJudgment, _Mapping]]] = ...) -> None: ...
+    human_sample: _containers.RepeatedCompositeFieldContainer[HumanJudgment]
+    def __init__(self, study: _Optional[str] = ..., request_id: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[StudyTopic, _Mapping]]] = ..., runs: _Optional[_Iterable[_Union[StudyRunChunk, _Mapping]]] = ..., passages: _Optional[_Iterable[_Union[StudyPassage, _Mapping]]] = ..., human_qrels: _Optional[_Iterable[_Union[HumanJudgment, _Mapping]]] = ..., human_sample: _Optional[_Iterable[_Union[HumanJudgment, _Mapping]]] = ...) -> None: ...
 
 class AddStudyInputsResponse(_message.Message):
     __slots__ = ("study", "added")
@@ -140,7 +142,7 @@ class AddStudyInputsResponse(_message.Message):
     def __init__(self, study: _Optional[_Union[Study, _Mapping]] = ..., added: _Optional[bool] = ...) -> None: ...
 
 class StudyInputs(_message.Message):
-    __slots__ = ("topics", "systems", "run_entries", "passages", "human_judgments", "chunks", "rounds")
+    __slots__ = ("topics", "systems", "run_entries", "passages", "human_judgments", "chunks", "rounds", "human_sample_judgments")
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     SYSTEMS_FIELD_NUMBER: _ClassVar[int]
     RUN_ENTRIES_FIELD_NUMBER: _ClassVar[int]
@@ -148,6 +150,7 @@ class StudyInputs(_message.Message):
     HUMAN_JUDGMENTS_FIELD_NUMBER: _ClassVar[int]
     CHUNKS_FIELD_NUMBER: _ClassVar[int]
     ROUNDS_FIELD_NUMBER: _ClassVar[int]
+    HUMAN_SAMPLE_JUDGMENTS_FIELD_NUMBER: _ClassVar[int]
     topics: int
     systems: _containers.RepeatedScalarFieldContainer[str]
     run_entries: int
@@ -155,7 +158,8 @@ class StudyInputs(_message.Message):
     human_judgments: int
     chunks: int
     rounds: _containers.RepeatedCompositeFieldContainer[StudyRound]
-    def __init__(self, topics: _Optional[int] = ..., systems: _Optional[_Iterable[str]] = ..., run_entries: _Optional[int] = ..., passages: _Optional[int] = ..., human_judgments: _Optional[int] = ..., chunks: _Optional[int] = ..., rounds: _Optional[_Iterable[_Union[StudyRound, _Mapping]]] = ...) -> None: ...
+    human_sample_judgments: int
+    def __init__(self, topics: _Optional[int] = ..., systems: _Optional[_Iterable[str]] = ..., run_entries: _Optional[int] = ..., passages: _Optional[int] = ..., human_judgments: _Optional[int] = ..., chunks: _Optional[int] = ..., rounds: _Optional[_Iterable[_Union[StudyRound, _Mapping]]] = ..., human_sample_judgments: _Optional[int] = ...) -> None: ...
 
 class StudyRound(_message.Message):
     __slots__ = ("round", "systems", "start_time", "request_id", "queries_extended", "documents_added", "judged_before")
@@ -183,7 +187,7 @@ class StudyRound(_message.Message):
     def __init__(self, round: _Optional[int] = ..., systems: _Optional[_Iterable[str]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., request_id: _Optional[str] = ..., queries_extended: _Optional[int] = ..., documents_added: _Optional[int] = ..., judged_before: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class StudyProgress(_message.Message):
-    __slots__ = ("queries", "pending", "running", "settled", "provisional", "failed", "judge_calls", "usage", "critical_path", "eta_seconds", "pooled_documents")
+    __slots__ = ("queries", "pending", "running", "settled", "provisional", "failed", "judge_calls", "usage", "critical_path", "eta_seconds", "pooled_documents", "grading", "pointwise_calls", "pointwise_usage")
     QUERIES_FIELD_NUMBER: _ClassVar[int]
     PENDING_FIELD_NUMBER: _ClassVar[int]
     RUNNING_FIELD_NUMBER: _ClassVar[int]
@@ -195,6 +199,9 @@ class StudyProgress(_message.Message):
     CRITICAL_PATH_FIELD_NUMBER: _ClassVar[int]
     ETA_SECONDS_FIELD_NUMBER: _ClassVar[int]
     POOLED_DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
+    GRADING_FIELD_NUMBER: _ClassVar[int]
+    POINTWISE_CALLS_FIELD_NUMBER: _ClassVar[int]
+    POINTWISE_USAGE_FIELD_NUMBER: _ClassVar[int]
     queries: int
     pending: int
     running: int
@@ -206,7 +213,10 @@ class StudyProgress(_message.Message):
     critical_path: int
     eta_seconds: float
     pooled_documents: int
-    def __init__(self, queries: _Optional[int] = ..., pending: _Optional[int] = ..., running: _Optional[int] = ..., settled: _Optional[int] = ..., provisional: _Optional[int] = ..., failed: _Optional[int] = ..., judge_calls: _Optional[int] = ..., usage: _Optional[_Union[_rank_pb2.Usage, _Mapping]] = ..., critical_path: _Optional[int] = ..., eta_seconds: _Optional[float] = ..., pooled_documents: _Optional[int] = ...) -> None: ...
+    grading: int
+    pointwise_calls: int
+    pointwise_usage: _rank_pb2.Usage
+    def __init__(self, queries: _Optional[int] = ..., pending: _Optional[int] = ..., running: _Optional[int] = ..., settled: _Optional[int] = ..., provisional: _Optional[int] = ..., failed: _Optional[int] = ..., judge_calls: _Optional[int] = ..., usage: _Optional[_Union[_rank_pb2.Usage, _Mapping]] = ..., critical_path: _Optional[int] = ..., eta_seconds: _Optional[float] = ..., pooled_documents: _Optional[int] = ..., grading: _Optional[int] = ..., pointwise_calls: _Optional[int] = ..., pointwise_usage: _Optional[_Union[_rank_pb2.Usage, _Mapping]] = ...) -> None: ...
 
 class Study(_message.Message):
     __slots__ = ("name", "request_id", "spec", "state", "create_time", "update_time", "start_time", "end_time", "inputs", "progress", "error", "trace_id", "provider_batches")
@@ -339,19 +349,27 @@ class GetStudyReportRequest(_message.Message):
     name: str
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
+class CalibrateStudyRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
 class MeasureInterval(_message.Message):
-    __slots__ = ("measure", "mean", "low", "high", "count")
+    __slots__ = ("measure", "mean", "low", "high", "count", "study_mean")
     MEASURE_FIELD_NUMBER: _ClassVar[int]
     MEAN_FIELD_NUMBER: _ClassVar[int]
     LOW_FIELD_NUMBER: _ClassVar[int]
     HIGH_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
+    STUDY_MEAN_FIELD_NUMBER: _ClassVar[int]
     measure: str
     mean: float
     low: float
     high: float
     count: int
-    def __init__(self, measure: _Optional[str] = ..., mean: _Optional[float] = ..., low: _Optional[float] = ..., high: _Optional[float] = ..., count: _Optional[int] = ...) -> None: ...
+    study_mean: float
+    def __init__(self, measure: _Optional[str] = ..., mean: _Optional[float] = ..., low: _Optional[float] = ..., high: _Optional[float] = ..., count: _Optional[int] = ..., study_mean: _Optional[float] = ...) -> None: ...
 
 class SystemResult(_message.Message):
     __slots__ = ("system", "measures")
@@ -362,7 +380,7 @@ class SystemResult(_message.Message):
     def __init__(self, system: _Optional[str] = ..., measures: _Optional[_Iterable[_Union[MeasureInterval, _Mapping]]] = ...) -> None: ...
 
 class SystemComparison(_message.Message):
-    __slots__ = ("better", "worse", "measure", "difference", "low", "high", "p_value", "distinguishable", "queries")
+    __slots__ = ("better", "worse", "measure", "difference", "low", "high", "p_value", "distinguishable", "queries", "p_value_adjusted")
     BETTER_FIELD_NUMBER: _ClassVar[int]
     WORSE_FIELD_NUMBER: _ClassVar[int]
     MEASURE_FIELD_NUMBER: _ClassVar[int]
@@ -372,6 +390,7 @@ class SystemComparison(_message.Message):
     P_VALUE_FIELD_NUMBER: _ClassVar[int]
     DISTINGUISHABLE_FIELD_NUMBER: _ClassVar[int]
     QUERIES_FIELD_NUMBER: _ClassVar[int]
+    P_VALUE_ADJUSTED_FIELD_NUMBER: _ClassVar[int]
     better: str
     worse: str
     measure: str
@@ -381,7 +400,8 @@ class SystemComparison(_message.Message):
     p_value: float
     distinguishable: bool
     queries: int
-    def __init__(self, better: _Optional[str] = ..., worse: _Optional[str] = ..., measure: _Optional[str] = ..., difference: _Optional[float] = ..., low: _Optional[float] = ..., high: _Optional[float] = ..., p_value: _Optional[float] = ..., distinguishable: _Optional[bool] = ..., queries: _Optional[int] = ...) -> None: ...
+    p_value_adjusted: float
+    def __init__(self, better: _Optional[str] = ..., worse: _Optional[str] = ..., measure: _Optional[str] = ..., difference: _Optional[float] = ..., low: _Optional[float] = ..., high: _Optional[float] = ..., p_value: _Optional[float] = ..., distinguishable: _Optional[bool] = ..., queries: _Optional[int] = ..., p_value_adjusted: _Optional[float] = ...) -> None: ...
 
 class LabelAgreement(_message.Message):
     __slots__ = ("pairs", "kappa", "weighted_kappa", "confusion", "kendall_tau", "rbo", "human_ranking", "human_results")
@@ -404,19 +424,71 @@ class LabelAgreement(_message.Message):
     def __init__(self, pairs: _Optional[int] = ..., kappa: _Optional[float] = ..., weighted_kappa: _Optional[float] = ..., confusion: _Optional[_Union[_eval_pb2.ConfusionMatrix, _Mapping]] = ..., kendall_tau: _Optional[float] = ..., rbo: _Optional[float] = ..., human_ranking: _Optional[_Iterable[str]] = ..., human_results: _Optional[_Iterable[_Union[SystemResult, _Mapping]]] = ...) -> None: ...
 
 class StudyCost(_message.Message):
-    __slots__ = ("judge_calls", "usage", "critical_path", "wall_seconds")
+    __slots__ = ("judge_calls", "usage", "critical_path", "wall_seconds", "pointwise_calls", "pointwise_usage")
     JUDGE_CALLS_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     CRITICAL_PATH_FIELD_NUMBER: _ClassVar[int]
     WALL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    POINTWISE_CALLS_FIELD_NUMBER: _ClassVar[int]
+    POINTWISE_USAGE_FIELD_NUMBER: _ClassVar[int]
     judge_calls: int
     usage: _rank_pb2.Usage
     critical_path: int
     wall_seconds: float
-    def __init__(self, judge_calls: _Optional[int] = ..., usage: _Optional[_Union[_rank_pb2.Usage, _Mapping]] = ..., critical_path: _Optional[int] = ..., wall_seconds: _Optional[float] = ...) -> None: ...
+    pointwise_calls: int
+    pointwise_usage: _rank_pb2.Usage
+    def __init__(self, judge_calls: _Optional[int] = ..., usage: _Optional[_Union[_rank_pb2.Usage, _Mapping]] = ..., critical_path: _Optional[int] = ..., wall_seconds: _Optional[float] = ..., pointwise_calls: _Optional[int] = ..., pointwise_usage: _Optional[_Union[_rank_pb2.Usage, _Mapping]] = ...) -> None: ...
+
+class SampleAgreement(_message.Message):
+    __slots__ = ("queries", "judgments", "outside_pool", "pairs", "kappa", "weighted_kappa", "confusion", "grades", "grader_noise", "grader_offsets")
+    QUERIES_FIELD_NUMBER: _ClassVar[int]
+    JUDGMENTS_FIELD_NUMBER: _ClassVar[int]
+    OUTSIDE_POOL_FIELD_NUMBER: _ClassVar[int]
+    PAIRS_FIELD_NUMBER: _ClassVar[int]
+    KAPPA_FIELD_NUMBER: _ClassVar[int]
+    WEIGHTED_KAPPA_FIELD_NUMBER: _ClassVar[int]
+    CONFUSION_FIELD_NUMBER: _ClassVar[int]
+    GRADES_FIELD_NUMBER: _ClassVar[int]
+    GRADER_NOISE_FIELD_NUMBER: _ClassVar[int]
+    GRADER_OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    queries: int
+    judgments: int
+    outside_pool: int
+    pairs: int
+    kappa: float
+    weighted_kappa: float
+    confusion: _eval_pb2.ConfusionMatrix
+    grades: _containers.RepeatedCompositeFieldContainer[GradeAgreement]
+    grader_noise: float
+    grader_offsets: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, queries: _Optional[int] = ..., judgments: _Optional[int] = ..., outside_pool: _Optional[int] = ..., pairs: _Optional[int] = ..., kappa: _Optional[float] = ..., weighted_kappa: _Optional[float] = ..., confusion: _Optional[_Union[_eval_pb2.ConfusionMatrix, _Mapping]] = ..., grades: _Optional[_Iterable[_Union[GradeAgreement, _Mapping]]] = ..., grader_noise: _Optional[float] = ..., grader_offsets: _Optional[_Iterable[float]] = ...) -> None: ...
+
+class GradeAgreement(_message.Message):
+    __slots__ = ("grade", "count", "agreement")
+    GRADE_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    AGREEMENT_FIELD_NUMBER: _ClassVar[int]
+    grade: int
+    count: int
+    agreement: float
+    def __init__(self, grade: _Optional[int] = ..., count: _Optional[int] = ..., agreement: _Optional[float] = ...) -> None: ...
+
+class LabelModel(_message.Message):
+    __slots__ = ("start", "steps", "emission", "noise", "offsets")
+    START_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    EMISSION_FIELD_NUMBER: _ClassVar[int]
+    NOISE_FIELD_NUMBER: _ClassVar[int]
+    OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    start: _containers.RepeatedScalarFieldContainer[float]
+    steps: _containers.RepeatedScalarFieldContainer[float]
+    emission: _containers.RepeatedScalarFieldContainer[float]
+    noise: float
+    offsets: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, start: _Optional[_Iterable[float]] = ..., steps: _Optional[_Iterable[float]] = ..., emission: _Optional[_Iterable[float]] = ..., noise: _Optional[float] = ..., offsets: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class StudyReport(_message.Message):
-    __slots__ = ("study", "state", "complete", "progress", "primary_measure", "confidence", "systems", "ranking", "comparisons", "agreement", "cost", "labels", "queries", "judged")
+    __slots__ = ("study", "state", "complete", "progress", "primary_measure", "confidence", "systems", "ranking", "comparisons", "agreement", "cost", "labels", "queries", "judged", "interval_method", "pairs", "sample", "label_model", "judged_queries", "unjudged_queries", "warnings")
     STUDY_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     COMPLETE_FIELD_NUMBER: _ClassVar[int]
@@ -431,6 +503,13 @@ class StudyReport(_message.Message):
     LABELS_FIELD_NUMBER: _ClassVar[int]
     QUERIES_FIELD_NUMBER: _ClassVar[int]
     JUDGED_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_METHOD_FIELD_NUMBER: _ClassVar[int]
+    PAIRS_FIELD_NUMBER: _ClassVar[int]
+    SAMPLE_FIELD_NUMBER: _ClassVar[int]
+    LABEL_MODEL_FIELD_NUMBER: _ClassVar[int]
+    JUDGED_QUERIES_FIELD_NUMBER: _ClassVar[int]
+    UNJUDGED_QUERIES_FIELD_NUMBER: _ClassVar[int]
+    WARNINGS_FIELD_NUMBER: _ClassVar[int]
     study: str
     state: StudyState
     complete: bool
@@ -445,7 +524,14 @@ class StudyReport(_message.Message):
     labels: str
     queries: _containers.RepeatedCompositeFieldContainer[StudyQuery]
     judged: _containers.RepeatedCompositeFieldContainer[SystemJudged]
-    def __init__(self, study: _Optional[str] = ..., state: _Optional[_Union[StudyState, str]] = ..., complete: _Optional[bool] = ..., progress: _Optional[_Union[StudyProgress, _Mapping]] = ..., primary_measure: _Optional[str] = ..., confidence: _Optional[float] = ..., systems: _Optional[_Iterable[_Union[SystemResult, _Mapping]]] = ..., ranking: _Optional[_Iterable[str]] = ..., comparisons: _Optional[_Iterable[_Union[SystemComparison, _Mapping]]] = ..., agreement: _Optional[_Union[LabelAgreement, _Mapping]] = ..., cost: _Optional[_Union[StudyCost, _Mapping]] = ..., labels: _Optional[str] = ..., queries: _Optional[_Iterable[_Union[StudyQuery, _Mapping]]] = ..., judged: _Optional[_Iterable[_Union[SystemJudged, _Mapping]]] = ...) -> None: ...
+    interval_method: str
+    pairs: _containers.RepeatedCompositeFieldContainer[SystemComparison]
+    sample: SampleAgreement
+    label_model: LabelModel
+    judged_queries: int
+    unjudged_queries: int
+    warnings: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, study: _Optional[str] = ..., state: _Optional[_Union[StudyState, str]] = ..., complete: _Optional[bool] = ..., progress: _Optional[_Union[StudyProgress, _Mapping]] = ..., primary_measure: _Optional[str] = ..., confidence: _Optional[float] = ..., systems: _Optional[_Iterable[_Union[SystemResult, _Mapping]]] = ..., ranking: _Optional[_Iterable[str]] = ..., comparisons: _Optional[_Iterable[_Union[SystemComparison, _Mapping]]] = ..., agreement: _Optional[_Union[LabelAgreement, _Mapping]] = ..., cost: _Optional[_Union[StudyCost, _Mapping]] = ..., labels: _Optional[str] = ..., queries: _Optional[_Iterable[_Union[StudyQuery, _Mapping]]] = ..., judged: _Optional[_Iterable[_Union[SystemJudged, _Mapping]]] = ..., interval_method: _Optional[str] = ..., pairs: _Optional[_Iterable[_Union[SystemComparison, _Mapping]]] = ..., sample: _Optional[_Union[SampleAgreement, _Mapping]] = ..., label_model: _Optional[_Union[LabelModel, _Mapping]] = ..., judged_queries: _Optional[int] = ..., unjudged_queries: _Optional[int] = ..., warnings: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SystemJudged(_message.Message):
     __slots__ = ("system", "round", "before", "after", "documents_added")
@@ -482,7 +568,7 @@ class QueryMeasure(_message.Message):
     def __init__(self, system: _Optional[str] = ..., measure: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
 
 class StudyQuery(_message.Message):
-    __slots__ = ("query_id", "job", "state", "completion_reason", "pool_size", "judge_calls", "usage", "critical_path", "wall_seconds", "measures")
+    __slots__ = ("query_id", "job", "state", "completion_reason", "pool_size", "judge_calls", "usage", "critical_path", "wall_seconds", "measures", "probes", "pointwise_calls", "pointwise_usage", "human_labels")
     QUERY_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -493,6 +579,10 @@ class StudyQuery(_message.Message):
     CRITICAL_PATH_FIELD_NUMBER: _ClassVar[int]
     WALL_SECONDS_FIELD_NUMBER: _ClassVar[int]
     MEASURES_FIELD_NUMBER: _ClassVar[int]
+    PROBES_FIELD_NUMBER: _ClassVar[int]
+    POINTWISE_CALLS_FIELD_NUMBER: _ClassVar[int]
+    POINTWISE_USAGE_FIELD_NUMBER: _ClassVar[int]
+    HUMAN_LABELS_FIELD_NUMBER: _ClassVar[int]
     query_id: str
     job: str
     state: _rank_pb2.JobState
@@ -503,7 +593,19 @@ class StudyQuery(_message.Message):
     critical_path: int
     wall_seconds: float
     measures: _containers.RepeatedCompositeFieldContainer[QueryMeasure]
-    def __init__(self, query_id: _Optional[str] = ..., job: _Optional[str] = ..., state: _Optional[_Union[_rank_pb2.JobState, str]] = ..., completion_reason: _Optional[_Union[_rank_pb2.CompletionReason, str]] = ..., pool_size: _Optional[int] = ..., judge_calls: _Optional[int] = ..., usage: _Optional[_Union[_rank_pb2.Usage, _Mapping]] = ..., critical_path: _Optional[int] = ..., wall_seconds: _Optional[float] = ..., measures: _Optional[_Iterable[_Union[QueryMeasure, _Mapping]]] = ...) -> None: ...
+    probes: _containers.RepeatedCompositeFieldContainer[PointwiseProbe]
+    pointwise_calls: int
+    pointwise_usage: _rank_pb2.Usage
+    human_labels: bool
+    def __init__(self, query_id: _Optional[str] = ..., job: _Optional[str] = ..., state: _Optional[_Union[_rank_pb2.JobState, str]] = ..., completion_reason: _Optional[_Union[_rank_pb2.CompletionReason, str]] = ..., pool_size: _Optional[int] = ..., judge_calls: _Optional[int] = ..., usage: _Optional[_Union[_rank_pb2.Usage, _Mapping]] = ..., critical_path: _Optional[int] = ..., wall_seconds: _Optional[float] = ..., measures: _Optional[_Iterable[_Union[QueryMeasure, _Mapping]]] = ..., probes: _Optional[_Iterable[_Union[PointwiseProbe, _Mapping]]] = ..., pointwise_calls: _Optional[int] = ..., pointwise_usage: _Optional[_Union[_rank_pb2.Usage, _Mapping]] = ..., human_labels: _Optional[bool] = ...) -> None: ...
+
+class PointwiseProbe(_message.Message):
+    __slots__ = ("doc_id", "grade")
+    DOC_ID_FIELD_NUMBER: _ClassVar[int]
+    GRADE_FIELD_NUMBER: _ClassVar[int]
+    doc_id: str
+    grade: int
+    def __init__(self, doc_id: _Optional[str] = ..., grade: _Optional[int] = ...) -> None: ...
 
 class ListStudyQueriesResponse(_message.Message):
     __slots__ = ("queries", "next_page_token")

@@ -89,6 +89,11 @@ class StudyServiceStub:
                 request_serializer=tierank_dot_v1_dot_study__pb2.ExportStudyQrelsRequest.SerializeToString,
                 response_deserializer=tierank_dot_v1_dot_study__pb2.ExportStudyQrelsResponse.FromString,
                 _registered_method=True)
+        self.CalibrateStudy = channel.unary_unary(
+                '/tierank.v1.StudyService/CalibrateStudy',
+                request_serializer=tierank_dot_v1_dot_study__pb2.CalibrateStudyRequest.SerializeToString,
+                response_deserializer=tierank_dot_v1_dot_study__pb2.Study.FromString,
+                _registered_method=True)
 
 
 class StudyServiceServicer:
@@ -191,6 +196,18 @@ class StudyServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CalibrateStudy(self, request, context):
+        """Applies the human sample sent to an ended study (AddStudyInputs human_sample) without
+        judging anything again: the labels are read off the orders and probes again with the
+        sample's calibration, the sample's queries take their human labels, and the report's
+        intervals become prediction-powered. Returns the study with its new report. A sample
+        query that is not in the study, or a study with no sample, is INVALID_ARGUMENT; a draft
+        or a running study is FAILED_PRECONDITION (STUDY_NOT_STARTED, STUDY_RUNNING).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_StudyServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -248,6 +265,11 @@ def add_StudyServiceServicer_to_server(servicer, server):
                     servicer.ExportStudyQrels,
                     request_deserializer=tierank_dot_v1_dot_study__pb2.ExportStudyQrelsRequest.FromString,
                     response_serializer=tierank_dot_v1_dot_study__pb2.ExportStudyQrelsResponse.SerializeToString,
+            ),
+            'CalibrateStudy': grpc.unary_unary_rpc_method_handler(
+                    servicer.CalibrateStudy,
+                    request_deserializer=tierank_dot_v1_dot_study__pb2.CalibrateStudyRequest.FromString,
+                    response_serializer=tierank_dot_v1_dot_study__pb2.Study.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -547,6 +569,33 @@ class StudyService:
             '/tierank.v1.StudyService/ExportStudyQrels',
             tierank_dot_v1_dot_study__pb2.ExportStudyQrelsRequest.SerializeToString,
             tierank_dot_v1_dot_study__pb2.ExportStudyQrelsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CalibrateStudy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tierank.v1.StudyService/CalibrateStudy',
+            tierank_dot_v1_dot_study__pb2.CalibrateStudyRequest.SerializeToString,
+            tierank_dot_v1_dot_study__pb2.Study.FromString,
             options,
             channel_credentials,
             insecure,

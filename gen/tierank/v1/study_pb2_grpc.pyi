@@ -99,6 +99,14 @@ class StudyServiceStub:
     """Per query: its job, pool, outcome, measures and cost; paged, in topic order."""
     ExportStudyQrels: _grpc.UnaryUnaryMultiCallable[_study_pb2.ExportStudyQrelsRequest, _study_pb2.ExportStudyQrelsResponse]
     """The labels (TREC qrels) the study's tiers give, paged by query."""
+    CalibrateStudy: _grpc.UnaryUnaryMultiCallable[_study_pb2.CalibrateStudyRequest, _study_pb2.Study]
+    """Applies the human sample sent to an ended study (AddStudyInputs human_sample) without
+    judging anything again: the labels are read off the orders and probes again with the
+    sample's calibration, the sample's queries take their human labels, and the report's
+    intervals become prediction-powered. Returns the study with its new report. A sample
+    query that is not in the study, or a study with no sample, is INVALID_ARGUMENT; a draft
+    or a running study is FAILED_PRECONDITION (STUDY_NOT_STARTED, STUDY_RUNNING).
+    """
 
 @_typing.type_check_only
 class StudyServiceAsyncStub(StudyServiceStub):
@@ -152,6 +160,14 @@ class StudyServiceAsyncStub(StudyServiceStub):
     """Per query: its job, pool, outcome, measures and cost; paged, in topic order."""
     ExportStudyQrels: _aio.UnaryUnaryMultiCallable[_study_pb2.ExportStudyQrelsRequest, _study_pb2.ExportStudyQrelsResponse]  # type: ignore[assignment]
     """The labels (TREC qrels) the study's tiers give, paged by query."""
+    CalibrateStudy: _aio.UnaryUnaryMultiCallable[_study_pb2.CalibrateStudyRequest, _study_pb2.Study]  # type: ignore[assignment]
+    """Applies the human sample sent to an ended study (AddStudyInputs human_sample) without
+    judging anything again: the labels are read off the orders and probes again with the
+    sample's calibration, the sample's queries take their human labels, and the report's
+    intervals become prediction-powered. Returns the study with its new report. A sample
+    query that is not in the study, or a study with no sample, is INVALID_ARGUMENT; a draft
+    or a running study is FAILED_PRECONDITION (STUDY_NOT_STARTED, STUDY_RUNNING).
+    """
 
 class StudyServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -268,5 +284,19 @@ class StudyServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_study_pb2.ExportStudyQrelsResponse, _abc.Awaitable[_study_pb2.ExportStudyQrelsResponse]]:
         """The labels (TREC qrels) the study's tiers give, paged by query."""
+
+    @_abc_1.abstractmethod
+    def CalibrateStudy(
+        self,
+        request: _study_pb2.CalibrateStudyRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_study_pb2.Study, _abc.Awaitable[_study_pb2.Study]]:
+        """Applies the human sample sent to an ended study (AddStudyInputs human_sample) without
+        judging anything again: the labels are read off the orders and probes again with the
+        sample's calibration, the sample's queries take their human labels, and the report's
+        intervals become prediction-powered. Returns the study with its new report. A sample
+        query that is not in the study, or a study with no sample, is INVALID_ARGUMENT; a draft
+        or a running study is FAILED_PRECONDITION (STUDY_NOT_STARTED, STUDY_RUNNING).
+        """
 
 def add_StudyServiceServicer_to_server(servicer: StudyServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

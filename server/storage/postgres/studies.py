@@ -308,3 +308,12 @@ class PostgresStudies(PostgresConnection, StudyStore):
             (state, progress, report, error_code, error_message.encode(), study_id),
         )
         return bool(row[0])
+
+    async def replace_study_report(self, tenant: str, study_id: str, report: bytes) -> bool:
+        row = await self._fetchone(
+            f"WITH replaced AS (UPDATE studies SET report = %s, update_time = {NOW} "
+            f"WHERE study_id = %s AND tenant = %s AND NOT {UNFINISHED_STUDIES} RETURNING 1) "
+            "SELECT COUNT(*) FROM replaced",
+            (report, study_id, tenant),
+        )
+        return bool(row[0])

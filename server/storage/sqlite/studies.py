@@ -378,3 +378,14 @@ class SqliteStudies(SqliteState, StudyStore):
         ended = await self._writer.submit(write)
         self._study_leases.pop(study_id, None)
         return ended
+
+    async def replace_study_report(self, tenant: str, study_id: str, report: bytes) -> bool:
+        def write(conn: sqlite3.Connection) -> bool:
+            replaced = conn.execute(
+                "UPDATE studies SET report = ?, update_time = ? "
+                f"WHERE study_id = ? AND tenant = ? AND NOT {UNFINISHED_STUDIES}",
+                (report, time.time(), study_id, tenant),
+            )
+            return replaced.rowcount > 0
+
+        return await self._writer.submit(write)
