@@ -466,13 +466,16 @@ def _labels(args: argparse.Namespace) -> eval_pb2.TierMapping:
     """How the study's tiers become grades: what --mapping says, or, without it, the server's
     choice (pointwise when a judge can grade) unless a pointwise option says pointwise."""
     pointwise_asked = args.anchor_judge is not None or args.probe_rate is not None
-    mapping = args.mapping or ("pointwise" if pointwise_asked else None)
+    bands_asked = bool(args.bands) or args.below != 0
+    mapping = args.mapping or ("pointwise" if pointwise_asked else "bands" if bands_asked else None)
     if mapping is None:
         return eval_pb2.TierMapping()
     if mapping != "pointwise":
         if pointwise_asked:
             raise UsageError("--anchor-judge and --probe-rate go with --mapping pointwise")
-        return fixed_mapping(args)
+        return fixed_mapping(argparse.Namespace(**{**vars(args), "mapping": mapping}))
+    if bands_asked:
+        raise UsageError("--bands and --below go with --mapping bands")
     labels = eval_pb2.TierMapping()
     anchoring = labels.pointwise
     if args.anchor_judge is not None:
