@@ -294,7 +294,8 @@ class ServerSettings:
             "TIERANK_SHUTDOWN_GRACE",
             check=Number(0),
             metavar="SECONDS",
-            help="seconds to let judge calls in flight land on shutdown",
+            help="seconds to let judge calls in flight land on shutdown (calls waiting for a "
+            "provider batch are not waited for: they wait again, unpaid, when their job resumes)",
         ),
     )
     metrics_listen: str = field(

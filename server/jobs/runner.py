@@ -289,10 +289,13 @@ class JobRunner:
                             calls.start_soon(self._ask, call, send)
                     if reason is not None:
                         break
+                    if self._draining and not self._lands_soon(order, arrived):
+                        # Only calls that wait hours for a provider batch, if any: they are
+                        # journaled, and the job resumed waits for them again, unpaid.
+                        await self._take_step(tournament, stats, now=True)
+                        calls.cancel_scope.cancel()
+                        return
                     if not tournament.in_flight:
-                        if self._draining:
-                            await self._take_step(tournament, stats, now=True)
-                            return
                         # Asked again now that planning has estimated the calls: a budget too
                         # small for even one call is BUDGET_EXHAUSTED, not EXHAUSTED.
                         reason = _REASONS[tournament.stop_reason() or StopReason.EXHAUSTED]
@@ -310,6 +313,14 @@ class JobRunner:
         # The loop ends with no reason only on a cancel.
         final = rank_pb2.COMPLETION_REASON_CANCELLED if reason is None else reason
         await self._finish(tournament, stats, final)
+
+    def _lands_soon(self, order: deque[list[JudgeCall]], arrived: dict[str, _Answer]) -> bool:
+        """Whether a call in flight may still be answered within a drain's grace."""
+        return any(
+            call.call_id not in arrived and self._judges[call.judge].answers_promptly
+            for group in order
+            for call in group
+        )
 
     def _stop_reason(self, tournament: Tournament) -> rank_pb2.CompletionReason | None:
         """Why the job must end now: the tournament's own reason, else its tenant's daily

@@ -186,6 +186,13 @@ class Judge(ConfiguredJudge):
         provider's circuit breaker is open (a judge with no provider has none)."""
         return False
 
+    @property
+    def answers_promptly(self) -> bool:
+        """Whether a call in flight may be answered within a shutdown's grace. False for calls
+        answered from a provider batch, minutes to hours away: a drain does not wait for them,
+        and the job, resumed, finds them in the batch journal and waits again, unpaid."""
+        return True
+
     async def withdraw(self) -> None:
         """The job has ended: calls it asked that are still unanswered are no longer wanted.
         A judge that handed them to a provider for later (batch mode) may tell it to stop."""
