@@ -43,7 +43,7 @@ async def test_the_minimal_config_sends_one_request_at_a_time_and_times_each_fro
         environ={"TIERANK_OPENAI_COMPATIBLE_BASE_URL": fake_llm.base_url(FLAVOR)}
     )
     local = settings.provider(FLAVOR)
-    assert (local.max_concurrency, local.timeout_s) == (1, 600.0)
+    assert (local.max_concurrency, local.timeout_s) == (1, 120.0)
     factory = JudgeFactory(settings)
     judge = factory.build(JudgeConfig(FLAVOR, "any-name"), POOL)
 
