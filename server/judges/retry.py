@@ -64,7 +64,7 @@ class CallError(Exception):
         self.provider_fault = provider_fault
 
 
-@dataclass
+@dataclass(eq=False)  # one per exchange, kept in a set while it lasts
 class InFlightTime:
     """Seconds the call's HTTP requests were in flight: the latency a judge is charged with,
     excluding waits for a rate-limit or concurrency slot and backoff between attempts; and, for
@@ -75,6 +75,8 @@ class InFlightTime:
     requests: int = 0
     retries: int = 0
     waited_s: float = 0.0
+    # When the request now in flight was sent (time.monotonic()); None between requests.
+    sent_at: float | None = None
 
 
 def retry_after_seconds(
@@ -236,7 +238,7 @@ async def _attempt(
         own = min(timeout_s, limit.left_s)
         to_deadline = _remaining(deadline)
         per_attempt = min(own, to_deadline)
-        sent = time.monotonic()
+        sent = in_flight.sent_at = time.monotonic()
         if limit.first_sent is None:
             limit.first_sent = sent
         try:
@@ -252,6 +254,7 @@ async def _attempt(
                 provider_fault=not chosen,
             ) from None
         finally:
+            in_flight.sent_at = None
             elapsed = time.monotonic() - sent
             in_flight.seconds += elapsed
             limit.spent_s += elapsed

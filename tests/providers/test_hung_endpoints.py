@@ -1,5 +1,7 @@
 """An endpoint that takes requests and never answers (issue 34, item 5): a call gives up at its
-time limit, and a job whose only judge never answers ends soon after.
+time limit, a job whose only judge never answers ends soon after, and a request that waits far
+longer than its judge's calls usually take is reported, on the event stream and on `tierank
+rank`'s progress.
 
 Times are the defaults' divided by SCALE (minutes become seconds), so that the structure the
 defaults promise (one call given up within 2 minutes, the job ended within 3) is shown in
@@ -7,12 +9,15 @@ seconds; what is asserted is counted (requests, calls, events), not timed."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import StartServer
-from fakes import MODELS, FakeLLMServer, Hang, LocalServer, Recorded
-from job_helpers import completed, llm_judge, run_job, scored_spec, verdicts
+from conftest import StartAddress, StartServer
+from fakes import MODELS, Answer, FakeLLMServer, Hang, LocalServer, Recorded, rank_by_score
+from job_helpers import completed, llm_judge, run_job, scored_spec, tierank, verdicts
 
 from tierank.server.judges.settings import provider_defaults
 from tierank.v1 import rank_pb2
@@ -82,3 +87,71 @@ async def test_a_job_whose_only_judge_never_answers_ends_after_one_call(
     )
     # Only the first call reached the endpoint, with at most its retry cut to the time left.
     assert 1 <= len(fake_llm.requests(flavor)) <= requests_per_call
+
+
+def answers_then_hangs(hangs_at: int) -> Callable[[Recorded], Answer | Hang]:
+    """Answers at once by score, but for request number `hangs_at` (from 1), never answered."""
+    seen: list[Recorded] = []
+
+    def respond(request: Recorded) -> Answer | Hang:
+        seen.append(request)
+        return never_answers(request) if len(seen) == hangs_at else rank_by_score(request)
+
+    return respond
+
+
+# A call's time limit in these tests: long enough for a busy machine's job loop (which looks
+# for stalls at least every second) to see a request pass the stall point, a quarter of it.
+LIMIT_S = 4.0
+STALL_TEST_SETTINGS = {
+    "timeout_s": LIMIT_S,
+    "retry": {"max_attempts": 1, "max_elapsed_s": LIMIT_S},
+    "breaker": {"failure_threshold": 5, "cooldown_s": 30.0},
+}
+
+
+async def test_a_request_far_slower_than_the_judges_median_is_reported_once(
+    fake_llm: FakeLLMServer, judged_server: StartServer
+) -> None:
+    fake_llm.respond_with(LOCAL, answers_then_hangs(hangs_at=4))
+    stub = await judged_server(**{LOCAL: STALL_TEST_SETTINGS})
+    spec = scored_spec(12, [llm_judge(LOCAL)], batch_size=4, max_in_flight=1)
+
+    events = await run_job(stub, spec)
+
+    # Reported while the call waited, before the verdict that says it failed; once, though it
+    # was looked at every second or so (an ordinary answer slowed past a second by a busy
+    # machine could be reported too: at most one more).
+    failed_at = next(i for i, e in enumerate(events) if e.HasField("verdict") and e.verdict.failed)
+    assert events[failed_at].verdict.failure_reason.startswith("timeout:")
+    stalls = [e.judge_stalled for e in events[:failed_at] if e.HasField("judge_stalled")]
+    assert 1 <= len(stalls) <= 2, stalls
+    stalled = stalls[-1]
+    assert stalled.judge == f"{LOCAL}/any-name"
+    assert stalled.time_limit_seconds == LIMIT_S
+    # Its median is that of the calls answered before it (milliseconds each): the stall point
+    # is then a quarter of the limit.
+    assert stalled.HasField("median_latency_seconds")
+    assert 0 < stalled.median_latency_seconds < LIMIT_S / 4 <= stalled.waiting_seconds
+
+
+async def test_rank_prints_the_stall_of_a_judge_that_never_answers(
+    fake_llm: FakeLLMServer, judged_address: StartAddress, tmp_path: Path
+) -> None:
+    fake_llm.respond_with(LOCAL, never_answers)
+    address = await judged_address(**{LOCAL: STALL_TEST_SETTINGS})
+    pool = tmp_path / "pool.jsonl"
+    lines = [json.dumps({"id": f"c{i}", "text": f"passage c{i} has score {i}."}) for i in range(8)]
+    pool.write_text("\n".join(lines) + "\n")
+    ranked = await tierank(
+        "rank", str(pool), "--query", "q", "--judge", f"{LOCAL}:any-name", "--k", "4",
+        "--max-in-flight", "1", "--server", address,
+    )  # fmt: skip
+
+    assert ranked.returncode == 3, ranked.stderr  # no judge answered at all
+    (line,) = [line for line in ranked.stderr.splitlines() if " judge_stalled " in line]
+    assert line.startswith("#")
+    assert line.split(" ", 2)[2].startswith(f"{LOCAL}/any-name: a call has waited ")
+    assert line.endswith(
+        f"s without an answer (no answer from it yet in this job); it fails after {LIMIT_S:.0f}s"
+    )
