@@ -208,7 +208,8 @@ class JobRunner:
         # Votes recorded since the tiers were last listed, and when they may be listed next.
         self._tiers_stale = False
         self._tiers_due = 0.0
-        # Per judge, when the request last reported stalled was sent: one event per request.
+        # Per judge, when its last JudgeStalled event was recorded (time.monotonic()): the
+        # requests it had in flight then are not reported again, only those sent later.
         self._stalls_reported: dict[int, float] = {}
 
     # -- control from the job manager ---------------------------------------------------
@@ -350,13 +351,14 @@ class JobRunner:
 
     def _look_for_stalls(self, stats: StatsBook, arrived: dict[str, _Answer], step: _Step) -> float:
         """Add a JudgeStalled event to `step` for each judge whose longest-waiting request has
-        passed its stall point (one event per request); returns how soon to look again (a
-        request sent meanwhile is looked for after STALL_LOOK_S)."""
+        passed its stall point, unless it was in flight when the judge was last reported (one
+        event covers the requests stuck together); returns how soon to look again (a request
+        sent meanwhile is looked for after STALL_LOOK_S)."""
         now = time.monotonic()
         look = STALL_LOOK_S
         for index, judge in enumerate(self._judges):
             waiting = judge.waiting()
-            if waiting is None or self._stalls_reported.get(index) == waiting.since:
+            if waiting is None or waiting.since <= self._stalls_reported.get(index, -math.inf):
                 continue
             # No stall before the limit's share: the median (a sort) is not needed until then.
             earliest = waiting.since + stall_after_s(None, waiting.time_limit_s)
@@ -365,7 +367,7 @@ class JobRunner:
             if now < stalled_at:
                 look = min(look, stalled_at - now)
                 continue
-            self._stalls_reported[index] = waiting.since
+            self._stalls_reported[index] = now
             stalled = rank_pb2.JudgeStalled(
                 judge=judge.name,
                 waiting_seconds=now - waiting.since,

@@ -135,6 +135,24 @@ async def test_a_request_far_slower_than_the_judges_median_is_reported_once(
     assert 0 < stalled.median_latency_seconds < LIMIT_S / 4 <= stalled.waiting_seconds
 
 
+async def test_requests_stuck_together_are_reported_once(
+    fake_llm: FakeLLMServer, judged_server: StartServer
+) -> None:
+    # Three calls at once, none ever answered: one warning for the judge, not one per request.
+    fake_llm.respond_with("openai", never_answers)
+    stub = await judged_server(openai=STALL_TEST_SETTINGS)
+    spec = scored_spec(12, [llm_judge("openai", MODELS["openai"])], batch_size=4)
+
+    events = await run_job(stub, spec)
+
+    first_wave = [e.verdict for e in events if e.HasField("verdict")][:3]
+    assert all(v.failure_reason.startswith("timeout:") for v in first_wave)
+    assert len(fake_llm.requests("openai")) == 3
+    stalls = [e for e in events if e.HasField("judge_stalled")]
+    assert len(stalls) == 1, stalls
+    assert not stalls[0].judge_stalled.HasField("median_latency_seconds")
+
+
 async def test_rank_prints_the_stall_of_a_judge_that_never_answers(
     fake_llm: FakeLLMServer, judged_address: StartAddress, tmp_path: Path
 ) -> None:
