@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from types import TracebackType
 from typing import TextIO
 
@@ -60,7 +61,23 @@ def describe_event(event: rank_pb2.JobEvent) -> str:
         )
     if kind == "failed":
         return f"{head}: {event.failed.error.message}"
+    if kind == "judge_stalled":
+        return f"{head} {stall_note(event.judge_stalled)}"
     return head
+
+
+def stall_note(stalled: rank_pb2.JudgeStalled, waited_s: float | None = None) -> str:
+    """What a JudgeStalled event says, the wait as of `waited_s` (default: the event's)."""
+    waited = stalled.waiting_seconds if waited_s is None else waited_s
+    usual = (
+        f"its median call took {stalled.median_latency_seconds:.1f}s"
+        if stalled.HasField("median_latency_seconds")
+        else "no answer from it yet in this job"
+    )
+    return (
+        f"{stalled.judge}: a call has waited {waited:.0f}s without an answer ({usual});"
+        f" it fails after {stalled.time_limit_seconds:.0f}s"
+    )
 
 
 def format_tiers(tiers: list[rank_pb2.Tier]) -> str:
@@ -122,6 +139,9 @@ class LiveProgress:
         self._cost = 0.0
         self._critical_path: int | None = None
         self._notice = ""
+        # Per judge, its latest JudgeStalled event and when it came (time.monotonic()): shown,
+        # its wait counting on, until the judge's next verdict.
+        self._stalls: dict[str, tuple[rank_pb2.JudgeStalled, float]] = {}
 
     def __enter__(self) -> LiveProgress:
         self._live.__enter__()
@@ -141,11 +161,15 @@ class LiveProgress:
             self._bar.update(self._task, total=event.accepted.job.candidate_count)
         elif kind == "verdict":
             self._count_verdict(event.verdict)
+            self._stalls.pop(event.verdict.judge, None)
+        elif kind == "judge_stalled":
+            self._stalls[event.judge_stalled.judge] = (event.judge_stalled, time.monotonic())
         elif kind == "tiers_updated":
             update = event.tiers_updated
             self._tiers = list(update.tiers)
             self._bar.update(self._task, completed=update.settled_count, total=update.total_count)
         elif kind in ("completed", "failed"):
+            self._stalls.clear()
             final = event.completed if kind == "completed" else event.failed
             self.on_stats(final.stats)
             if kind == "completed":
@@ -189,7 +213,12 @@ class LiveProgress:
             tiers.add_row(
                 str(tier.rank), "settled" if tier.settled else "open", Text(_format_tier(tier))
             )
-        parts: list[RenderableType] = [self._bar, Text(stats), tiers]
+        parts: list[RenderableType] = [self._bar, Text(stats)]
+        now = time.monotonic()
+        for stalled, since in self._stalls.values():
+            waited = stalled.waiting_seconds + now - since
+            parts.append(Text(f"stalled: {stall_note(stalled, waited)}", style="yellow"))
+        parts.append(tiers)
         if self._notice:
             parts.append(Text(self._notice))
         return Group(*parts)

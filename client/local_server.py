@@ -46,8 +46,10 @@ class LocalServer:
 
     The server writes its bound address to a ready file once it serves; its stderr goes to a
     log file so that a failed start can be explained. Stopping sends SIGTERM (graceful), then
-    SIGKILL if it does not exit in time. `env` is laid over this process's environment; a
-    variable mapped to None is left out.
+    SIGKILL if it does not exit in time. Its standard input is a pipe that only this process
+    holds open (`--stdin-eof stop`): should this process die without stopping it (kill -9),
+    the pipe ends and the server stops too, rather than outlive its command unseen. `env` is
+    laid over this process's environment; a variable mapped to None is left out.
     """
 
     def __init__(
@@ -92,13 +94,15 @@ class LocalServer:
         self._workdir = tempfile.TemporaryDirectory(prefix="tierank-server-")
         ready_file = Path(self._workdir.name) / "ready"
         command = [*SERVER_COMMAND, "--listen", self.listen]
-        command += ["--ready-file", str(ready_file), *self.extra_args]
+        command += ["--ready-file", str(ready_file), "--stdin-eof", "stop", *self.extra_args]
         if self.db is not None:
             command += ["--db", str(self.db)]
         with open(self.log_path, "wb") as log:
             self._process = subprocess.Popen(
                 command,
-                stdin=subprocess.DEVNULL,
+                # Never written to: its end is what tells the server that this process is gone.
+                # (Python's pipes are not inherited by this process's other children.)
+                stdin=subprocess.PIPE,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=_environment(self.env or {}),
@@ -128,6 +132,8 @@ class LocalServer:
                     process.kill()
                     process.wait()
             returncode = process.returncode
+            if process.stdin is not None:
+                process.stdin.close()
         if self._workdir is not None:
             self._workdir.cleanup()
             self._workdir = None

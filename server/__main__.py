@@ -1,12 +1,16 @@
-"""`python -m tierank.server`: run the server until SIGTERM or SIGINT, then drain."""
+"""`python -m tierank.server`: run the server until SIGTERM or SIGINT (or, with `--stdin-eof
+stop`, the end of its standard input), then drain."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import os
 import signal
 import sys
 
 import anyio
+import structlog
 
 from tierank.server.app import ListenError, UnsafeSettings, serve
 from tierank.server.errors import StorageError
@@ -28,10 +32,50 @@ async def _main(settings: ServerSettings) -> None:
             async for _ in signals:
                 stop.set()
 
+    async def on_end_of_stdin() -> None:
+        await _end_of_file(sys.stdin.fileno() if sys.stdin is not None else -1)
+        structlog.get_logger().info("standard input closed: shutting down")
+        stop.set()
+
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(on_signal)
+        if settings.stops_at_stdin_eof:
+            tasks.start_soon(on_end_of_stdin)
         await serve(settings, stop)
         tasks.cancel_scope.cancel()
+
+
+async def _end_of_file(fd: int) -> None:
+    """Return once `fd` reads as ended (what it holds before that is read and dropped). A pipe
+    ends when every process holding its write end has closed it or died, however it died."""
+    loop = asyncio.get_running_loop()
+    readable = asyncio.Event()
+    try:
+        loop.add_reader(fd, readable.set)
+    except (OSError, ValueError):
+        # Not something to wait on (a regular file, /dev/null, or no descriptor at all):
+        # reading never blocks there, so it is read to its end at once.
+        while _read_some(fd):
+            pass
+        return
+    try:
+        while True:
+            await readable.wait()
+            readable.clear()
+            if not _read_some(fd):
+                return
+    finally:
+        loop.remove_reader(fd)
+
+
+def _read_some(fd: int) -> bool:
+    """Read what `fd` has ready; False at its end (or when it cannot be read at all)."""
+    try:
+        return bool(os.read(fd, 65536))
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
 
 
 def _first_leaf(error: BaseException) -> BaseException:

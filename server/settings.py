@@ -294,7 +294,8 @@ class ServerSettings:
             "TIERANK_SHUTDOWN_GRACE",
             check=Number(0),
             metavar="SECONDS",
-            help="seconds to let judge calls in flight land on shutdown",
+            help="seconds to let judge calls in flight land on shutdown (calls waiting for a "
+            "provider batch are not waited for: they wait again, unpaid, when their job resumes)",
         ),
     )
     metrics_listen: str = field(
@@ -439,10 +440,26 @@ class ServerSettings:
             "paid work unseen)",
         ),
     )
+    stdin_eof: str = field(
+        default="ignore",
+        metadata=declared(
+            "--stdin-eof",
+            "TIERANK_STDIN_EOF",
+            check=Choice(("ignore", "stop")),
+            help="`stop`: shut down as on SIGTERM once standard input reaches its end, so that a "
+            "server started with a pipe from its parent as standard input ends with that parent "
+            "however the parent ends, `kill -9` included (the CLI's embedded server); `ignore`: "
+            "standard input is not read",
+        ),
+    )
 
     @property
     def pool(self) -> PoolSettings:
         return PoolSettings(self.db_pool_size, self.db_statement_timeout_s)
+
+    @property
+    def stops_at_stdin_eof(self) -> bool:
+        return self.stdin_eof == "stop"
 
     @property
     def serves_reflection(self) -> bool:

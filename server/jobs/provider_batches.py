@@ -506,6 +506,10 @@ class BatchedJudge(Judge):
     def estimate(self, request: BatchRequest) -> JudgeUsage:
         return self._judge.estimate_at(request, self._transport.price)
 
+    @property
+    def answers_promptly(self) -> bool:
+        return False
+
     async def judge(self, request: BatchRequest) -> JudgeReply:
         tries = self._desk.settings.max_tries
         outcome: BatchOutcome | None = None

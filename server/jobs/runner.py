@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import math
+import statistics
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
@@ -81,6 +82,17 @@ MAX_CONSECUTIVE_FAILURES = 5
 # A write that finds the disk full is retried after this long, doubling up to the maximum.
 FULL_DISK_FIRST_RETRY_S = 0.05
 FULL_DISK_MAX_RETRY_S = 2.0
+
+# A judge's request in flight is reported stalled (a JudgeStalled event: `tierank rank` prints
+# it as a warning) once it has waited STALL_MEDIANS times the judge's median latency in the
+# job, and at least STALL_SHARE_OF_LIMIT of its call's time limit: well before the call gives
+# up, yet not for a fast judge's merely slow answer. Before the judge's first answer in the job
+# the share alone counts (an endpoint that never answers has no median).
+STALL_MEDIANS = 5.0
+STALL_SHARE_OF_LIMIT = 0.25
+# While calls are outstanding whose requests are not sent yet (waiting for a slot), the job
+# looks this often for requests that have been sent since, and might stall.
+STALL_LOOK_S = 1.0
 
 # A job lists its tiers (a Bradley–Terry fit, the tiers placed, an event naming every tier) at
 # most this often, and always when it ends: with fast judges a job records many plans a second,
@@ -196,6 +208,9 @@ class JobRunner:
         # Votes recorded since the tiers were last listed, and when they may be listed next.
         self._tiers_stale = False
         self._tiers_due = 0.0
+        # Per judge, when its last JudgeStalled event was recorded (time.monotonic()): the
+        # requests it had in flight then are not reported again, only those sent later.
+        self._stalls_reported: dict[int, float] = {}
 
     # -- control from the job manager ---------------------------------------------------
 
@@ -289,18 +304,18 @@ class JobRunner:
                             calls.start_soon(self._ask, call, send)
                     if reason is not None:
                         break
+                    if self._draining and not self._lands_soon(order, arrived):
+                        # Only calls that wait hours for a provider batch, if any: they are
+                        # journaled, and the job resumed waits for them again, unpaid.
+                        await self._take_step(tournament, stats, now=True)
+                        calls.cancel_scope.cancel()
+                        return
                     if not tournament.in_flight:
-                        if self._draining:
-                            await self._take_step(tournament, stats, now=True)
-                            return
                         # Asked again now that planning has estimated the calls: a budget too
                         # small for even one call is BUDGET_EXHAUSTED, not EXHAUSTED.
                         reason = _REASONS[tournament.stop_reason() or StopReason.EXHAUSTED]
                         break
-                    with anyio.move_on_after(self._wait_limit()):
-                        for item in await _drain(receive):
-                            if isinstance(item, _Answer):
-                                arrived[item.call.call_id] = item
+                    await self._await_answers(receive, tournament, stats, arrived)
                 # Cancelled, past the deadline or out of judges: the calls in flight are abandoned.
                 calls.cancel_scope.cancel()
             stopped = tournament.stop_reason()
@@ -310,6 +325,84 @@ class JobRunner:
         # The loop ends with no reason only on a cancel.
         final = rank_pb2.COMPLETION_REASON_CANCELLED if reason is None else reason
         await self._finish(tournament, stats, final)
+
+    async def _await_answers(
+        self,
+        receive: MemoryObjectReceiveStream[_Answer | _Wake],
+        tournament: Tournament,
+        stats: StatsBook,
+        arrived: dict[str, _Answer],
+    ) -> None:
+        """Wait for answers (or a nudge) until the deadline or until stale tiers are due,
+        recording a JudgeStalled event whenever a request in flight passes its stall point."""
+        while True:
+            limit, look = self._wait_limit(), math.inf
+            if any(call_id not in arrived for call_id in tournament.in_flight):
+                step = _Step()
+                look = self._look_for_stalls(stats, arrived, step)
+                await self._commit_step(step)
+            with anyio.move_on_after(min(limit, look)):
+                for item in await _drain(receive):
+                    if isinstance(item, _Answer):
+                        arrived[item.call.call_id] = item
+                return
+            if look >= limit:
+                return
+
+    def _look_for_stalls(self, stats: StatsBook, arrived: dict[str, _Answer], step: _Step) -> float:
+        """Add a JudgeStalled event to `step` for each judge whose longest-waiting request has
+        passed its stall point, unless it was in flight when the judge was last reported (one
+        event covers the requests stuck together); returns how soon to look again (a request
+        sent meanwhile is looked for after STALL_LOOK_S)."""
+        now = time.monotonic()
+        look = STALL_LOOK_S
+        for index, judge in enumerate(self._judges):
+            waiting = judge.waiting()
+            if waiting is None or waiting.since <= self._stalls_reported.get(index, -math.inf):
+                continue
+            # No stall before the limit's share: the median (a sort) is not needed until then.
+            earliest = waiting.since + stall_after_s(None, waiting.time_limit_s)
+            median = None if now < earliest else self._median_latency(index, stats, arrived)
+            stalled_at = max(earliest, waiting.since + stall_after_s(median, waiting.time_limit_s))
+            if now < stalled_at:
+                look = min(look, stalled_at - now)
+                continue
+            self._stalls_reported[index] = now
+            stalled = rank_pb2.JudgeStalled(
+                judge=judge.name,
+                waiting_seconds=now - waiting.since,
+                median_latency_seconds=median,
+                time_limit_seconds=waiting.time_limit_s,
+            )
+            self._log.warning(
+                "judge call stalled",
+                judge=judge.name,
+                waiting_s=round(stalled.waiting_seconds, 1),
+                median_latency_s=median,
+                time_limit_s=waiting.time_limit_s,
+            )
+            step.events.append(self._event(judge_stalled=stalled))
+        return look
+
+    def _median_latency(
+        self, judge: int, stats: StatsBook, arrived: dict[str, _Answer]
+    ) -> float | None:
+        """The median latency of the judge's answered calls: those recorded, and those that
+        arrived and wait for their plan's other answers."""
+        latencies = stats.latencies(judge) + [
+            answer.verdict.usage.latency_seconds
+            for answer in arrived.values()
+            if answer.call.judge == judge and not (answer.verdict.failed or answer.verdict.cached)
+        ]
+        return statistics.median(latencies) if latencies else None
+
+    def _lands_soon(self, order: deque[list[JudgeCall]], arrived: dict[str, _Answer]) -> bool:
+        """Whether a call in flight may still be answered within a drain's grace."""
+        return any(
+            call.call_id not in arrived and self._judges[call.judge].answers_promptly
+            for group in order
+            for call in group
+        )
 
     def _stop_reason(self, tournament: Tournament) -> rank_pb2.CompletionReason | None:
         """Why the job must end now: the tournament's own reason, else its tenant's daily
@@ -722,6 +815,12 @@ class JobRunner:
             error_message=message,
         )
         await self._withdraw_calls()
+
+
+def stall_after_s(median_s: float | None, time_limit_s: float) -> float:
+    """How long a judge's request may wait before it is reported stalled (see STALL_MEDIANS)."""
+    floor = STALL_SHARE_OF_LIMIT * time_limit_s
+    return floor if median_s is None else max(STALL_MEDIANS * median_s, floor)
 
 
 def _holds(error: BaseException, kind: type[Exception]) -> bool:

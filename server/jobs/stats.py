@@ -28,6 +28,8 @@ class _JudgeBook:
 
     def __post_init__(self) -> None:
         self.usage = rank_pb2.Usage()
+        # Each answered call's latency, for what counts as a stalled request (runner.py).
+        self.latencies: list[float] = []
 
 
 class StatsBook:
@@ -54,7 +56,13 @@ class StatsBook:
             book.last_error = verdict.failure_reason
         else:
             book.consecutive_failures = 0
+            if not verdict.cached:
+                book.latencies.append(verdict.usage.latency_seconds)
         return book.consecutive_failures
+
+    def latencies(self, judge: int) -> list[float]:
+        """The latencies of the judge's answered calls, in the order they were recorded."""
+        return self._judges[judge].latencies
 
     def abandon(self, judge: int) -> None:
         """Count a call that the job's end left unanswered."""

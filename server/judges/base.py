@@ -98,6 +98,15 @@ class JudgeReply:
 
 
 @dataclass(frozen=True)
+class Waiting:
+    """A judge's longest-waiting request in flight: when it was sent (time.monotonic(), not
+    when its call was queued) and how long its call may wait in all before it fails."""
+
+    since: float
+    time_limit_s: float
+
+
+@dataclass(frozen=True)
 class JudgeConfig:
     """A judge as the job spec names it; the server's own settings hold credentials."""
 
@@ -185,6 +194,18 @@ class Judge(ConfiguredJudge):
         """Whether calls to this judge are refused now, without a request, because its
         provider's circuit breaker is open (a judge with no provider has none)."""
         return False
+
+    def waiting(self) -> Waiting | None:
+        """The request of this judge's calls that has waited longest for its answer, if one is
+        in flight; None for judges that send none (offline ones, batch mode)."""
+        return None
+
+    @property
+    def answers_promptly(self) -> bool:
+        """Whether a call in flight may be answered within a shutdown's grace. False for calls
+        answered from a provider batch, minutes to hours away: a drain does not wait for them,
+        and the job, resumed, finds them in the batch journal and waits again, unpaid."""
+        return True
 
     async def withdraw(self) -> None:
         """The job has ended: calls it asked that are still unanswered are no longer wanted.

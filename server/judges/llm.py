@@ -32,6 +32,7 @@ from tierank.server.judges.base import (
     JudgeFailure,
     JudgeReply,
     JudgeUsage,
+    Waiting,
 )
 from tierank.server.judges.bounded_http import ResponseTooLarge
 from tierank.server.judges.breaker import CircuitBreaker
@@ -51,7 +52,7 @@ from tierank.server.judges.prompt import (
     render_prompt_parts,
     upper_bound_tokens,
 )
-from tierank.server.judges.retry import CallError, InFlightTime, call_with_retries
+from tierank.server.judges.retry import CallError, InFlightTime, call_with_retries, time_limit_s
 from tierank.server.judges.settings import JudgeSettings
 from tierank.server.observability.genai import ChatSpan, chat_span
 
@@ -298,6 +299,8 @@ class LLMJudge(Judge):
         self.shared = shared
         self.passage_token_budget = config.passage_token_budget or DEFAULT_PASSAGE_TOKEN_BUDGET
         self.price = shared.settings.price(self.provider, config.model)
+        # The exchanges in progress, each with the request it has in flight, if any.
+        self._exchanges: set[InFlightTime] = set()
 
     # -- what adapters implement ------------------------------------------------------------
 
@@ -337,6 +340,18 @@ class LLMJudge(Judge):
     @property
     def breaker_open(self) -> bool:
         return self.shared.breaker(self.config.model).is_open
+
+    @property
+    def _timeout_s(self) -> float:
+        """Each request's timeout: the job's, else the provider's."""
+        return self.config.timeout_s or self.shared.provider_settings.timeout_s
+
+    def waiting(self) -> Waiting | None:
+        sent = [t.sent_at for t in self._exchanges if t.sent_at is not None]
+        if not sent:
+            return None
+        retry = self.shared.provider_settings.retry
+        return Waiting(min(sent), time_limit_s(retry, self._timeout_s))
 
     def cache_identity(self) -> str:
         return self.identity(TEMPLATE_VERSION)
@@ -496,9 +511,23 @@ class LLMJudge(Judge):
             ).hostname
             or "",
         ) as span:
-            return await self._exchange(
-                prompt, read, corrective, max_output_tokens, schema, seed, deadline, span
-            )
+            # Kept while it lasts: its request in flight is one `waiting` may report.
+            in_flight = InFlightTime()
+            self._exchanges.add(in_flight)
+            try:
+                return await self._exchange(
+                    prompt,
+                    read,
+                    corrective,
+                    max_output_tokens,
+                    schema,
+                    seed,
+                    deadline,
+                    span,
+                    in_flight,
+                )
+            finally:
+                self._exchanges.discard(in_flight)
 
     async def _exchange(
         self,
@@ -510,8 +539,8 @@ class LLMJudge(Judge):
         seed: int,
         deadline: float | None,
         span: ChatSpan,
+        in_flight: InFlightTime,
     ) -> Exchange[Answer]:
-        in_flight = InFlightTime()
         messages = [first_message(prompt)]
         prompt_text = messages[0].text
         spent = TokenCounts()
@@ -616,7 +645,7 @@ class LLMJudge(Judge):
             send,
             slot=lambda: shared.limits.slot(self.provider, self.config.model, tokens),
             policy=shared.provider_settings.retry,
-            timeout_s=self.config.timeout_s or provider_timeout_s,
+            timeout_s=self._timeout_s,
             provider_timeout_s=provider_timeout_s,
             deadline=deadline,
             breaker=shared.breaker(self.config.model),

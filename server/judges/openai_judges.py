@@ -256,13 +256,21 @@ class OpenAICompatibleJudge(OpenAIJudge):
         name), without the fields that change with every listing; None when not read."""
         try:
             page = await self.client.with_options(timeout=MODEL_LIST_TIMEOUT_S).models.list()
+            entries = [_stable_entry(model.model_dump()) for model in page.data]
         except openai.APIStatusError as error:
             # 404 and its kin: no model list here. 5xx: one that failed this time.
             self._lists_models = error.status_code >= 500
             return None
         except openai.OpenAIError:
             return None
-        entries = [_stable_entry(model.model_dump()) for model in page.data]
+        except (ValueError, TypeError, AttributeError) as error:
+            # An HTTP 200 whose body is no model list (not JSON, or JSON of another shape: a
+            # proxy's or a loading server's page): unreadable this time, as a failed listing.
+            structlog.get_logger().warning(
+                "openai-compatible model list unreadable; verdict cache off for this job",
+                error=f"{type(error).__name__}: {error}"[:200],
+            )
+            return None
         mine = [e for e in entries if e.get("id") == self.config.model] or entries
         return json.dumps(mine, sort_keys=True, default=str) if mine else None
 

@@ -2,14 +2,17 @@
 
 Retried: 429 (waiting what Retry-After asks), 5xx, per-attempt timeouts and connection errors,
 with jittered exponential backoff in between. Never retried: other 4xx, and anything that could
-not finish before the request's deadline. Each attempt's timeout is
-min(call timeout, time left to the deadline), the call timeout being the job's
-`timeout_seconds` or else the provider's; the wait for a rate-limit slot is bounded by the
-deadline too, and is not part of the attempt's time.
+not finish before the request's deadline or within its time limit. Each attempt's timeout is
+min(call timeout, time left to the deadline, time left of the limit), the call timeout being
+the job's `timeout_seconds` or else the provider's, and the limit
+max(`retry.max_elapsed_s`, call timeout), counted in flight and between attempts; the wait for
+a rate-limit slot is bounded by the deadline too, and is part of neither.
 
 The breaker (shared by every job) hears only of the provider's own failures: 5xx, connection
-errors, and timeouts at the provider's configured timeout. A timeout the caller shortened (a
-job's `timeout_seconds`, its deadline) or a wait for a slot is that call's business alone.
+errors, and timeouts at the provider's configured timeout or at the end of the time limit. A
+timeout the caller shortened (a job's `timeout_seconds`, its deadline) or a wait for a slot is
+that call's business alone. A call that waits for a slot while the breaker opens is refused
+once it has the slot, rather than sent to an endpoint just found dead.
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ class CallError(Exception):
         self.provider_fault = provider_fault
 
 
-@dataclass
+@dataclass(eq=False)  # one per exchange, kept in a set while it lasts
 class InFlightTime:
     """Seconds the call's HTTP requests were in flight: the latency a judge is charged with,
     excluding waits for a rate-limit or concurrency slot and backoff between attempts; and, for
@@ -72,6 +75,8 @@ class InFlightTime:
     requests: int = 0
     retries: int = 0
     waited_s: float = 0.0
+    # When the request now in flight was sent (time.monotonic()); None between requests.
+    sent_at: float | None = None
 
 
 def retry_after_seconds(
@@ -113,6 +118,37 @@ def _remaining(deadline: float | None) -> float:
     return math.inf if deadline is None else deadline - time.monotonic()
 
 
+def time_limit_s(policy: RetryPolicy, timeout_s: float) -> float:
+    """How long one request and its retries may take in all, with `timeout_s` per attempt:
+    `policy.max_elapsed_s`, or one whole attempt when that is longer."""
+    return max(policy.max_elapsed_s, timeout_s)
+
+
+@dataclass
+class _TimeLimit:
+    """What one request and its retries have used of their time limit: time in flight and
+    between attempts, not waiting for a slot."""
+
+    limit_s: float
+    spent_s: float = 0.0
+    # When its first attempt was sent (monotonic clock); None until then.
+    first_sent: float | None = None
+
+    @property
+    def left_s(self) -> float:
+        return self.limit_s - self.spent_s
+
+
+def _refuse_if_open(breaker: CircuitBreaker) -> None:
+    if breaker.is_open:
+        wait = breaker.seconds_until_closed()
+        cause = f" (last: {breaker.last_failure})" if breaker.last_failure else ""
+        raise CallError(
+            FailureKind.UNAVAILABLE,
+            f"circuit open {breaker.opened_by}{cause}; retry in {wait:.1f}s",
+        )
+
+
 async def call_with_retries(
     send: Callable[[], Awaitable[T]],
     *,
@@ -126,40 +162,57 @@ async def call_with_retries(
     in_flight: InFlightTime,
 ) -> T:
     """`send` performs one HTTP attempt and raises CallError on failure; the last CallError
-    propagates when no retry is left or allowed. `timeout_s` is this call's timeout per
-    attempt, `provider_timeout_s` the provider's own: only a timeout at least that long is
-    the provider's fault."""
+    propagates when no retry is left or allowed (nor time within the request's time limit,
+    `time_limit_s`). `timeout_s` is this call's timeout per attempt, `provider_timeout_s` the
+    provider's own: a timeout shorter than that, or cut by the deadline, is the caller's
+    choice, not the provider's fault."""
+    limit = _TimeLimit(time_limit_s(policy, timeout_s))
     attempt = 0
     while True:
         attempt += 1
-        if breaker.is_open:
-            wait = breaker.seconds_until_closed()
-            cause = f" (last: {breaker.last_failure})" if breaker.last_failure else ""
-            raise CallError(
-                FailureKind.UNAVAILABLE,
-                f"circuit open after repeated failures{cause}; retry in {wait:.1f}s",
-            )
+        _refuse_if_open(breaker)
         try:
-            result = await _attempt(send, slot, timeout_s, provider_timeout_s, deadline, in_flight)
+            result = await _attempt(
+                send, slot, breaker, timeout_s, provider_timeout_s, deadline, limit, in_flight
+            )
         except CallError as error:
             if error.kind in TRIPS_BREAKER and error.provider_fault:
                 breaker.record_failure(f"{error.kind}: {error.message}")
-            delay = _retry_delay(error, attempt, policy, deadline, rng)
+            time_left = min(_remaining(deadline), limit.left_s)
+            delay = _retry_delay(error, attempt, policy, time_left, rng)
             if delay is None:
+                if error.kind is FailureKind.TIMEOUT and error.provider_fault:
+                    _trip_if_never_answered(breaker, limit, error)
                 raise
             in_flight.retries += 1
             await asyncio.sleep(delay)
+            limit.spent_s += delay
         else:
             breaker.record_success()
             return result
 
 
+def _trip_if_never_answered(breaker: CircuitBreaker, limit: _TimeLimit, error: CallError) -> None:
+    """A request that timed out with its whole time limit spent opens the breaker at once if
+    the model answered no request meanwhile: the calls queued behind it (all of a one-slot
+    local server's) then fail at once instead of each waiting out a limit of its own."""
+    if limit.first_sent is not None and limit.left_s <= _LIMIT_SPENT_SLACK_S:
+        breaker.trip_if_silent(limit.first_sent, f"{error.kind}: {error.message}")
+
+
+# A limit with less than this left counts as spent: the last attempt's timeout is cut to what
+# was left, and an event loop may fire a timer a little early (by its clock's resolution).
+_LIMIT_SPENT_SLACK_S = 0.05
+
+
 async def _attempt(
     send: Callable[[], Awaitable[T]],
     slot: Callable[[], AbstractAsyncContextManager[None]],
+    breaker: CircuitBreaker,
     timeout_s: float,
     provider_timeout_s: float,
     deadline: float | None,
+    limit: _TimeLimit,
     in_flight: InFlightTime,
 ) -> T:
     remaining = _remaining(deadline)
@@ -180,27 +233,38 @@ async def _attempt(
             ) from None
         finally:
             in_flight.waited_s += time.monotonic() - waiting
+        _refuse_if_open(breaker)  # it may have opened while this call waited for the slot
         in_flight.requests += 1
-        per_attempt = min(timeout_s, _remaining(deadline))
-        sent = time.monotonic()
+        own = min(timeout_s, limit.left_s)
+        to_deadline = _remaining(deadline)
+        per_attempt = min(own, to_deadline)
+        sent = in_flight.sent_at = time.monotonic()
+        if limit.first_sent is None:
+            limit.first_sent = sent
         try:
             async with asyncio.timeout(per_attempt):
                 return await send()
         except TimeoutError:
+            # The provider's fault unless the caller chose a shorter wait: a job's timeout
+            # below the provider's, or its deadline. The time limit is the server's own.
+            chosen = timeout_s < provider_timeout_s or to_deadline <= own
             raise CallError(
                 FailureKind.TIMEOUT,
                 f"no answer within {per_attempt:.3g}s",
-                provider_fault=per_attempt >= provider_timeout_s,
+                provider_fault=not chosen,
             ) from None
         finally:
-            in_flight.seconds += time.monotonic() - sent
+            in_flight.sent_at = None
+            elapsed = time.monotonic() - sent
+            in_flight.seconds += elapsed
+            limit.spent_s += elapsed
 
 
 def _retry_delay(
     error: CallError,
     attempt: int,
     policy: RetryPolicy,
-    deadline: float | None,
+    time_left: float,
     rng: random.Random,
 ) -> float | None:
     """Seconds to wait before the next attempt, or None when the error must stand."""
@@ -212,8 +276,9 @@ def _retry_delay(
         delay = error.retry_after_s
     else:
         delay = backoff_delay(attempt, policy, rng)
-    # Waiting past the deadline only to be cut off would waste the slot and the time.
-    return None if delay >= _remaining(deadline) else delay
+    # Waiting past the deadline or the time limit only to be cut off would waste the slot and
+    # the time.
+    return None if delay >= time_left else delay
 
 
 def classify_status(status: int, headers: Mapping[str, str] | None, message: str) -> CallError:

@@ -46,6 +46,12 @@ class RetryPolicy:
     max_delay_s: float = 20.0
     # A Retry-After longer than this is not waited for: the call fails as rate limited.
     max_retry_after_s: float = 60.0
+    # The most time one request and its retries may take, in flight and waiting between
+    # attempts (not waiting for a slot): a retry's timeout is cut to what is left, and no retry
+    # is sent once it is spent. It never cuts a first attempt, so a longer timeout_s (the job's
+    # or the provider's) is one attempt. So a call to an endpoint that never answers fails
+    # within 2 minutes, not timeout_s x max_attempts (40 minutes for a local server).
+    max_elapsed_s: float = 120.0
 
 
 @dataclass(frozen=True)
@@ -135,8 +141,10 @@ class JudgeSettings:
 
 # A server of one's own (llama.cpp, llama-cpp-python, a single-slot vLLM, Ollama) usually
 # answers one request at a time, slowly: concurrent requests would only queue there, each
-# eating its own timeout. So one request in flight, and a long timeout measured from sending.
-LOCAL_SERVER_DEFAULTS = ProviderSettings(max_concurrency=1, timeout_s=600.0)
+# eating its own timeout. So one request in flight, and a timeout measured from sending that
+# is a call's whole time: a request it left unanswered would be no sooner answered again, and
+# a retry would keep the calls queued behind it waiting. A slower model needs a longer one.
+LOCAL_SERVER_DEFAULTS = ProviderSettings(max_concurrency=1, timeout_s=RetryPolicy().max_elapsed_s)
 
 
 def provider_defaults(name: str) -> ProviderSettings:

@@ -5,14 +5,24 @@ anyway (its command was killed) goes on only when watched."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
-from cli_process import POOL, QUERY, REPO_ROOT, TIERANK, cli_environment, tierank
+from cli_process import (
+    POOL,
+    QUERY,
+    REPO_ROOT,
+    TIERANK,
+    cli_environment,
+    job_name_in,
+    tierank,
+)
 
 from tierank.client import Client, LocalServer, job_spec
 from tierank.v1 import rank_pb2
@@ -143,3 +153,53 @@ def test_a_command_started_with_ctrl_c_ignored_still_ends_on_a_kill(
     )
     assert status == EXIT_INTERRUPTED, stderr
     assert "interrupted; cancelled jobs/" in stderr
+
+
+def _exited(pid: int, within_s: float) -> bool:
+    """Whether process `pid` (not a child of ours: its parent was killed) ends within
+    `within_s` seconds; a zombie left for an init that does not reap counts as ended."""
+    give_up_at = time.monotonic() + within_s
+    while time.monotonic() < give_up_at:
+        try:
+            os.kill(pid, 0)
+            state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+        except (ProcessLookupError, FileNotFoundError):
+            return True
+        except OSError:
+            state = ""  # no /proc here: only its disappearance tells
+        if state == "Z":
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_command_killed_with_sigkill_takes_its_embedded_server_with_it(
+    tmp_path: Path,
+) -> None:
+    # Issue 34, item 7: the server outlived its command, still spending, and kept the database
+    # from any later command.
+    db = tmp_path / "tierank.db"
+    process = subprocess.Popen(
+        [*TIERANK, "rank", POOL, "--query", QUERY, "--judge", SLOW_JUDGE,
+         "--max-in-flight", "1", "--format", "trec", "--db", str(db)],
+        cwd=REPO_ROOT, env=cli_environment(), stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    assert process.stderr is not None
+    name = job_name_in(process.stderr.readline())
+    for line in process.stderr:
+        if " verdict " in line:
+            break
+    # The embedded server announces itself beside the database: "HOST:PORT PID".
+    server_pid = int(Path(f"{db}.address").read_text().split()[1])
+    process.kill()  # SIGKILL to the command alone, as an OOM killer or `kill -9` sends it
+    process.wait(timeout=60)
+    process.stderr.close()
+    try:
+        assert _exited(server_pid, within_s=60), "the embedded server outlived its command"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(server_pid, signal.SIGKILL)  # started by this test's command, never left
+
+    # The database is free for the next command, which finds the job as it was left.
+    assert events_of(name, db) > 0

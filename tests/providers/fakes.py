@@ -112,6 +112,9 @@ class LocalServer:
     models: list[dict[str, Any]] | None = None
     # An HTTP status `GET /compat/v1/models` answers with instead of the list (a busy server).
     models_error: int | None = None
+    # A body (content type, text) `GET /compat/v1/models` answers 200 with instead of the list:
+    # no model list at all, as a proxy's or a half-started server's page.
+    models_body: tuple[str, str] | None = None
     refused_formats: frozenset[str] = frozenset({"json_schema"})
     one_at_a_time: bool = True
     # Arrival and finish times of each completion, for measuring queueing.
@@ -386,6 +389,9 @@ class FakeLLMServer:
         self.model_listings += 1
         if self.local is not None and self.local.models_error is not None:
             return web.json_response({"error": "busy"}, status=self.local.models_error)
+        if self.local is not None and self.local.models_body is not None:
+            content_type, text = self.local.models_body
+            return web.Response(text=text, content_type=content_type)
         if self.local is None or self.local.models is None:
             return web.json_response({"detail": "Not Found"}, status=404)
         return web.json_response({"object": "list", "data": self.local.models})

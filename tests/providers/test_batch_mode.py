@@ -1,7 +1,8 @@
 """Judges in batch mode (`mode=batch`) on a real server, through the real SDKs, against the
 wire-level batch fakes: the same tiers as call by call at the batch price, one provider batch
-per wave, expired calls asked again, cancelling a job cancels its batch, and a kill -9 while
-a batch is open neither submits nor pays for a call twice."""
+per wave, expired calls asked again, cancelling a job cancels its batch, a kill -9 while a
+batch is open neither submits nor pays for a call twice, and a SIGTERM does not wait for a
+batch to answer."""
 
 from __future__ import annotations
 
@@ -126,6 +127,19 @@ async def job_done(stub: rank_pb2_grpc.RankServiceStub, name: str) -> rank_pb2.J
                 rank_pb2.JOB_STATE_FAILED,
             ):
                 return job
+            await anyio.sleep(0.05)
+
+
+async def study_ended(studies: study_pb2_grpc.StudyServiceStub, name: str) -> study_pb2.Study:
+    with anyio.fail_after(60):
+        while True:
+            study = await studies.GetStudy(study_pb2.GetStudyRequest(name=name))
+            if study.state in (
+                study_pb2.STUDY_STATE_SUCCEEDED,
+                study_pb2.STUDY_STATE_CANCELLED,
+                study_pb2.STUDY_STATE_FAILED,
+            ):
+                return study
             await anyio.sleep(0.05)
 
 
@@ -279,3 +293,46 @@ async def test_a_submission_refused_with_a_503_goes_in_a_later_batch(
     assert done.stats.failed_calls == 0 and done.stats.judge_calls == len(verdicts(events)) > 0
     submitted = [r.prompt for b in fake.batches.values() for _, r in b.entries]
     assert len(submitted) == len(set(submitted)) == done.stats.judge_calls
+
+
+async def test_sigterm_with_a_batch_open_stops_at_once_and_the_study_goes_on_after(
+    fake: FakeBatchServer, tmp_path: Path, server_process: Any
+) -> None:
+    """A shutdown does not wait for calls that wait hours for a provider batch (issue 34, item
+    7: `--shutdown-grace` was spent on them, and a study's server took ~20 s to stop): they are
+    journaled, and the study, resumed, waits for the same batch, paying no call twice."""
+    config = judges_config(fake, tmp_path / "judges.json")
+    server_process.extra_env["TIERANK_JUDGES_CONFIG"] = str(config)
+    # A grace no test waits out: the server must stop without spending it.
+    server_process.extra_env["TIERANK_SHUTDOWN_GRACE"] = "3600"
+    fake.quirks["gemini"].open_polls = 10**6
+    address = await anyio.to_thread.run_sync(server_process.start)
+    ranking = rank_pb2.JobSpec(judges=[llm_judge("gemini", BATCH_MODELS["gemini"])], top_k=2)
+    spec = study_pb2.StudySpec(depth=4, ranking=ranking, provider_batch=True)
+    async with grpc.aio.insecure_channel(address) as channel:
+        studies = study_pb2_grpc.StudyServiceStub(channel)
+        study = await studies.CreateStudy(study_pb2.CreateStudyRequest(spec=spec))
+        inputs = study_pb2.AddStudyInputsRequest(study=study.name, request_id="all")
+        for q in range(2):
+            inputs.topics.add(query_id=f"q{q}", text=f"which passage scores highest {q}")
+            run = inputs.runs.add(system="bm25")
+            for d in range(6):
+                run.entries.add(query_id=f"q{q}", doc_id=f"q{q}d{d}", score=6.0 - d)
+                inputs.passages.add(doc_id=f"q{q}d{d}", text=f"passage q{q}d{d} has score {d}.")
+        await studies.AddStudyInputs(inputs)
+        await studies.StartStudy(study_pb2.StartStudyRequest(name=study.name))
+        await until(lambda: len(fake.batches) == 1)
+        (batch,) = fake.batches.values()
+        await until(lambda: batch.polls > 0)
+
+    # SIGTERM, then SIGKILL (exit status -9) if it has not stopped 30 s later.
+    assert await anyio.to_thread.run_sync(server_process.terminate) == 0
+
+    fake.quirks["gemini"].open_polls = 0
+    address = await anyio.to_thread.run_sync(server_process.start)
+    async with grpc.aio.insecure_channel(address) as channel:
+        ended = await study_ended(study_pb2_grpc.StudyServiceStub(channel), study.name)
+    assert ended.state == study_pb2.STUDY_STATE_SUCCEEDED, ended.error
+    assert batch.outcomes is not None  # followed to its end after the restart
+    submitted = [prompt for each in fake.batches.values() for prompt in prompts(each)]
+    assert len(submitted) == len(set(submitted)) == ended.progress.judge_calls

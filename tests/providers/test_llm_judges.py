@@ -267,6 +267,25 @@ async def test_a_hang_past_the_timeout_fails_as_timeout_in_bounded_time(
 
 
 @flavors
+async def test_a_request_never_answered_is_given_up_at_its_time_limit(
+    flavor: str, fake_llm: FakeLLMServer
+) -> None:
+    # Issue 34, item 5: timeouts were retried max_attempts times whatever that added up to.
+    # A 1 s timeout and a 1.5 s limit: a first attempt of 1 s, then at most one retry, cut to
+    # what is left of the limit (none at all if the first attempt's end came late).
+    fake_llm.script(flavor, *[Hang(30)] * 4)
+    policy = replace(FAST_RETRY, max_attempts=4, max_elapsed_s=1.5)
+    factory = JudgeFactory(settings_for(fake_llm, timeout_s=1.0, retry=policy))
+    judge = factory.build(JudgeConfig(provider=flavor, model=MODELS[flavor]), POOL)
+    reply = await judge.judge(batch())
+    await factory.aclose()
+
+    assert reply.failure is not None
+    assert reply.failure.kind is FailureKind.TIMEOUT
+    assert 1 <= len(fake_llm.requests(flavor)) <= 2
+
+
+@flavors
 async def test_the_deadline_bounds_the_call_and_its_retries(
     flavor: str, fake_llm: FakeLLMServer
 ) -> None:

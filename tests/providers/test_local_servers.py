@@ -1,5 +1,6 @@
 """`openai-compatible` against a server that behaves like llama-cpp-python's: one request at a
-time, no `json_schema`, the request's model name echoed (issue 13, items 8, 9 and 10)."""
+time, no `json_schema`, the request's model name echoed (issue 13, items 8, 9 and 10), and a
+model list that cannot be read (issue 34, item 6)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 import statistics
 import time
 
+import pytest
 from conftest import StartServer
 from fakes import FakeLLMServer, Hang, LocalServer, llama_cpp_python, rank_by_score, settings_for
 from job_helpers import completed, llm_judge, run_job, scored_spec, verdicts
@@ -41,7 +43,7 @@ async def test_the_minimal_config_sends_one_request_at_a_time_and_times_each_fro
         environ={"TIERANK_OPENAI_COMPATIBLE_BASE_URL": fake_llm.base_url(FLAVOR)}
     )
     local = settings.provider(FLAVOR)
-    assert (local.max_concurrency, local.timeout_s) == (1, 600.0)
+    assert (local.max_concurrency, local.timeout_s) == (1, 120.0)
     factory = JudgeFactory(settings)
     judge = factory.build(JudgeConfig(FLAVOR, "any-name"), POOL)
 
@@ -184,3 +186,31 @@ async def test_the_cache_can_be_switched_off_for_an_endpoint(fake_llm: FakeLLMSe
     await judge.judge(batch())
     assert not judge.cacheable
     await factory.aclose()
+
+
+# What a `GET /v1/models` answered with 200 may hold that is no model list (issue 34, item 6).
+UNREADABLE_LISTINGS = {
+    "json-that-is-not": ("application/json", "<html><body>502 Bad Gateway</body></html>"),
+    "an-html-page": ("text/html", "<html><body>Loading model...</body></html>"),
+    "json-of-another-shape": ("application/json", '{"object": "list", "data": "none yet"}'),
+}
+
+
+@pytest.mark.parametrize("body", UNREADABLE_LISTINGS.values(), ids=UNREADABLE_LISTINGS.keys())
+async def test_a_model_list_that_cannot_be_read_only_turns_the_cache_off(
+    fake_llm: FakeLLMServer, judged_server: StartServer, body: tuple[str, str]
+) -> None:
+    # docs/providers.md: a model list that could not be read for a job turns off the verdict
+    # cache for it; the job itself runs as any other (it failed INTERNAL on a JSON error).
+    fake_llm.local = LocalServer(models_body=body, one_at_a_time=False)
+    fake_llm.respond_with(FLAVOR, rank_by_score)
+    stub = await judged_server()
+    spec = scored_spec(8, [llm_judge(FLAVOR)], batch_size=4)
+
+    first = await run_job(stub, spec)
+    again = await run_job(stub, spec)
+
+    for events in (first, again):
+        assert completed(events).reason == rank_pb2.COMPLETION_REASON_SETTLED
+        assert verdicts(events) and not any(v.failed or v.cached for v in verdicts(events))
+    assert fake_llm.model_listings >= 2

@@ -49,6 +49,7 @@ EXAMPLES = {
     "tls_key": "server.key",
     "tls_client_ca": "clients.crt",
     "resume_jobs": "off",
+    "stdin_eof": "stop",
 }
 
 

@@ -352,8 +352,20 @@ class JobFailed(_message.Message):
     stats: JobStats
     def __init__(self, error: _Optional[_Union[JobError, _Mapping]] = ..., stats: _Optional[_Union[JobStats, _Mapping]] = ...) -> None: ...
 
+class JudgeStalled(_message.Message):
+    __slots__ = ("judge", "waiting_seconds", "median_latency_seconds", "time_limit_seconds")
+    JUDGE_FIELD_NUMBER: _ClassVar[int]
+    WAITING_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    MEDIAN_LATENCY_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    TIME_LIMIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    judge: str
+    waiting_seconds: float
+    median_latency_seconds: float
+    time_limit_seconds: float
+    def __init__(self, judge: _Optional[str] = ..., waiting_seconds: _Optional[float] = ..., median_latency_seconds: _Optional[float] = ..., time_limit_seconds: _Optional[float] = ...) -> None: ...
+
 class JobEvent(_message.Message):
-    __slots__ = ("job", "sequence", "time", "accepted", "verdict", "tiers_updated", "completed", "failed")
+    __slots__ = ("job", "sequence", "time", "accepted", "verdict", "tiers_updated", "completed", "failed", "judge_stalled")
     JOB_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     TIME_FIELD_NUMBER: _ClassVar[int]
@@ -362,6 +374,7 @@ class JobEvent(_message.Message):
     TIERS_UPDATED_FIELD_NUMBER: _ClassVar[int]
     COMPLETED_FIELD_NUMBER: _ClassVar[int]
     FAILED_FIELD_NUMBER: _ClassVar[int]
+    JUDGE_STALLED_FIELD_NUMBER: _ClassVar[int]
     job: str
     sequence: int
     time: _timestamp_pb2.Timestamp
@@ -370,7 +383,8 @@ class JobEvent(_message.Message):
     tiers_updated: TiersUpdated
     completed: JobCompleted
     failed: JobFailed
-    def __init__(self, job: _Optional[str] = ..., sequence: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., accepted: _Optional[_Union[JobAccepted, _Mapping]] = ..., verdict: _Optional[_Union[VerdictReceived, _Mapping]] = ..., tiers_updated: _Optional[_Union[TiersUpdated, _Mapping]] = ..., completed: _Optional[_Union[JobCompleted, _Mapping]] = ..., failed: _Optional[_Union[JobFailed, _Mapping]] = ...) -> None: ...
+    judge_stalled: JudgeStalled
+    def __init__(self, job: _Optional[str] = ..., sequence: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., accepted: _Optional[_Union[JobAccepted, _Mapping]] = ..., verdict: _Optional[_Union[VerdictReceived, _Mapping]] = ..., tiers_updated: _Optional[_Union[TiersUpdated, _Mapping]] = ..., completed: _Optional[_Union[JobCompleted, _Mapping]] = ..., failed: _Optional[_Union[JobFailed, _Mapping]] = ..., judge_stalled: _Optional[_Union[JudgeStalled, _Mapping]] = ...) -> None: ...
 
 class CreateJobRequest(_message.Message):
     __slots__ = ("spec", "request_id", "view")
