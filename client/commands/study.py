@@ -581,7 +581,12 @@ def progress_line(study: study_pb2.Study) -> str:
             else f"{len(open_batches)} provider batches"
         )
         parts.append(f"waiting on {batches} ({calls:,} calls)")
-    if progress.HasField("eta_seconds") and study.state not in FINAL_STUDY_STATES:
+    if progress.grading and study.state not in FINAL_STUDY_STATES:
+        parts.append(f"{progress.grading} queries' pointwise probes under way")
+    if study.HasField("pause") and study.state not in FINAL_STUDY_STATES:
+        waited = _age(time.time() - study.pause.since.ToSeconds())
+        parts.append(f"paused for {waited}: {study.pause.reason}")
+    elif progress.HasField("eta_seconds") and study.state not in FINAL_STUDY_STATES:
         parts.append(f"ETA {progress.eta_seconds:.0f}s")
     return f"{study.name} {study_state(study.state)}: " + " · ".join(parts)
 

@@ -57,6 +57,7 @@ from tierank.server.judges.batches.base import (
     BatchOutcome,
     BatchPhase,
     BatchTransport,
+    poll_delay,
     poll_once,
 )
 from tierank.server.judges.llm import LLMJudge
@@ -128,6 +129,10 @@ class _Wave:
     last: float = field(default_factory=time.monotonic)
 
 
+# How often a batch cancelled here is polled until the vendor has ended it (at most).
+CANCELLED_POLL_S = 2.0
+
+
 @dataclass(eq=False)
 class _Follow:
     """A batch that jobs here wait on, by custom id; followed by one task."""
@@ -137,6 +142,8 @@ class _Follow:
     # A cancelled batch is followed until it ends even with nobody waiting, so that the
     # journal records how it ended.
     to_the_end: bool = False
+    # Set to poll now (the batch was just cancelled), not at the end of its backoff.
+    poll_now: anyio.Event = field(default_factory=anyio.Event)
 
 
 class BatchDesk:
@@ -241,7 +248,46 @@ class BatchDesk:
             failure = BatchCallFailure(BatchFailureKind.ERRORED, "too_large", str(error))
             by_custom_id[call.custom_id].settle(failure)
         for payload in payloads:
-            await self._submit_payload(wave, transport, payload, by_custom_id)
+            await self._submit_until_taken(wave, transport, payload, by_custom_id)
+
+    async def _submit_until_taken(
+        self,
+        wave: _Wave,
+        transport: BatchTransport[Any],
+        payload: Sequence[BatchCall],
+        by_custom_id: dict[str, _Waiter],
+    ) -> None:
+        """Submit `payload`; a creation the vendor refuses with a 429, a 5xx or a timeout (and
+        does not have) is submitted again with the polls' backoff (at least its Retry-After)
+        for up to submit_retry_s, each try a batch journaled anew; then its calls fail with
+        the vendor's message (a job whose only judge this is then ends, and says why)."""
+        settings = self.settings
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            refused = await self._submit_payload(wave, transport, payload, by_custom_id)
+            if refused is None:
+                return
+            wait = max(poll_delay(attempt, settings, self._rng), refused.retry_after_s or 0.0)
+            attempt += 1
+            waiters = [by_custom_id[call.custom_id] for call in payload]
+            if all(w.gone for w in waiters):
+                return  # nobody waits for these calls any more
+            if time.monotonic() - started + wait > settings.submit_retry_s:
+                self._fail(
+                    waiters,
+                    refused.kind,
+                    f"the vendor refused the batch {attempt} times over"
+                    f" {time.monotonic() - started:.0f} s: {refused.message}",
+                )
+                return
+            log.info(
+                "provider batch refused, submitted again later",
+                provider=transport.provider,
+                wait_s=round(wait, 1),
+                error=refused.message,
+            )
+            await anyio.sleep(wait)
 
     async def _submit_payload(
         self,
@@ -249,7 +295,10 @@ class BatchDesk:
         transport: BatchTransport[Any],
         payload: Sequence[BatchCall],
         by_custom_id: dict[str, _Waiter],
-    ) -> None:
+    ) -> CallError | None:
+        """Journal and submit one batch; the vendor's refusal when it may take it later (a
+        429, a 5xx, a timeout, and it does not have the batch), else None (submitted and
+        followed, or its calls failed)."""
         judge = transport.judge
         record = ProviderBatchRecord(
             batch_id=new_sortable_id(),
@@ -276,7 +325,7 @@ class BatchDesk:
             self._fail(
                 waiters.values(), FailureKind.SERVER_ERROR, f"cannot journal the batch: {error}"
             )
-            return
+            return None
         batch_log = log.bind(batch=record.batch_id, provider=record.provider, calls=len(payload))
         try:
             vendor_id = await transport.submit(payload, record.batch_id)
@@ -289,25 +338,22 @@ class BatchDesk:
                 # follower looks again once submit_grace_s has passed.
                 batch_log.warning("provider batch submission unknown", error=unknown.message)
                 self._wait_on(record.batch_id, transport, waiters)
-                return
+                return None
             if found is None:
                 batch_log.warning("provider batch not submitted", error=error.message)
                 await self._journal.batch_not_submitted(
                     record.batch_id, f"not submitted: {error.message}"
                 )
-                message = f"batch not submitted: {error.message}"
-                if error.kind in RETRYABLE:  # a 429, 5xx or timeout: asked again in a later batch
-                    not_run = BatchCallFailure(BatchFailureKind.CANCELLED, "not_submitted", message)
-                    for waiter in waiters.values():
-                        waiter.settle(not_run)
-                else:
-                    self._fail(waiters.values(), error.kind, message)
-                return
+                if error.kind in RETRYABLE:  # a 429, 5xx or timeout: submitted again later
+                    return error
+                self._fail(waiters.values(), error.kind, f"batch not submitted: {error.message}")
+                return None
             vendor_id = found
         await self._journal.batch_submitted(record.batch_id, vendor_id)
         metrics.PROVIDER_BATCHES.labels(record.provider, "submitted").inc()
         batch_log.info("provider batch submitted", vendor_id=vendor_id)
         self._wait_on(record.batch_id, transport, waiters)
+        return None
 
     @staticmethod
     def _fail(waiters: Iterable[_Waiter], kind: FailureKind, message: str) -> None:
@@ -356,6 +402,7 @@ class BatchDesk:
     async def _follow_until_ended(self, batch_id: str, follow: _Follow) -> None:
         settings, transport = self.settings, follow.transport
         attempt = 0
+        cancelled = False
         while True:
             if not follow.to_the_end and all(w.gone for w in follow.waiters.values()):
                 return  # nobody here waits any more (the jobs went to another replica, or ended)
@@ -374,6 +421,8 @@ class BatchDesk:
                     transport, record.vendor_id, attempt, settings, self._rng
                 )
                 attempt += 1
+                if cancelled:  # the vendor ends a cancelled batch within seconds to minutes
+                    wait = min(wait, CANCELLED_POLL_S)
                 # Held until past this replica's next poll: another replica takes the polling
                 # over only from one that stopped.
                 await self._journal.take_batch_poll(
@@ -403,7 +452,11 @@ class BatchDesk:
                 for waiter in follow.waiters.values():
                     waiter.settle(failure)
                 return
-            await anyio.sleep(wait)
+            with anyio.move_on_after(wait):
+                await follow.poll_now.wait()
+            if follow.poll_now.is_set():
+                follow.poll_now = anyio.Event()
+                cancelled = True
 
     async def _resolve_submitting(
         self, record: ProviderBatchRecord, transport: BatchTransport[Any]
@@ -453,6 +506,9 @@ class BatchDesk:
             follow = self._follows[record.batch_id] = _Follow(transport, to_the_end=True)
             self._start(self._follow, record.batch_id, follow)
         follow.to_the_end = True
+        # Polled now and often until it ends, so that what GetStudy shows of it is the
+        # vendor's word of a moment ago, not of the last poll of its backoff (minutes).
+        follow.poll_now.set()
 
 
 def _cut(

@@ -102,6 +102,10 @@ class BatchSettings:
     # A call whose batch expired (or was cancelled by someone else) is put in a later batch,
     # up to this many batches in all; then it fails like a timed-out call.
     max_tries: int = 3
+    # A batch whose creation the vendor refuses with a 429, a 5xx or a timeout is submitted
+    # again with the polls' backoff (and at least its Retry-After) for up to this long: a
+    # vendor's outage lasts minutes. Then its calls fail with the vendor's message.
+    submit_retry_s: float = 900.0
 
 
 @dataclass(frozen=True)

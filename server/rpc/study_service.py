@@ -323,7 +323,11 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
         self, request: study_pb2.GetStudyRequest, context: grpc.aio.ServicerContext
     ) -> study_pb2.Study:
         record = await self._record(request.name)
-        return study_view(record, await self._batches(record))
+        return self._view(record, await self._batches(record))
+
+    def _view(self, record: StudyRecord, batches: list[ProviderBatchRecord]) -> study_pb2.Study:
+        """The study with its batches and, where this replica drives it, its pause."""
+        return study_view(record, batches, self._driver.pause_of(record.study_id))
 
     async def _batches(self, record: StudyRecord) -> list[ProviderBatchRecord]:
         """The provider batches of the study's jobs' calls."""
@@ -374,12 +378,12 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
     ) -> AsyncIterator[study_pb2.Study]:
         record = await self._record(request.name)
         limits = await limits_of(self._storage, record.tenant)
-        sent: tuple[int, bytes, list[study_pb2.ProviderBatch]] | None = None
+        sent: tuple[int, bytes, list[study_pb2.ProviderBatch], study_pb2.StudyPause] | None = None
         async with self._watchers.hold(record.tenant, limits):
             while True:
-                view = study_view(record, await self._batches(record))
+                view = self._view(record, await self._batches(record))
                 # A batch's poll that found nothing new changes no field shown.
-                shown = (record.state, record.progress, list(view.provider_batches))
+                shown = (record.state, record.progress, list(view.provider_batches), view.pause)
                 if shown != sent:
                     yield view
                     sent = shown

@@ -120,6 +120,17 @@ class StudyDriver:
         self.build_report = build_report
         self._driven: set[str] = set()
         self._nudged = anyio.Event()
+        # Studies this replica cannot drive on now: why, and since when (their first failure).
+        self._paused: dict[str, tuple[str, float]] = {}
+
+    def pause_of(self, study_id: str) -> tuple[str, float] | None:
+        """Why this replica cannot drive `study_id` on, and since when; None when it can (or
+        does not drive it)."""
+        return self._paused.get(study_id)
+
+    def went_on(self, study_id: str) -> None:
+        """The study's driver wrote again: it is no longer paused."""
+        self._paused.pop(study_id, None)
 
     def nudge(self, study_id: str) -> None:
         """Drive `study_id` now: it was started or cancelled through this server."""
@@ -177,12 +188,17 @@ class StudyDriver:
             rows = await every_query(self.storage, record.study_id)
             progress = ProgressBook.recounted(record.progress, round_start(record), rows)
             await _Drive(self, record, study_log, progress, telemetry).run()
-        except TierankError as error:
+        # The drive's own tasks (its queries' probes) raise in groups: each kind is handled
+        # whichever task raised it.
+        except* TierankError as paused:
             # Storage gone or the like: the lease runs out and this or another replica resumes.
+            error = paused.exceptions[0]
             study_log.warning("study paused", error=str(error))
-        except Exception as error:
+            since = self._paused.get(record.study_id, ("", time.time()))[1]
+            self._paused[record.study_id] = (str(error), since)
+        except* Exception as failed:
             study_log.exception("study failed")
-            span.failed(error)
+            span.failed(failed.exceptions[0])
             try:
                 ended = await self.storage.finish_study(
                     record.study_id,
@@ -263,6 +279,7 @@ class _Drive:
                 await self._finish(study_pb2.STUDY_STATE_SUCCEEDED)
                 return
             await self._storage.update_study_progress(study_id, self._progress.to_bytes())
+            self._driver.went_on(study_id)
             # Renews the lease; a study another replica took over is left to it.
             if not await self._still_ours():
                 return
@@ -613,6 +630,7 @@ class _Drive:
             if await self._storage.finish_study(
                 self._record.study_id, state, final, report, error_code=code, error_message=error
             ):
+                self._driver.went_on(self._record.study_id)
                 metrics.study_ended(self._record.tenant, state)
                 self._log.info("study ended", state=name, error=error or None)
 

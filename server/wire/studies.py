@@ -19,8 +19,13 @@ _BATCH_STATES = {
 }
 
 
-def study_view(record: StudyRecord, batches: Sequence[ProviderBatchRecord] = ()) -> study_pb2.Study:
-    """The study; `batches`, its provider batches, where the call shows them."""
+def study_view(
+    record: StudyRecord,
+    batches: Sequence[ProviderBatchRecord] = (),
+    pause: tuple[str, float] | None = None,
+) -> study_pb2.Study:
+    """The study; `batches`, its provider batches, where the call shows them; `pause`, why it
+    cannot go on and since when, where its driver says so."""
     study = study_pb2.Study(
         name=study_name(record.study_id),
         request_id=record.request_id,
@@ -40,6 +45,9 @@ def study_view(record: StudyRecord, batches: Sequence[ProviderBatchRecord] = ())
     if record.error_code:
         study.error.code = record.error_code
         study.error.message = record.error_message
+    if pause is not None and record.state == study_pb2.STUDY_STATE_RUNNING:
+        study.pause.reason, since = pause
+        study.pause.since.CopyFrom(timestamp(since))
     return study
 
 

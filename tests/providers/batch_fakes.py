@@ -90,9 +90,11 @@ class BatchQuirks:
     # Polls answered HTTP 429 with Retry-After before the batch is looked at.
     refused_polls: int = 0
     retry_after_s: int = 7
-    # Batch creations answered HTTP 503 (an overloaded service) before one is made; nothing is
-    # recorded for them.
+    # Batch creations answered with HTTP `refused_status` (503: an overloaded service; 500: one
+    # that fails) before one is made; nothing is recorded for them.
     refused_creates: int = 0
+    refused_status: int = 503
+    creates_refused: int = 0
     # OpenAI and Gemini: the whole batch fails with this message on its first poll (OpenAI's
     # input validation, a Gemini job that fails); Anthropic validates when it is created.
     fail: str | None = None
@@ -443,8 +445,11 @@ class FakeBatchServer(FakeLLMServer):
         quirks = self.quirks["anthropic"]
         if quirks.refused_creates > 0:
             quirks.refused_creates -= 1
-            error = HttpError(503, message="overloaded, try again")
-            return web.json_response(ERROR_BODIES["anthropic"](error), status=503)
+            quirks.creates_refused += 1
+            status = quirks.refused_status
+            message = "overloaded, try again" if status == 503 else "internal server error"
+            error = HttpError(status, message=message)
+            return web.json_response(ERROR_BODIES["anthropic"](error), status=status)
         body = await request.json()
         requests = body.get("requests") or []
         ids = [r.get("custom_id", "") for r in requests]

@@ -6,6 +6,7 @@ batch to answer."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -246,10 +247,12 @@ async def test_polls_refused_with_429_are_waited_out_not_failed(
     assert fake.quirks["gemini"].refused_polls == 0  # every refusal was met
 
 
-async def test_cancelling_a_study_cancels_its_open_batch(
+async def test_cancelling_a_study_cancels_its_open_batch_and_shows_it_ended_soon_after(
     fake: FakeBatchServer, server: Start
 ) -> None:
-    studies = (await server()).studies
+    # Polls as slow as a real study's (30 s, then longer): a cancelled batch is polled at once
+    # and every CANCELLED_POLL_S until the vendor ends it, not at the end of its backoff.
+    studies = (await server(first_poll_s=30.0, max_poll_s=600.0)).studies
     fake.quirks["gemini"].open_polls = 10**6
     ranking = rank_pb2.JobSpec(judges=[llm_judge("gemini", BATCH_MODELS["gemini"])], top_k=2)
     # Rank bands: the fake serves the batch API alone (pointwise probes go call by call).
@@ -279,6 +282,13 @@ async def test_cancelling_a_study_cancels_its_open_batch(
     assert shown.state == study_pb2.STUDY_STATE_CANCELLED
     # Gemini names a batch "batches/{id}".
     assert [b.vendor_id for b in shown.provider_batches] == [f"batches/{batch.id}"]
+    # The vendor says "cancelling" at the first poll after the cancel, then ends it: GetStudy
+    # shows it ended within a few CANCELLED_POLL_S, not after a 30 s poll.
+    with anyio.fail_after(15):
+        while shown.provider_batches[0].state != study_pb2.PROVIDER_BATCH_STATE_ENDED:
+            await anyio.sleep(0.1)
+            shown = await studies.GetStudy(study_pb2.GetStudyRequest(name=study.name))
+    assert shown.provider_batches[0].vendor_status == "JOB_STATE_CANCELLED"
 
 
 async def test_a_submission_refused_with_a_503_goes_in_a_later_batch(
@@ -295,6 +305,42 @@ async def test_a_submission_refused_with_a_503_goes_in_a_later_batch(
     assert len(submitted) == len(set(submitted)) == done.stats.judge_calls
 
 
+async def test_a_vendor_refusing_every_batch_fails_the_study_with_its_message_after_retrying(
+    server: Start, fake: FakeBatchServer
+) -> None:
+    """Issue 34, item 2: a batch creation refused with a 500 is submitted again with backoff
+    for submit_retry_s (here 2 s; 15 minutes by default), not three times in a few seconds,
+    and then the study fails saying why, with nothing judged and nothing labelled."""
+    studies = (await server(submit_retry_s=2.0, first_poll_s=0.05, max_poll_s=0.3)).studies
+    quirks = fake.quirks["anthropic"]
+    quirks.refused_creates, quirks.refused_status = 10**6, 500
+    ranking = rank_pb2.JobSpec(judges=[llm_judge("anthropic", BATCH_MODELS["anthropic"])], top_k=2)
+    spec = study_pb2.StudySpec(
+        depth=4,
+        ranking=ranking,
+        provider_batch=True,
+        labels=eval_pb2.TierMapping(rank_bands=eval_pb2.RankBands()),
+    )
+    study = await studies.CreateStudy(study_pb2.CreateStudyRequest(spec=spec))
+    inputs = study_pb2.AddStudyInputsRequest(study=study.name, request_id="all")
+    inputs.topics.add(query_id="q0", text="which passage scores highest")
+    run = inputs.runs.add(system="bm25")
+    for d in range(6):
+        run.entries.add(query_id="q0", doc_id=f"d{d}", score=6.0 - d)
+        inputs.passages.add(doc_id=f"d{d}", text=f"passage d{d} has score {d}.")
+    await studies.AddStudyInputs(inputs)
+    started = time.monotonic()
+    await studies.StartStudy(study_pb2.StartStudyRequest(name=study.name))
+    ended = await study_ended(studies, study.name)
+    assert time.monotonic() - started >= 2.0, "refused creations were retried for the window"
+    assert quirks.creates_refused > 3, "with backoff, more often than max_tries batches"
+    assert ended.state == study_pb2.STUDY_STATE_FAILED
+    assert "no judge answered" in ended.error.message
+    assert "internal server error" in ended.error.message, "the vendor's own message"
+    qrels = await studies.ExportStudyQrels(study_pb2.ExportStudyQrelsRequest(name=study.name))
+    assert qrels.qrels == ""
+
+
 async def test_sigterm_with_a_batch_open_stops_at_once_and_the_study_goes_on_after(
     fake: FakeBatchServer, tmp_path: Path, server_process: Any
 ) -> None:
@@ -308,7 +354,13 @@ async def test_sigterm_with_a_batch_open_stops_at_once_and_the_study_goes_on_aft
     fake.quirks["gemini"].open_polls = 10**6
     address = await anyio.to_thread.run_sync(server_process.start)
     ranking = rank_pb2.JobSpec(judges=[llm_judge("gemini", BATCH_MODELS["gemini"])], top_k=2)
-    spec = study_pb2.StudySpec(depth=4, ranking=ranking, provider_batch=True)
+    # Rank bands: the fake serves the batch API alone (pointwise probes go call by call).
+    spec = study_pb2.StudySpec(
+        depth=4,
+        ranking=ranking,
+        provider_batch=True,
+        labels=eval_pb2.TierMapping(rank_bands=eval_pb2.RankBands()),
+    )
     async with grpc.aio.insecure_channel(address) as channel:
         studies = study_pb2_grpc.StudyServiceStub(channel)
         study = await studies.CreateStudy(study_pb2.CreateStudyRequest(spec=spec))

@@ -18,7 +18,7 @@ import grpc
 import pytest
 
 from tierank.client import LocalServer
-from tierank.v1 import rank_pb2, rank_pb2_grpc
+from tierank.v1 import rank_pb2, rank_pb2_grpc, study_pb2, study_pb2_grpc
 
 
 @pytest.fixture
@@ -178,6 +178,63 @@ def test_answers_in_flight_on_a_full_disk_pause_their_jobs_and_none_fails(
                 events = watcher.events
                 assert [e.sequence for e in events] == list(range(1, len(events) + 1)), "no gap"
                 assert events[-1].completed.reason == rank_pb2.COMPLETION_REASON_SETTLED
+        assert server.stop() == 0
+    finally:
+        server.stop()
+
+
+def _study_inputs(study: str) -> study_pb2.AddStudyInputsRequest:
+    """Four queries of 12 documents each, one system, the oracle's hidden grade in each."""
+    request = study_pb2.AddStudyInputsRequest(study=study, request_id="all")
+    run = request.runs.add(system="only")
+    for q in range(4):
+        request.topics.add(query_id=f"q{q}", text=f"topic {q}")
+        for d in range(12):
+            doc = f"q{q}d{d}"
+            run.entries.add(query_id=f"q{q}", doc_id=doc, score=12.0 - d)
+            request.passages.add(doc_id=doc, text=f"passage {doc}", metadata={"score": str(d % 4)})
+    return request
+
+
+def test_a_full_disk_pauses_a_study_and_getstudy_says_so_until_space_is_freed(
+    small_disk: Path, oracle_judge
+):
+    """Issue 34, item 3: the study showed RUNNING with frozen progress and no word of why;
+    only the server's log said "study paused"."""
+    server = LocalServer(db=small_disk / "tierank.db", extra_args=("--log-level", "warning"))
+    try:
+        address = server.start()
+        with grpc.insecure_channel(address) as channel:
+            studies = study_pb2_grpc.StudyServiceStub(channel)
+            ranking = rank_pb2.JobSpec(
+                judges=[oracle_judge(noise=0.3, latency_ms="300")], top_k=3, batch_size=4
+            )
+            spec = study_pb2.StudySpec(depth=12, ranking=ranking, max_live_queries=1)
+            name = studies.CreateStudy(study_pb2.CreateStudyRequest(spec=spec)).name
+            studies.AddStudyInputs(_study_inputs(name))
+            studies.StartStudy(study_pb2.StartStudyRequest(name=name))
+
+            def study() -> study_pb2.Study:
+                return studies.GetStudy(study_pb2.GetStudyRequest(name=name))
+
+            assert study().state == study_pb2.STUDY_STATE_RUNNING
+            assert not study().HasField("pause")
+            ballast = _fill(small_disk)
+            give_up_at = time.monotonic() + 60
+            while not study().HasField("pause") and time.monotonic() < give_up_at:
+                time.sleep(0.2)
+            paused = study()
+            assert paused.HasField("pause"), server.log_tail(40)
+            assert "full" in paused.pause.reason
+            assert paused.state == study_pb2.STUDY_STATE_RUNNING
+
+            ballast.unlink()
+            give_up_at = time.monotonic() + 90
+            while study().state == study_pb2.STUDY_STATE_RUNNING and time.monotonic() < give_up_at:
+                time.sleep(0.3)
+            ended = study()
+            assert ended.state == study_pb2.STUDY_STATE_SUCCEEDED, ended.error
+            assert not ended.HasField("pause"), "cleared once it went on"
         assert server.stop() == 0
     finally:
         server.stop()

@@ -219,7 +219,7 @@ class StudyProgress(_message.Message):
     def __init__(self, queries: _Optional[int] = ..., pending: _Optional[int] = ..., running: _Optional[int] = ..., settled: _Optional[int] = ..., provisional: _Optional[int] = ..., failed: _Optional[int] = ..., judge_calls: _Optional[int] = ..., usage: _Optional[_Union[_rank_pb2.Usage, _Mapping]] = ..., critical_path: _Optional[int] = ..., eta_seconds: _Optional[float] = ..., pooled_documents: _Optional[int] = ..., grading: _Optional[int] = ..., pointwise_calls: _Optional[int] = ..., pointwise_usage: _Optional[_Union[_rank_pb2.Usage, _Mapping]] = ...) -> None: ...
 
 class Study(_message.Message):
-    __slots__ = ("name", "request_id", "spec", "state", "create_time", "update_time", "start_time", "end_time", "inputs", "progress", "error", "trace_id", "provider_batches")
+    __slots__ = ("name", "request_id", "spec", "state", "create_time", "update_time", "start_time", "end_time", "inputs", "progress", "error", "trace_id", "provider_batches", "pause")
     NAME_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
@@ -233,6 +233,7 @@ class Study(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_BATCHES_FIELD_NUMBER: _ClassVar[int]
+    PAUSE_FIELD_NUMBER: _ClassVar[int]
     name: str
     request_id: str
     spec: StudySpec
@@ -246,7 +247,16 @@ class Study(_message.Message):
     error: _rank_pb2.JobError
     trace_id: str
     provider_batches: _containers.RepeatedCompositeFieldContainer[ProviderBatch]
-    def __init__(self, name: _Optional[str] = ..., request_id: _Optional[str] = ..., spec: _Optional[_Union[StudySpec, _Mapping]] = ..., state: _Optional[_Union[StudyState, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., inputs: _Optional[_Union[StudyInputs, _Mapping]] = ..., progress: _Optional[_Union[StudyProgress, _Mapping]] = ..., error: _Optional[_Union[_rank_pb2.JobError, _Mapping]] = ..., trace_id: _Optional[str] = ..., provider_batches: _Optional[_Iterable[_Union[ProviderBatch, _Mapping]]] = ...) -> None: ...
+    pause: StudyPause
+    def __init__(self, name: _Optional[str] = ..., request_id: _Optional[str] = ..., spec: _Optional[_Union[StudySpec, _Mapping]] = ..., state: _Optional[_Union[StudyState, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., inputs: _Optional[_Union[StudyInputs, _Mapping]] = ..., progress: _Optional[_Union[StudyProgress, _Mapping]] = ..., error: _Optional[_Union[_rank_pb2.JobError, _Mapping]] = ..., trace_id: _Optional[str] = ..., provider_batches: _Optional[_Iterable[_Union[ProviderBatch, _Mapping]]] = ..., pause: _Optional[_Union[StudyPause, _Mapping]] = ...) -> None: ...
+
+class StudyPause(_message.Message):
+    __slots__ = ("reason", "since")
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SINCE_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    since: _timestamp_pb2.Timestamp
+    def __init__(self, reason: _Optional[str] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ProviderBatch(_message.Message):
     __slots__ = ("provider", "model", "state", "vendor_id", "vendor_status", "calls", "vendor_counts", "create_time", "submit_time", "end_time", "message")
