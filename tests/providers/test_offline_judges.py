@@ -39,7 +39,7 @@ async def test_lexical_batches_never_contradict_each_other(
     ("provider", "options", "field", "rule"),
     [
         ("lexical", {"noise": "0.1"}, "options.noise", "unknown option for lexical"),
-        ("oracle", {"nosie": "0.1"}, "options.nosie", "known: fail_rate, latency_ms"),
+        ("oracle", {"nosie": "0.1"}, "options.nosie", "known: bias, fail_rate, latency_ms"),
         ("oracle", {"latency_ms": "inf"}, "options.latency_ms", "from 0 to 60000"),
         ("oracle", {"latency_ms": "60001"}, "options.latency_ms", "from 0 to 60000"),
         ("oracle", {"fail_rate": "1.5"}, "options.fail_rate", "from 0 to 1"),
