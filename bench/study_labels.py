@@ -343,7 +343,7 @@ def calibrated(
     labeller = Labeller(_pointwise_spec(seed), sample, model, folds)
     tally = StudyTally([NDCG], systems=sorted(runs), primary=NDCG)
     own: Qrels = {}
-    for query in labeller.label(ordered):
+    for query in labeller.label(ordered, predictions=True):
         qid = query.query_id
         own[qid] = query.own
         tally.add(
@@ -352,6 +352,7 @@ def calibrated(
             {system: run.get(qid, {}) for system, run in runs.items()},
             sample=query.reported if query.sample is not None else None,
             sample_grades=query.sample,
+            predictions=query.predictions,
         )
     return tally.results(), own
 

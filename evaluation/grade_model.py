@@ -109,6 +109,21 @@ class GradeModel:
         """Per query, the posterior median grade of each position."""
         return [median_grades(posterior) for posterior in self.posteriors(orders)]
 
+    def quantile_grades(self, orders: Sequence[ProbedOrder]) -> list[list[list[int]]]:
+        """Per query, its grades at each of PREDICTION_QUANTILES of the posterior (one list of
+        grades by position per quantile)."""
+        return [
+            [quantile_grades(posterior, q) for q in PREDICTION_QUANTILES]
+            for posterior in self.posteriors(orders)
+        ]
+
+
+# The posterior quantiles whose label sets, averaged, predict a measure: the mean of a
+# distribution is the mean of its quantile function, so the measure's average over these
+# comonotone label sets approximates its posterior expectation without sampling (it predicts
+# a person's nDCG@10 of a query about a tenth better than the median labels do).
+PREDICTION_QUANTILES = (0.1, 0.3, 0.5, 0.7, 0.9)
+
 
 def median_grades(posterior: FloatArray) -> list[int]:
     """The posterior median grade of each row of P(grade)."""
@@ -117,6 +132,15 @@ def median_grades(posterior: FloatArray) -> list[int]:
     # at_least[:, g] = P(grade >= g)
     at_least = np.cumsum(posterior[:, ::-1], axis=1)[:, ::-1]
     return [int(x) for x in (at_least[:, 1:] >= 0.5).sum(axis=1)]
+
+
+def quantile_grades(posterior: FloatArray, quantile: float) -> list[int]:
+    """The grade at `quantile` of each row of P(grade): the smallest g with P(grade <= g) at
+    least `quantile`."""
+    import numpy as np
+
+    at_most = np.cumsum(posterior, axis=1)
+    return [int(x) for x in (at_most < quantile - 1e-12).sum(axis=1)]
 
 
 def rounded_gaussian(noise: float, offsets: Sequence[float] = (0.0,) * GRADES) -> FloatArray:

@@ -172,8 +172,12 @@ class StudyTally:
         self._human_values: dict[str, dict[str, dict[str, float | None]]] = {
             system: {name: {} for name in self._parsed} for system in self._systems
         }
-        # Under the human sample's labels, for its queries only.
+        # Under the human sample's labels, for its queries only; and the study's predictions
+        # of a person's values, for every query (what prediction-powered intervals correct).
         self._sample_values: dict[str, dict[str, dict[str, float | None]]] = {
+            system: {name: {} for name in self._parsed} for system in self._systems
+        }
+        self._predicted: dict[str, dict[str, dict[str, float | None]]] = {
             system: {name: {} for name in self._parsed} for system in self._systems
         }
         # The grades of the (query, document) pairs both label: ours, theirs (small ints);
@@ -193,17 +197,20 @@ class StudyTally:
         human: Mapping[str, int] | None = None,
         sample: Mapping[str, int] | None = None,
         sample_grades: Mapping[str, int] | None = None,
+        predictions: Sequence[Mapping[str, int]] | None = None,
     ) -> None:
         """One query: its labels (for a query of the human sample, the study's own, made
         without its human grades), each system's scored documents for it (a system missing
         retrieved nothing), its human grades (None: the human qrels do not judge it) and, for
         a query of the human sample, the labels it is reported with (`sample`: the person's
         grades, and the study's where they gave none) and the person's grades alone
-        (`sample_grades`)."""
+        (`sample_grades`). `predictions`: label sets whose measures, averaged, predict a
+        person's, for prediction-powered intervals (the labels alone without them)."""
         self._queries.append(qid)
         for system in self._systems:
             run = {qid: runs.get(system, {})}
             self._score(self._values[system], labels, qid, run)
+            self._predict(self._predicted[system], predictions or [labels], qid, run)
             if human is not None:
                 self._score(self._human_values[system], human, qid, run)
             if sample is not None:
@@ -230,6 +237,23 @@ class StudyTally:
         values = _values_by_name(self._parsed, {qid: labels}, run, self._scale)
         for name, by_query in values.items():
             into[name][qid] = by_query[qid]
+
+    def _predict(
+        self,
+        into: dict[str, dict[str, float | None]],
+        label_sets: Sequence[Mapping[str, int]],
+        qid: str,
+        run: Mapping[str, Mapping[str, float]],
+    ) -> None:
+        """Each measure's mean over the label sets (those where it is defined), or None."""
+        found: dict[str, list[float]] = {name: [] for name in self._parsed}
+        for labels in label_sets:
+            values = _values_by_name(self._parsed, {qid: labels}, run, self._scale)
+            for name, by_query in values.items():
+                if (value := by_query[qid]) is not None:
+                    found[name].append(value)
+        for name, defined in found.items():
+            into[name][qid] = sum(defined) / len(defined) if defined else None
 
     def results(
         self,
@@ -307,9 +331,12 @@ class StudyTally:
         own values on every query, corrected by the sample's human values, with one power
         weight per measure pooled over the systems."""
         own, sampled, primary = self._values, self._sample_values, self._primary
+        predicted = self._predicted
         estimates: dict[str, dict[str, PredictionPowered]] = {}
         for name in self._parsed:
-            families = [(own[system][name], sampled[system][name]) for system in self._systems]
+            families = [
+                (predicted[system][name], sampled[system][name]) for system in self._systems
+            ]
             weight = pooled_weight(families)
             estimates[name] = {
                 system: prediction_powered_mean(predicted, human, confidence, weight)
@@ -342,7 +369,7 @@ class StudyTally:
             sample=self._sample_agreement(),
             study_means={
                 system: {
-                    name: mean_over_queries(list(own[system][name].values()))
+                    name: mean_over_queries(list(predicted[system][name].values()))
                     for name in self._parsed
                 }
                 for system in self._systems
@@ -354,11 +381,11 @@ class StudyTally:
     ) -> list[PairComparison]:
         """Every pair of `ranking` on the primary measure: the prediction-powered mean
         difference, its t test, Holm-adjusted over the pairs."""
-        own, sampled, primary = self._values, self._sample_values, self._primary
+        predicted, sampled, primary = self._predicted, self._sample_values, self._primary
         ordered = [(a, b) for i, a in enumerate(ranking) for b in ranking[i + 1 :]]
         families = [
             (
-                _differences(own[a][primary], own[b][primary]),
+                _differences(predicted[a][primary], predicted[b][primary]),
                 _differences(sampled[a][primary], sampled[b][primary]),
             )
             for a, b in ordered

@@ -113,12 +113,16 @@ class Sample:
 @dataclass(frozen=True)
 class QueryLabels:
     """One query's labels: `reported` (what qrels.txt holds) and `own` (the study's own, made
-    without the query's human grades; the same as reported outside the sample)."""
+    without the query's human grades; the same as reported outside the sample), and, where
+    asked for, `predictions`: label sets whose measures, averaged, predict a person's (the
+    own labels at the posterior's PREDICTION_QUANTILES; the own labels alone for a fixed
+    mapping)."""
 
     query_id: str
     reported: dict[str, int]
     own: dict[str, int]
     sample: dict[str, int] | None
+    predictions: list[dict[str, int]] | None = None
 
 
 class Labeller:
@@ -142,19 +146,28 @@ class Labeller:
     def model(self) -> GradeModel | None:
         return self._model
 
-    def label(self, orders: Sequence[QueryOrder]) -> list[QueryLabels]:
-        """The labels of `orders` (a page of judged queries)."""
+    def label(
+        self, orders: Sequence[QueryOrder], *, predictions: bool = False
+    ) -> list[QueryLabels]:
+        """The labels of `orders` (a page of judged queries); with `predictions`, each one's
+        prediction label sets too (for prediction-powered intervals)."""
+        predicted: list[list[dict[str, int]]] | None = None
         if self._fixed is not None:
             own = [self._fixed(order.tiers) for order in orders]
+            predicted = [[grades] for grades in own] if predictions else None
         else:
             assert self._model is not None  # pointwise labellers are built with theirs
             own = self._decode(self._model, orders, with_sample=False)
+            if predictions:
+                predicted = self._quantiles(self._model, orders)
             for fold, model in self._folds.items():
                 chosen = [i for i, o in enumerate(orders) if self._fold_of.get(o.query_id) == fold]
-                for i, grades in zip(
-                    chosen, self._decode(model, [orders[i] for i in chosen], False), strict=True
-                ):
+                in_fold = [orders[i] for i in chosen]
+                for i, grades in zip(chosen, self._decode(model, in_fold, False), strict=True):
                     own[i] = grades
+                if predicted is not None:
+                    for i, sets in zip(chosen, self._quantiles(model, in_fold), strict=True):
+                        predicted[i] = sets
         reported = list(own)
         in_sample = [i for i, o in enumerate(orders) if o.query_id in self._sample.grades]
         if in_sample and self._model is not None:
@@ -167,8 +180,18 @@ class Labeller:
             shown = dict(reported[i])
             if human is not None:
                 shown.update(human)
-            labels.append(QueryLabels(order.query_id, shown, own[i], human))
+            prediction = predicted[i] if predicted is not None else None
+            labels.append(QueryLabels(order.query_id, shown, own[i], human, prediction))
         return labels
+
+    def _quantiles(
+        self, model: GradeModel, orders: Sequence[QueryOrder]
+    ) -> list[list[dict[str, int]]]:
+        probed = [probed_order(o, None) for o in orders]
+        return [
+            [dict(zip(order.documents, grades, strict=True)) for grades in sets]
+            for order, sets in zip(orders, model.quantile_grades(probed), strict=True)
+        ]
 
     def _decode(
         self, model: GradeModel, orders: Sequence[QueryOrder], with_sample: bool

@@ -192,7 +192,9 @@ async def build_report(
             page = rows[start : start + _REPORT_PAGE]
             orders = await judged_orders(storage, record, page)
             probes.count(orders)
-            labels = await anyio.to_thread.run_sync(labeller.label, orders)
+            # A human sample's intervals correct the study's predictions of a person's values.
+            label = functools.partial(labeller.label, predictions=bool(sample.grades))
+            labels = await anyio.to_thread.run_sync(label, orders)
             labelled += len(labels)
             await anyio.to_thread.run_sync(_tally, scratch, labels, tally, judged, sampled)
     results = await anyio.to_thread.run_sync(
@@ -235,6 +237,7 @@ def _tally(
             scratch.human_of(qid),
             sample=query.reported if sample is not None else None,
             sample_grades=sample,
+            predictions=query.predictions,
         )
         for system, shares in judged.items():
             share = judged_share({qid: runs.get(system, {})}, {qid: query.reported}, [qid])
