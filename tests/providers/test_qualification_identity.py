@@ -97,6 +97,7 @@ async def test_a_refused_judge_is_refused_under_every_spelling_and_label(
         f"http://127.0.0.1:{port}/compat/v1/",
         f"HTTP://LocalHost:{port}/compat/v1/",
         f"http://127.0.0.1:{port}/compat/./v1",
+        f"http://0.0.0.0:{port}/compat/v1",  # reaches this machine too (issue 34 item 21)
     ):
         async with serving(tmp_path, spelling) as address:
             for label in ("qwen", "another-label", GGUF):
