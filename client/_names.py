@@ -92,11 +92,15 @@ def prompt_cache_note(usage: rank_pb2.JobStats | rank_pb2.Usage) -> str:
 
 
 def position_bias_note(stats: rank_pb2.JobStats) -> str:
-    """ "; judge J follows shown positions (...)" for each judge flagged as position-biased."""
+    """ "; judge J follows shown positions (...)" for each judge flagged as position-biased:
+    how far its answers follow the shown order (mean tau), and where its first pick had been
+    shown (0 first, 1 last; a judge preferring the last-shown passages is near 1)."""
     return "".join(
         f"; judge {judge.judge} follows shown positions (mean tau"
         f" {judge.position_bias.mean_tau:+.2f} over {judge.position_bias.verdicts} verdicts,"
-        f" {'reversing' if judge.position_bias.mean_tau < 0 else 'repeating'} the shown order)"
+        f" {'reversing' if judge.position_bias.mean_tau < 0 else 'repeating'} the shown order;"
+        f" first pick shown at {judge.position_bias.first_pick_position:.2f} from first (0) to"
+        " last (1), 0.50 by chance)"
         for judge in stats.judges
         if judge.position_bias.biased
     )

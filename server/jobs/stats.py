@@ -94,7 +94,12 @@ class StatsBook:
                 breaker_open=b.dropped_by_breaker or breaker_open,
                 abandoned_calls=b.abandoned,
                 position_bias=rank_pb2.PositionBias(
-                    verdicts=bias.verdicts, mean_tau=bias.mean_tau, z=bias.z, biased=bias.flagged
+                    verdicts=bias.verdicts,
+                    mean_tau=bias.mean_tau,
+                    z=bias.z,
+                    biased=bias.flagged,
+                    first_pick_position=bias.first_pick_position,
+                    first_pick_z=bias.first_pick_z,
                 ),
             )
             for b, rate, bias, breaker_open in zip(

@@ -211,16 +211,20 @@ class JudgeStats(_message.Message):
     def __init__(self, judge: _Optional[str] = ..., calls: _Optional[int] = ..., failed_calls: _Optional[int] = ..., cached_calls: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., agreement_rate: _Optional[float] = ..., last_error: _Optional[str] = ..., breaker_open: _Optional[bool] = ..., abandoned_calls: _Optional[int] = ..., position_bias: _Optional[_Union[PositionBias, _Mapping]] = ...) -> None: ...
 
 class PositionBias(_message.Message):
-    __slots__ = ("verdicts", "mean_tau", "z", "biased")
+    __slots__ = ("verdicts", "mean_tau", "z", "biased", "first_pick_position", "first_pick_z")
     VERDICTS_FIELD_NUMBER: _ClassVar[int]
     MEAN_TAU_FIELD_NUMBER: _ClassVar[int]
     Z_FIELD_NUMBER: _ClassVar[int]
     BIASED_FIELD_NUMBER: _ClassVar[int]
+    FIRST_PICK_POSITION_FIELD_NUMBER: _ClassVar[int]
+    FIRST_PICK_Z_FIELD_NUMBER: _ClassVar[int]
     verdicts: int
     mean_tau: float
     z: float
     biased: bool
-    def __init__(self, verdicts: _Optional[int] = ..., mean_tau: _Optional[float] = ..., z: _Optional[float] = ..., biased: _Optional[bool] = ...) -> None: ...
+    first_pick_position: float
+    first_pick_z: float
+    def __init__(self, verdicts: _Optional[int] = ..., mean_tau: _Optional[float] = ..., z: _Optional[float] = ..., biased: _Optional[bool] = ..., first_pick_position: _Optional[float] = ..., first_pick_z: _Optional[float] = ...) -> None: ...
 
 class JobStats(_message.Message):
     __slots__ = ("judge_calls", "cached_calls", "failed_calls", "input_tokens", "output_tokens", "cached_input_tokens", "cost_usd", "critical_path", "judges", "wall_seconds", "settled_count", "total_count", "abandoned_calls", "cache_write_input_tokens")
