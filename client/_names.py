@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import cast
 
+from tierank.client._spec import api_default_judge_name
 from tierank.v1 import rank_pb2, study_pb2
 
 JOB_NAME_PREFIX = "jobs/"
@@ -89,6 +90,17 @@ def prompt_cache_note(usage: rank_pb2.JobStats | rank_pb2.Usage) -> str:
         f" (prompt cache: {usage.cached_input_tokens} read, "
         f"{usage.cache_write_input_tokens} written)"
     )
+
+
+def admission_notes(job: rank_pb2.Job) -> list[str]:
+    """ "judge J: NOTE" for each judge whose admission says more than its qualification
+    (JudgeSpec.admission_note): one admitted only by allow_unqualified_judges, or a new judge
+    that differs from a refused one only by options."""
+    return [
+        f"judge {judge.name or api_default_judge_name(judge)}: {judge.admission_note}"
+        for judge in job.spec.judges
+        if judge.admission_note
+    ]
 
 
 def position_bias_note(stats: rank_pb2.JobStats) -> str:

@@ -15,6 +15,7 @@ from rich.text import Text
 from tierank.client._errors import TierankError
 from tierank.client._names import (
     abandoned_note,
+    admission_notes,
     position_bias_note,
     prompt_cache_note,
     reason_name,
@@ -31,7 +32,8 @@ def describe_event(event: rank_pb2.JobEvent) -> str:
     head = f"#{event.sequence} {kind}"
     if kind == "accepted":
         job = event.accepted.job
-        return f"{head} {job.name}: {job.candidate_count} candidates, query {job.query!r}"
+        notes = "".join(f"; {note}" for note in admission_notes(job))
+        return f"{head} {job.name}: {job.candidate_count} candidates, query {job.query!r}{notes}"
     if kind == "verdict":
         verdict = event.verdict
         where = f"{head} call {verdict.call_id} batch {verdict.batch} judge {verdict.judge}"
@@ -139,6 +141,8 @@ class LiveProgress:
         kind = event.WhichOneof("kind")
         if kind == "accepted":
             self._bar.update(self._task, total=event.accepted.job.candidate_count)
+            for note in admission_notes(event.accepted.job):
+                self._live.console.print(Text(f"note: {note}"))
         elif kind == "verdict":
             self._count_verdict(event.verdict)
         elif kind == "tiers_updated":

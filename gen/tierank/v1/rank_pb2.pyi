@@ -103,7 +103,7 @@ class JudgeParameters(_message.Message):
     def __init__(self, temperature: _Optional[float] = ..., max_output_tokens: _Optional[int] = ..., reasoning: _Optional[bool] = ..., timeout_seconds: _Optional[float] = ..., passage_token_budget: _Optional[int] = ..., options: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class JudgeSpec(_message.Message):
-    __slots__ = ("provider", "model", "weight", "parameters", "name", "weight_from_qualification", "qualification")
+    __slots__ = ("provider", "model", "weight", "parameters", "name", "weight_from_qualification", "qualification", "admitted_unqualified", "admission_note")
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_FIELD_NUMBER: _ClassVar[int]
@@ -111,6 +111,8 @@ class JudgeSpec(_message.Message):
     NAME_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_FROM_QUALIFICATION_FIELD_NUMBER: _ClassVar[int]
     QUALIFICATION_FIELD_NUMBER: _ClassVar[int]
+    ADMITTED_UNQUALIFIED_FIELD_NUMBER: _ClassVar[int]
+    ADMISSION_NOTE_FIELD_NUMBER: _ClassVar[int]
     provider: str
     model: str
     weight: float
@@ -118,7 +120,9 @@ class JudgeSpec(_message.Message):
     name: str
     weight_from_qualification: bool
     qualification: str
-    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., weight: _Optional[float] = ..., parameters: _Optional[_Union[JudgeParameters, _Mapping]] = ..., name: _Optional[str] = ..., weight_from_qualification: _Optional[bool] = ..., qualification: _Optional[str] = ...) -> None: ...
+    admitted_unqualified: bool
+    admission_note: str
+    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., weight: _Optional[float] = ..., parameters: _Optional[_Union[JudgeParameters, _Mapping]] = ..., name: _Optional[str] = ..., weight_from_qualification: _Optional[bool] = ..., qualification: _Optional[str] = ..., admitted_unqualified: _Optional[bool] = ..., admission_note: _Optional[str] = ...) -> None: ...
 
 class Budget(_message.Message):
     __slots__ = ("max_judge_calls", "max_input_tokens", "max_cost_usd")
