@@ -103,6 +103,16 @@ def admission_notes(job: rank_pb2.Job) -> list[str]:
     ]
 
 
+def unqualified_note(stats: rank_pb2.JobStats) -> str:
+    """ "; judge J admitted by allow_unqualified_judges: ..." for each judge that ran only
+    because the job insisted, though found no better than chance (JudgeStats)."""
+    return "".join(
+        f"; judge {judge.judge} {judge.admission_note}"
+        for judge in stats.judges
+        if judge.admitted_unqualified
+    )
+
+
 def position_bias_note(stats: rank_pb2.JobStats) -> str:
     """ "; judge J follows shown positions (...)" for each judge flagged as position-biased:
     how far its answers follow the shown order (mean tau), and where its first pick had been

@@ -19,6 +19,7 @@ from tierank.client._names import (
     position_bias_note,
     prompt_cache_note,
     reason_name,
+    unqualified_note,
 )
 from tierank.v1 import rank_pb2
 
@@ -58,7 +59,7 @@ def describe_event(event: rank_pb2.JobEvent) -> str:
             f"{head} ({reason_name(completed.reason)}): {completed.stats.settled_count}/"
             f"{completed.stats.total_count} settled, {completed.stats.judge_calls} judge calls"
             f"{abandoned_note(completed.stats)}, critical path {completed.stats.critical_path}"
-            f"{position_bias_note(completed.stats)}"
+            f"{position_bias_note(completed.stats)}{unqualified_note(completed.stats)}"
         )
     if kind == "failed":
         return f"{head}: {event.failed.error.message}"

@@ -146,6 +146,11 @@ def report_json(
             for judged in report.judged
         ],
         "agreement": agreement,
+        # Judges that ran only because the study set allow_unqualified_judges.
+        "unqualified_judges": [
+            {"judge": judge.judge, "note": judge.note, "queries": judge.queries}
+            for judge in report.unqualified_judges
+        ],
         "cost": {
             "calls": report.cost.judge_calls,
             "input_tokens": report.cost.usage.input_tokens,

@@ -33,10 +33,35 @@ class ReportStore(StudyStore, JobReader, Protocol):
     """The study's chunks and queries, and its jobs' tiers."""
 
 
+class UnqualifiedJudges:
+    """The judges that ran only because the study insisted (JudgeStats.admitted_unqualified),
+    gathered from the queries' jobs as their tiers are read."""
+
+    def __init__(self) -> None:
+        # judge -> (note of the latest query read, queries)
+        self._seen: dict[str, tuple[str, int]] = {}
+
+    def add(self, stats: rank_pb2.JobStats) -> None:
+        for judge in stats.judges:
+            if judge.admitted_unqualified:
+                _, queries = self._seen.get(judge.judge, ("", 0))
+                self._seen[judge.judge] = (judge.admission_note, queries + 1)
+
+    def to_proto(self) -> list[study_pb2.UnqualifiedJudge]:
+        return [
+            study_pb2.UnqualifiedJudge(judge=judge, note=note, queries=queries)
+            for judge, (note, queries) in sorted(self._seen.items())
+        ]
+
+
 async def query_tiers(
-    storage: ReportStore, record: StudyRecord, rows: list[StudyQueryRow]
+    storage: ReportStore,
+    record: StudyRecord,
+    rows: list[StudyQueryRow],
+    unqualified: UnqualifiedJudges | None = None,
 ) -> dict[str, list[list[str]]]:
-    """Each judged query's tiers, best first: its job's latest."""
+    """Each judged query's tiers, best first: its job's latest; the judges that ran
+    unqualified in those jobs are added to `unqualified`."""
     tiers: dict[str, list[list[str]]] = {}
     for row in rows:
         if job_id := labelling_job(row):
@@ -45,6 +70,8 @@ async def query_tiers(
                 continue
             event = rank_pb2.JobEvent.FromString(latest.payload)
             source = event.completed if event.HasField("completed") else event.tiers_updated
+            if unqualified is not None:
+                unqualified.add(source.stats)
             if source.tiers:
                 tiers[row.query_id] = [list(t.candidate_ids) for t in source.tiers]
     return tiers
@@ -74,15 +101,17 @@ async def build_report(
             with_human=any(row.query_id in human_queries for row in rows),
         )
         judged: dict[str, list[float]] = {system: [] for system in scratch.systems()}
+        unqualified = UnqualifiedJudges()
         for start in range(0, len(rows), _REPORT_PAGE):
             page = rows[start : start + _REPORT_PAGE]
-            labels = labels_of(spec, await query_tiers(storage, record, page))
+            labels = labels_of(spec, await query_tiers(storage, record, page, unqualified))
             await anyio.to_thread.run_sync(_tally, scratch, page, labels, tally, judged)
     results = await anyio.to_thread.run_sync(
         functools.partial(tally.results, confidence=CONFIDENCE, alpha=ALPHA)
     )
     report = _report(record, spec, progress, rows, results)
     report.judged.extend(_judged(counts, judged))
+    report.unqualified_judges.extend(unqualified.to_proto())
     return report
 
 

@@ -191,7 +191,7 @@ class Usage(_message.Message):
     def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cached_input_tokens: _Optional[int] = ..., cost_usd: _Optional[float] = ..., latency_seconds: _Optional[float] = ..., cache_write_input_tokens: _Optional[int] = ...) -> None: ...
 
 class JudgeStats(_message.Message):
-    __slots__ = ("judge", "calls", "failed_calls", "cached_calls", "usage", "agreement_rate", "last_error", "breaker_open", "abandoned_calls", "position_bias")
+    __slots__ = ("judge", "calls", "failed_calls", "cached_calls", "usage", "agreement_rate", "last_error", "breaker_open", "abandoned_calls", "admitted_unqualified", "admission_note", "position_bias")
     JUDGE_FIELD_NUMBER: _ClassVar[int]
     CALLS_FIELD_NUMBER: _ClassVar[int]
     FAILED_CALLS_FIELD_NUMBER: _ClassVar[int]
@@ -201,6 +201,8 @@ class JudgeStats(_message.Message):
     LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
     BREAKER_OPEN_FIELD_NUMBER: _ClassVar[int]
     ABANDONED_CALLS_FIELD_NUMBER: _ClassVar[int]
+    ADMITTED_UNQUALIFIED_FIELD_NUMBER: _ClassVar[int]
+    ADMISSION_NOTE_FIELD_NUMBER: _ClassVar[int]
     POSITION_BIAS_FIELD_NUMBER: _ClassVar[int]
     judge: str
     calls: int
@@ -211,8 +213,10 @@ class JudgeStats(_message.Message):
     last_error: str
     breaker_open: bool
     abandoned_calls: int
+    admitted_unqualified: bool
+    admission_note: str
     position_bias: PositionBias
-    def __init__(self, judge: _Optional[str] = ..., calls: _Optional[int] = ..., failed_calls: _Optional[int] = ..., cached_calls: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., agreement_rate: _Optional[float] = ..., last_error: _Optional[str] = ..., breaker_open: _Optional[bool] = ..., abandoned_calls: _Optional[int] = ..., position_bias: _Optional[_Union[PositionBias, _Mapping]] = ...) -> None: ...
+    def __init__(self, judge: _Optional[str] = ..., calls: _Optional[int] = ..., failed_calls: _Optional[int] = ..., cached_calls: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., agreement_rate: _Optional[float] = ..., last_error: _Optional[str] = ..., breaker_open: _Optional[bool] = ..., abandoned_calls: _Optional[int] = ..., admitted_unqualified: _Optional[bool] = ..., admission_note: _Optional[str] = ..., position_bias: _Optional[_Union[PositionBias, _Mapping]] = ...) -> None: ...
 
 class PositionBias(_message.Message):
     __slots__ = ("verdicts", "mean_tau", "z", "biased", "first_pick_position", "first_pick_z")

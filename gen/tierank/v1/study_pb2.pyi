@@ -416,7 +416,7 @@ class StudyCost(_message.Message):
     def __init__(self, judge_calls: _Optional[int] = ..., usage: _Optional[_Union[_rank_pb2.Usage, _Mapping]] = ..., critical_path: _Optional[int] = ..., wall_seconds: _Optional[float] = ...) -> None: ...
 
 class StudyReport(_message.Message):
-    __slots__ = ("study", "state", "complete", "progress", "primary_measure", "confidence", "systems", "ranking", "comparisons", "agreement", "cost", "labels", "queries", "judged")
+    __slots__ = ("study", "state", "complete", "progress", "primary_measure", "confidence", "systems", "ranking", "comparisons", "agreement", "cost", "labels", "queries", "judged", "unqualified_judges")
     STUDY_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     COMPLETE_FIELD_NUMBER: _ClassVar[int]
@@ -431,6 +431,7 @@ class StudyReport(_message.Message):
     LABELS_FIELD_NUMBER: _ClassVar[int]
     QUERIES_FIELD_NUMBER: _ClassVar[int]
     JUDGED_FIELD_NUMBER: _ClassVar[int]
+    UNQUALIFIED_JUDGES_FIELD_NUMBER: _ClassVar[int]
     study: str
     state: StudyState
     complete: bool
@@ -445,7 +446,18 @@ class StudyReport(_message.Message):
     labels: str
     queries: _containers.RepeatedCompositeFieldContainer[StudyQuery]
     judged: _containers.RepeatedCompositeFieldContainer[SystemJudged]
-    def __init__(self, study: _Optional[str] = ..., state: _Optional[_Union[StudyState, str]] = ..., complete: _Optional[bool] = ..., progress: _Optional[_Union[StudyProgress, _Mapping]] = ..., primary_measure: _Optional[str] = ..., confidence: _Optional[float] = ..., systems: _Optional[_Iterable[_Union[SystemResult, _Mapping]]] = ..., ranking: _Optional[_Iterable[str]] = ..., comparisons: _Optional[_Iterable[_Union[SystemComparison, _Mapping]]] = ..., agreement: _Optional[_Union[LabelAgreement, _Mapping]] = ..., cost: _Optional[_Union[StudyCost, _Mapping]] = ..., labels: _Optional[str] = ..., queries: _Optional[_Iterable[_Union[StudyQuery, _Mapping]]] = ..., judged: _Optional[_Iterable[_Union[SystemJudged, _Mapping]]] = ...) -> None: ...
+    unqualified_judges: _containers.RepeatedCompositeFieldContainer[UnqualifiedJudge]
+    def __init__(self, study: _Optional[str] = ..., state: _Optional[_Union[StudyState, str]] = ..., complete: _Optional[bool] = ..., progress: _Optional[_Union[StudyProgress, _Mapping]] = ..., primary_measure: _Optional[str] = ..., confidence: _Optional[float] = ..., systems: _Optional[_Iterable[_Union[SystemResult, _Mapping]]] = ..., ranking: _Optional[_Iterable[str]] = ..., comparisons: _Optional[_Iterable[_Union[SystemComparison, _Mapping]]] = ..., agreement: _Optional[_Union[LabelAgreement, _Mapping]] = ..., cost: _Optional[_Union[StudyCost, _Mapping]] = ..., labels: _Optional[str] = ..., queries: _Optional[_Iterable[_Union[StudyQuery, _Mapping]]] = ..., judged: _Optional[_Iterable[_Union[SystemJudged, _Mapping]]] = ..., unqualified_judges: _Optional[_Iterable[_Union[UnqualifiedJudge, _Mapping]]] = ...) -> None: ...
+
+class UnqualifiedJudge(_message.Message):
+    __slots__ = ("judge", "note", "queries")
+    JUDGE_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    QUERIES_FIELD_NUMBER: _ClassVar[int]
+    judge: str
+    note: str
+    queries: int
+    def __init__(self, judge: _Optional[str] = ..., note: _Optional[str] = ..., queries: _Optional[int] = ...) -> None: ...
 
 class SystemJudged(_message.Message):
     __slots__ = ("system", "round", "before", "after", "documents_added")
