@@ -286,7 +286,8 @@ class OpenAICompatibleJudge(OpenAIJudge):
             self._listing_failure = f"HTTP {error.status_code}"
             return None
         except openai.APITimeoutError:
-            self._listing_failure = f"no answer within {timeout_s:g} s: the server is busy"
+            # A one-slot server answers it only once its slot is free: busy, or stuck.
+            self._listing_failure = f"no answer within {timeout_s:g} s"
             return None
         except openai.OpenAIError as error:
             self._listing_failure = str(error) or type(error).__name__
