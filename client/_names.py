@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import cast
 
+from tierank.client._spec import api_default_judge_name
 from tierank.v1 import rank_pb2, study_pb2
 
 JOB_NAME_PREFIX = "jobs/"
@@ -91,12 +92,37 @@ def prompt_cache_note(usage: rank_pb2.JobStats | rank_pb2.Usage) -> str:
     )
 
 
+def admission_notes(job: rank_pb2.Job) -> list[str]:
+    """ "judge J: NOTE" for each judge whose admission says more than its qualification
+    (JudgeSpec.admission_note): one admitted only by allow_unqualified_judges, or a new judge
+    that differs from a refused one only by options."""
+    return [
+        f"judge {judge.name or api_default_judge_name(judge)}: {judge.admission_note}"
+        for judge in job.spec.judges
+        if judge.admission_note
+    ]
+
+
+def unqualified_note(stats: rank_pb2.JobStats) -> str:
+    """ "; judge J admitted by allow_unqualified_judges: ..." for each judge that ran only
+    because the job insisted, though found no better than chance (JudgeStats)."""
+    return "".join(
+        f"; judge {judge.judge} {judge.admission_note}"
+        for judge in stats.judges
+        if judge.admitted_unqualified
+    )
+
+
 def position_bias_note(stats: rank_pb2.JobStats) -> str:
-    """ "; judge J follows shown positions (...)" for each judge flagged as position-biased."""
+    """ "; judge J follows shown positions (...)" for each judge flagged as position-biased:
+    how far its answers follow the shown order (mean tau), and where its first pick had been
+    shown (0 first, 1 last; a judge preferring the last-shown passages is near 1)."""
     return "".join(
         f"; judge {judge.judge} follows shown positions (mean tau"
         f" {judge.position_bias.mean_tau:+.2f} over {judge.position_bias.verdicts} verdicts,"
-        f" {'reversing' if judge.position_bias.mean_tau < 0 else 'repeating'} the shown order)"
+        f" {'reversing' if judge.position_bias.mean_tau < 0 else 'repeating'} the shown order;"
+        f" first pick shown at {judge.position_bias.first_pick_position:.2f} from first (0) to"
+        " last (1), 0.50 by chance)"
         for judge in stats.judges
         if judge.position_bias.biased
     )

@@ -16,9 +16,11 @@ from rich.text import Text
 from tierank.client._errors import TierankError
 from tierank.client._names import (
     abandoned_note,
+    admission_notes,
     position_bias_note,
     prompt_cache_note,
     reason_name,
+    unqualified_note,
 )
 from tierank.v1 import rank_pb2
 
@@ -32,7 +34,8 @@ def describe_event(event: rank_pb2.JobEvent) -> str:
     head = f"#{event.sequence} {kind}"
     if kind == "accepted":
         job = event.accepted.job
-        return f"{head} {job.name}: {job.candidate_count} candidates, query {job.query!r}"
+        notes = "".join(f"; {note}" for note in admission_notes(job))
+        return f"{head} {job.name}: {job.candidate_count} candidates, query {job.query!r}{notes}"
     if kind == "verdict":
         verdict = event.verdict
         where = f"{head} call {verdict.call_id} batch {verdict.batch} judge {verdict.judge}"
@@ -57,7 +60,7 @@ def describe_event(event: rank_pb2.JobEvent) -> str:
             f"{head} ({reason_name(completed.reason)}): {completed.stats.settled_count}/"
             f"{completed.stats.total_count} settled, {completed.stats.judge_calls} judge calls"
             f"{abandoned_note(completed.stats)}, critical path {completed.stats.critical_path}"
-            f"{position_bias_note(completed.stats)}"
+            f"{position_bias_note(completed.stats)}{unqualified_note(completed.stats)}"
         )
     if kind == "failed":
         return f"{head}: {event.failed.error.message}"
@@ -159,6 +162,8 @@ class LiveProgress:
         kind = event.WhichOneof("kind")
         if kind == "accepted":
             self._bar.update(self._task, total=event.accepted.job.candidate_count)
+            for note in admission_notes(event.accepted.job):
+                self._live.console.print(Text(f"note: {note}"))
         elif kind == "verdict":
             self._count_verdict(event.verdict)
             self._stalls.pop(event.verdict.judge, None)

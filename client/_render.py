@@ -33,6 +33,7 @@ from tierank.client._names import (
     reason_name,
     state_name,
     status_text,
+    unqualified_note,
 )
 from tierank.v1 import rank_pb2
 
@@ -198,7 +199,7 @@ def summary_line(job: rank_pb2.Job) -> str:
         f"{stats.input_tokens} input{prompt_cache_note(stats)} / {stats.output_tokens} output "
         "tokens, "
         f"${stats.cost_usd:.4f}, critical path {stats.critical_path}, {stats.wall_seconds:.2f}s"
-        f"{position_bias_note(stats)}"
+        f"{position_bias_note(stats)}{unqualified_note(stats)}"
     )
     if job.HasField("error") and job.error.message:
         line += f"\nerror: {job.error.message}"

@@ -147,6 +147,18 @@ def _header(report: Mapping[str, Any]) -> str:
         ("Intervals", _method_words(report, confidence)),
         ("Systems", _count(len(report.get("systems") or []))),
     ]
+    # Judges the study insisted on though a qualification found them no better than chance:
+    # the labels rest on their votes, so the page says so before any figure.
+    facts += [
+        (
+            "Unqualified judge",
+            f'<span class="badge no">{_text(judge.get("judge", ""))}</span> in '
+            f"{_count(judge.get('queries', 0))} "
+            f"{_plural(int(judge.get('queries', 0)), 'query', 'queries')}: "
+            f"{_text(judge.get('note', ''))}",
+        )
+        for judge in report.get("unqualified_judges") or []
+    ]
     name = report.get("study", "")
     display = report.get("display_name") or name
     warnings = "".join(

@@ -187,6 +187,11 @@ def report_json(
         "agreement": agreement,
         "sample": _sample(report),
         "warnings": list(report.warnings),
+        # Judges that ran only because the study set allow_unqualified_judges.
+        "unqualified_judges": [
+            {"judge": judge.judge, "note": judge.note, "queries": judge.queries}
+            for judge in report.unqualified_judges
+        ],
         "cost": {
             "calls": report.cost.judge_calls,
             "input_tokens": report.cost.usage.input_tokens,

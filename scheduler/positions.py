@@ -5,6 +5,12 @@ answers that repeat the shown order) adds its bias to every vote whose pair it s
 direction. The per-judge shuffle makes that bias random per call; balancing goes further for
 pairs that meet again: the one shown behind last time goes in front, so over the calls that
 compare a pair the bias pulls both ways.
+
+Balancing decides by where candidates were shown before, never by what judges said of them, so
+for a judge that ignores positions the one it ranks first is still shown anywhere alike, and
+scheduler/bias.py can test for a preferred first-pick position as for a shuffle (simulated
+through tournaments of k = 5 and 10 with honest judges: that z has mean -0.04 and deviation
+1.00 over 6,000 judges' jobs).
 """
 
 from __future__ import annotations

@@ -9,7 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tierank.client._names import abandoned_note, position_bias_note, reason_name
+from tierank.client._names import (
+    abandoned_note,
+    position_bias_note,
+    reason_name,
+    unqualified_note,
+)
 from tierank.client.commands._shared import (
     EXIT_BROKEN_PIPE,
     EXIT_INTERRUPTED,
@@ -46,19 +51,28 @@ def outcome(job: rank_pb2.Job) -> Outcome:
     stats = job.stats
     if job.state == rank_pb2.JOB_STATE_FAILED:
         return Outcome(EXIT_SERVER_ERROR, f"{job.name} failed: {job.error.message}")
+    # Judges the job ran only because it insisted: every result says so, settled or not.
+    unqualified = unqualified_note(stats)
     answered = stats.judge_calls + stats.cached_calls - stats.failed_calls
     if answered <= 0:
         return Outcome(
             EXIT_NO_VERDICTS,
             f"warning: no verdict ({reason_name(job.completion_reason)}; {stats.failed_calls}"
             f" calls failed{abandoned_note(stats)}): {job.name} is not ranked, its tiers are the"
-            " input order",
+            f" input order{unqualified}",
         )
     if job.completion_reason != rank_pb2.COMPLETION_REASON_SETTLED:
         return Outcome(
             EXIT_PROVISIONAL,
             f"warning: provisional result ({reason_name(job.completion_reason)}):"
             f" {stats.settled_count}/{stats.total_count} settled in {job.name}"
-            f"{position_bias_note(stats)}",
+            f"{position_bias_note(stats)}{unqualified}",
+        )
+    if unqualified:
+        # Settled as asked (the override was asked for too), but on votes a qualification
+        # found no better than chance: exit 0, and a warning no one can miss.
+        return Outcome(
+            EXIT_OK,
+            f"warning: {job.name} settled with judges found no better than chance{unqualified}",
         )
     return Outcome(EXIT_OK)

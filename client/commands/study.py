@@ -627,6 +627,12 @@ def _write_results(client: Client, study: study_pb2.Study, args: argparse.Namesp
         print(f"wrote {out_dir}/qrels.txt, report.json, report.html", file=sys.stderr)
     for warning in document["warnings"]:
         print(f"tierank study: warning: {warning}", file=sys.stderr)
+    for judge in document["unqualified_judges"]:
+        print(
+            f"tierank study: warning: judge {judge['judge']} ran in {judge['queries']} of"
+            f" {document['queries']['total']} queries, {judge['note']}",
+            file=sys.stderr,
+        )
     return _exit_code(study)
 
 

@@ -340,6 +340,8 @@ class JobManager:
             sequence=1,
             accepted=rank_pb2.JobAccepted(job=job_summary(record)),
         )
+        # The judges as admitted, so that a watcher learns how each was let in as it starts.
+        accepted.accepted.job.spec.judges.extend(spec.judges)
         accepted.time.FromNanoseconds(int(now * 1e9))
         first_event = EventRow(1, "accepted", now, accepted.SerializeToString())
         # One task the manager owns stores the job and runs it; the RPC only waits for the

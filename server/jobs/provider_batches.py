@@ -556,8 +556,12 @@ class BatchedJudge(Judge):
     def qualification_identities(self) -> list[str]:
         return self._judge.qualification_identities()
 
-    async def prepare(self) -> None:
-        await self._judge.prepare()
+    async def prepare(self, *, patient: bool = False) -> None:
+        await self._judge.prepare(patient=patient)
+
+    @property
+    def identity_doubt(self) -> str | None:
+        return self._judge.identity_doubt
 
     def estimate(self, request: BatchRequest) -> JudgeUsage:
         return self._judge.estimate_at(request, self._transport.price)

@@ -470,7 +470,7 @@ class JobRunner:
         a plan differs from the recorded one), else by adopting the recorded calls. Returns
         the calls no verdict row answers, and each plan's call ids."""
         tournament = Tournament([c.id for c in self._spec.candidates], config)
-        stats = StatsBook([j.name for j in self._judges])
+        stats = StatsBook([j.name for j in self._judges], self._spec.judges)
         planned: dict[str, JudgeCall] = {}
         groups: list[list[str]] = []
         for row in rows:

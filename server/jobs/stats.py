@@ -25,6 +25,9 @@ class _JudgeBook:
     # Dropped from the job while its provider's breaker was open (its latest failure a refusal).
     dropped_by_breaker: bool = False
     abandoned: int = 0
+    # How the job's spec says the judge was admitted (JudgeSpec.admitted_unqualified, ...).
+    admitted_unqualified: bool = False
+    admission_note: str = ""
 
     def __post_init__(self) -> None:
         self.usage = rank_pb2.Usage()
@@ -33,8 +36,15 @@ class _JudgeBook:
 
 
 class StatsBook:
-    def __init__(self, judge_names: list[str]) -> None:
+    def __init__(
+        self, judge_names: list[str], admissions: Sequence[rank_pb2.JudgeSpec] = ()
+    ) -> None:
+        """`admissions`: the judges as the job's stored spec has them, for what admission
+        said of each (none: nothing to say)."""
         self._judges = [_JudgeBook(name) for name in judge_names]
+        for book, admitted in zip(self._judges, admissions, strict=False):
+            book.admitted_unqualified = admitted.admitted_unqualified
+            book.admission_note = admitted.admission_note
 
     def add(self, judge: int, verdict: rank_pb2.VerdictReceived) -> int:
         """Count one verdict; returns the judge's consecutive failures so far."""
@@ -101,8 +111,15 @@ class StatsBook:
                 last_error=b.last_error,
                 breaker_open=b.dropped_by_breaker or breaker_open,
                 abandoned_calls=b.abandoned,
+                admitted_unqualified=b.admitted_unqualified,
+                admission_note=b.admission_note,
                 position_bias=rank_pb2.PositionBias(
-                    verdicts=bias.verdicts, mean_tau=bias.mean_tau, z=bias.z, biased=bias.flagged
+                    verdicts=bias.verdicts,
+                    mean_tau=bias.mean_tau,
+                    z=bias.z,
+                    biased=bias.flagged,
+                    first_pick_position=bias.first_pick_position,
+                    first_pick_z=bias.first_pick_z,
                 ),
             )
             for b, rate, bias, breaker_open in zip(

@@ -172,9 +172,18 @@ class ConfiguredJudge(abc.ABC):
         later ones are earlier spellings of the same judge, still honoured."""
         return [self.judge_identity()]
 
-    async def prepare(self) -> None:
+    async def prepare(self, *, patient: bool = False) -> None:
         """Learn what `cacheable` and `cache_identity` depend on beyond the spec (what a
-        self-hosted server says it serves). Call it before reading them; it is cheap again."""
+        self-hosted server says it serves). Call it before reading them; it is cheap again.
+        `patient`: the identity is needed now (a qualification may be this judge's), so what it
+        depends on is waited for as long as one of the judge's calls may take, and asked again
+        if an earlier, quicker try could not learn it."""
+        return None
+
+    @property
+    def identity_doubt(self) -> str | None:
+        """Why this judge's identity is not established (a self-hosted server's model list
+        could not be read, so which weights answer is unknown); None when it is."""
         return None
 
 

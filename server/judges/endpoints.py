@@ -2,8 +2,9 @@
 its URL is written (`http://LOCALHOST:8091/v1/`, `http://127.0.0.1:8091/v1`, `http://[::1]:8091/v1`).
 
 The canonical form keeps what selects the server and the API under it, and nothing else: the
-scheme and host lowercased, every loopback spelling as `loopback` (localhost and its subdomains,
-127.0.0.0/8, ::1, and any name that resolves only to loopback addresses), IP addresses in their
+scheme and host lowercased, every spelling of this machine as `loopback` (localhost and its
+subdomains, 127.0.0.0/8, ::1, the unspecified addresses 0.0.0.0 and ::, which a connection
+reaches this machine by, and any name that resolves only to such addresses), IP addresses in their
 compressed form, the port always written (80 for http, 443 for https), the path with repeated
 and trailing slashes, `.` and `..` removed, and the query kept. Credentials in the URL and the
 fragment are dropped: they never select a server, and an identity is stored and listed.
@@ -46,7 +47,7 @@ def canonical_base_url(url: str, *, resolves_to_loopback: bool = False) -> str:
 
 async def resolves_only_to_loopback(url: str) -> bool:
     """Whether the host of `url` is a name (not an address, not `localhost`, which needs no
-    lookup) whose every address is loopback."""
+    lookup) whose every address is this machine's (loopback or unspecified, as `0` is)."""
     host = _host(url)
     if not host or _ip(host) is not None or _is_loopback(host):
         return False
@@ -56,17 +57,23 @@ async def resolves_only_to_loopback(url: str) -> bool:
         except OSError:
             return False
         addresses = [_ip(str(sockaddr[0]).split("%")[0]) for *_, sockaddr in found]
-        return bool(addresses) and all(a is not None and a.is_loopback for a in addresses)
+        return bool(addresses) and all(_is_this_machine(a) for a in addresses)
     return False
 
 
 def _is_loopback(host: str) -> bool:
     if host == "localhost" or host.endswith(".localhost"):  # RFC 6761
         return True
-    address = _ip(host)
+    return _is_this_machine(_ip(host))
+
+
+def _is_this_machine(address: ipaddress.IPv4Address | ipaddress.IPv6Address | None) -> bool:
+    """Loopback, or unspecified: a connection to 0.0.0.0 or :: reaches this machine (Linux and
+    macOS route it to loopback), so `http://0.0.0.0:8080/v1` is the same server as
+    `http://127.0.0.1:8080/v1`."""
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         address = address.ipv4_mapped
-    return address is not None and address.is_loopback
+    return address is not None and (address.is_loopback or address.is_unspecified)
 
 
 def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:

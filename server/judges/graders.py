@@ -88,8 +88,8 @@ class LLMGrader(Grader):
     def cache_identity(self) -> str:
         return self._judge.identity(POINTWISE_TEMPLATE_VERSION)
 
-    async def prepare(self) -> None:
-        await self._judge.prepare()
+    async def prepare(self, *, patient: bool = False) -> None:
+        await self._judge.prepare(patient=patient)
 
     def _prompt(self, request: GradeRequest) -> PromptParts:
         judge = self._judge

@@ -3,12 +3,14 @@
 A provider adapter only turns a conversation into one SDK call (`_complete`) and the SDK's
 answer or exception into a Completion or a CallError.
 
-One judge call is at most two conversations' worth of requests: the prompt, and, only if the
-answer cannot be read, one corrective follow-up in the same conversation. A truncated answer
-gets no follow-up (the same limit would cut it again): what is certainly complete is kept, or
-the call fails as truncated. An answer longer than MAX_ANSWER_CHARS (a ranking is small) is cut
-there before it is read or stored, and is treated as truncated; an HTTP answer over
-bounded_http.MAX_RESPONSE_BYTES is not read at all and fails as truncated.
+One judge call is at most two conversations' worth of requests: the prompt, and one follow-up
+in the same conversation, only if the answer cannot be read (a corrective one) or, read, leaves
+something out (a ranking that names only some of the passages: it asks for those by number;
+the more complete of the two answers is kept, the first when the follow-up fails). A truncated
+answer gets no follow-up (the same limit would cut it again): what is certainly complete is
+kept, or the call fails as truncated. An answer longer than MAX_ANSWER_CHARS (a ranking is
+small) is cut there before it is read or stored, and is treated as truncated; an HTTP answer
+over bounded_http.MAX_RESPONSE_BYTES is not read at all and fails as truncated.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from tierank.server.judges.prompt import (
     PromptParts,
     corrective_message,
     estimate_tokens,
+    missing_passages_message,
     render_prompt_parts,
     upper_bound_tokens,
 )
@@ -154,6 +157,17 @@ class Reading(Generic[Answer]):
     raw_text: str
     parsed: Answer | Unreadable
     failure: JudgeFailure | None
+    # Cut at the output-token limit or at MAX_ANSWER_CHARS: a follow-up would be cut again.
+    truncated: bool = False
+
+
+@dataclass(frozen=True)
+class Shortfall(Generic[Answer]):
+    """What a readable answer may leave out, and how to ask for it once: `missing(answer)` how
+    much is left out (0: nothing), `follow_up(answer)` the message that asks for it."""
+
+    missing: Callable[[Answer], int]
+    follow_up: Callable[[Answer], str]
 
 
 def read_completion(
@@ -180,7 +194,7 @@ def read_completion(
             f"before a usable answer: {parsed.reason}"
         )
         failure = JudgeFailure(FailureKind.TRUNCATED, message)
-    return Reading(text + (cut_marker or ""), parsed, failure)
+    return Reading(text + (cut_marker or ""), parsed, failure, truncated)
 
 
 def first_message(prompt: str | PromptParts) -> Message:
@@ -207,6 +221,16 @@ class RankingCall:
 
     def read(self, text: str, truncated: bool) -> Ranking | Unreadable:
         return parse_ranking(text, self.k, truncated=truncated)
+
+    def shortfall(self, answer_format: AnswerFormat) -> Shortfall[Ranking]:
+        """The passages a readable ranking leaves out, asked for by number (issue 34: a small
+        model ranked exactly as many as the instruction's 3-item example)."""
+        return Shortfall(
+            missing=lambda ranking: self.k - len(ranking.numbers),
+            follow_up=lambda ranking: missing_passages_message(
+                ranking.numbers, self.k, answer_format
+            ),
+        )
 
 
 class ProviderShared:
@@ -392,10 +416,16 @@ class LLMJudge(Judge):
         """`estimate` with tokens charged at `price` (a provider batch's)."""
         k = len(request.passages)
         prompt = self._render(request)
+        # The longer of the two follow-ups a call may send.
+        follow_up = max(
+            corrective_message("x" * 200, self.answer_format, k),
+            missing_passages_message((), k, self.answer_format),
+            key=len,
+        )
         return self.worst_case(
             prompt.text,
             self._max_output_tokens(k),
-            corrective_message("x" * 200, self.answer_format, k),
+            follow_up,
             cache_writes=self.cache_write_bound(prompt),
             price=price,
         )
@@ -445,6 +475,7 @@ class LLMJudge(Judge):
             call.prompt,
             read=call.read,
             corrective=lambda reason: corrective_message(reason, self.answer_format, call.k),
+            shortfall=call.shortfall(self.answer_format),
             max_output_tokens=call.max_output_tokens,
             schema=call.schema,
             seed=request.seed,
@@ -493,11 +524,13 @@ class LLMJudge(Judge):
         seed: int,
         deadline: float | None,
         call_id: str = "",
+        shortfall: Shortfall[Answer] | None = None,
     ) -> Exchange[Answer]:
-        """Ask `prompt`, read the answer with `read(text, truncated)`, and send one corrective
-        follow-up (`corrective(reason)`) if it cannot be read. Listwise and pointwise judging
-        share it, so both get the same limits, retries, breaker, truncation rule, usage and
-        span (server/observability/genai.py; `call_id` names the job's call in it)."""
+        """Ask `prompt`, read the answer with `read(text, truncated)`, and send one follow-up:
+        corrective (`corrective(reason)`) if it cannot be read, or asking for what it left out
+        (`shortfall`) if it is readable but incomplete. Listwise and pointwise judging share
+        it, so both get the same limits, retries, breaker, truncation rule, usage and span
+        (server/observability/genai.py; `call_id` names the job's call in it)."""
         with chat_span(
             self.provider,
             self.config.model,
@@ -519,6 +552,7 @@ class LLMJudge(Judge):
                     prompt,
                     read,
                     corrective,
+                    shortfall,
                     max_output_tokens,
                     schema,
                     seed,
@@ -534,6 +568,7 @@ class LLMJudge(Judge):
         prompt: str | PromptParts,
         read: Callable[[str, bool], Answer | Unreadable],
         corrective: Callable[[str], str],
+        shortfall: Shortfall[Answer] | None,
         max_output_tokens: int,
         schema: AnswerSchema | None,
         seed: int,
@@ -545,6 +580,9 @@ class LLMJudge(Judge):
         prompt_text = messages[0].text
         spent = TokenCounts()
         answers: list[str] = []
+        # A readable first answer that left something out: it stands unless the follow-up
+        # that asks for the rest brings a more complete one.
+        incomplete: Answer | None = None
 
         def done(answer: Answer | None = None, failure: JudgeFailure | None = None) -> Exchange:
             usage = JudgeUsage(
@@ -577,6 +615,8 @@ class LLMJudge(Judge):
                     messages, max_output_tokens, schema, seed, deadline, in_flight
                 )
             except CallError as error:
+                if incomplete is not None:
+                    return done(answer=incomplete)
                 return done(failure=JudgeFailure(error.kind, error.message))
             span.answered(
                 completion.response_id, completion.response_model, completion.finish_reason
@@ -585,8 +625,22 @@ class LLMJudge(Judge):
             reading = read_completion(completion, read, max_output_tokens)
             answers.append(reading.raw_text)
             parsed = reading.parsed
-            if not isinstance(parsed, Unreadable):
+            if incomplete is not None:  # the answer to the follow-up asking for the rest
+                assert shortfall is not None  # only a shortfall makes an answer incomplete
+                if isinstance(parsed, Unreadable) or shortfall.missing(parsed) >= shortfall.missing(
+                    incomplete
+                ):
+                    return done(answer=incomplete)
                 return done(answer=parsed)
+            if not isinstance(parsed, Unreadable):
+                if shortfall is None or reading.truncated or not shortfall.missing(parsed):
+                    return done(answer=parsed)
+                incomplete = parsed
+                messages += [
+                    Message("assistant", completion.text),
+                    Message("user", shortfall.follow_up(parsed)),
+                ]
+                continue
             if reading.failure is not None:
                 return done(failure=reading.failure)
             if is_follow_up:

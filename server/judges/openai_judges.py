@@ -30,8 +30,10 @@ DEFAULT_REASONING_EFFORT = "medium"
 # Structured-output forms, strongest first. `text` sends no response_format: the prompt alone
 # asks for the JSON answer, and the parser reads it as any other answer.
 RESPONSE_FORMATS = ("json_schema", "json_object", "text")
-# Listing the served models is a cheap GET; a server busy with a long completion may hold it,
-# and then the response's own `model` field identifies the weights instead.
+# Listing the served models is a cheap GET, but a server busy with a long completion holds it
+# until its slot is free (llama.cpp's and llama-cpp-python's one-slot servers do): a job does not
+# wait longer than this for it, going without the verdict cache instead. Admission, which needs
+# the identity, waits as long as one of the judge's calls may (`prepare(patient=True)`).
 MODEL_LIST_TIMEOUT_S = 10.0
 # A model entry's `created` this close to now is the time of the listing (vLLM, llama.cpp),
 # not of the weights (Ollama): it says nothing about what is served.
@@ -189,7 +191,8 @@ class OpenAICompatibleJudge(OpenAIJudge):
     name in a job spec need not change when the weights behind it do: the model's entry in
     `/v1/models` (read once per job), or, for a server that has no such list, the `model` field
     of its answers. Until one is known (or when the list could not be read this time), the
-    judge's verdicts are neither served from the cache nor stored in it.
+    judge's verdicts are neither served from the cache nor stored in it, and its identity is in
+    doubt (`identity_doubt`): admission must not take it for a judge never qualified.
     """
 
     provider = "openai-compatible"
@@ -214,6 +217,10 @@ class OpenAICompatibleJudge(OpenAIJudge):
         self._reported: str | None = None
         self._listing = asyncio.Lock()
         self._prepared = False
+        # Why the model list could not be read, as last tried; and whether a patient try was
+        # made (one per judge: a server that cannot answer it then will not a moment later).
+        self._listing_failure = ""
+        self._waited = False
         # The canonical endpoint, once prepare() has resolved its host name.
         self._server: str | None = None
 
@@ -236,14 +243,28 @@ class OpenAICompatibleJudge(OpenAIJudge):
         # What the server lists is the model; the name a job gives it only picks the entry.
         return None if self._lists_models and self._listed is not None else self.config.model
 
-    async def prepare(self) -> None:
-        if self._prepared:  # every call after the first: no lock to take
+    @property
+    def identity_doubt(self) -> str | None:
+        if self._listed is not None or not self._lists_models:
+            return None
+        base_url = self._server or self.shared.provider_settings.base_url or ""
+        why = self._listing_failure or "not read yet"
+        return f"the model list of {base_url} could not be read ({why})"
+
+    def _ready(self, patient: bool) -> bool:
+        return self._prepared and (not patient or self._waited or self.identity_doubt is None)
+
+    async def prepare(self, *, patient: bool = False) -> None:
+        if self._ready(patient):  # every call after the first: no lock to take
             return
         async with self._listing:
-            if not self._prepared:
+            if self._ready(patient):
+                return
+            if self._server is None:
                 self._server = await self.shared.canonical_endpoint()
-                self._listed = await self._list_served_model()
-                self._prepared = True
+            self._listed = await self._list_served_model(patient)
+            self._waited = self._waited or patient
+            self._prepared = True
 
     async def judge(self, request: BatchRequest) -> JudgeReply:
         # Also here, for callers that do not prepare (free once prepared): later calls of the
@@ -251,17 +272,26 @@ class OpenAICompatibleJudge(OpenAIJudge):
         await self.prepare()
         return await super().judge(request)
 
-    async def _list_served_model(self) -> str | None:
+    async def _list_served_model(self, patient: bool) -> str | None:
         """This model's entry in the server's `/v1/models` (all entries when none has its
-        name), without the fields that change with every listing; None when not read."""
+        name), without the fields that change with every listing; None when not read.
+        `patient`: waits as long as one of the judge's calls may, not MODEL_LIST_TIMEOUT_S."""
+        call_timeout_s = self.config.timeout_s or self.shared.provider_settings.timeout_s
+        timeout_s = call_timeout_s if patient else min(MODEL_LIST_TIMEOUT_S, call_timeout_s)
         try:
-            page = await self.client.with_options(timeout=MODEL_LIST_TIMEOUT_S).models.list()
+            page = await self.client.with_options(timeout=timeout_s).models.list()
             entries = [_stable_entry(model.model_dump()) for model in page.data]
         except openai.APIStatusError as error:
             # 404 and its kin: no model list here. 5xx: one that failed this time.
             self._lists_models = error.status_code >= 500
+            self._listing_failure = f"HTTP {error.status_code}"
             return None
-        except openai.OpenAIError:
+        except openai.APITimeoutError:
+            # A one-slot server answers it only once its slot is free: busy, or stuck.
+            self._listing_failure = f"no answer within {timeout_s:g} s"
+            return None
+        except openai.OpenAIError as error:
+            self._listing_failure = str(error) or type(error).__name__
             return None
         except (ValueError, TypeError, AttributeError) as error:
             # An HTTP 200 whose body is no model list (not JSON, or JSON of another shape: a

@@ -20,17 +20,20 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tierank.evaluation.rubric import DEFAULT_RUBRIC
 from tierank.server.judges.base import Passage
 
-TEMPLATE_VERSION = "listwise-v4"
+TEMPLATE_VERSION = "listwise-v5"
 # Earlier templates whose qualifications still stand for this one: listwise-v3 changed only the
-# form of the example and the reading of out-of-range numbers, and listwise-v4 only the order of
-# the parts (the form of the answer stated before the passages, for prompt caching), not what a
-# judge is asked, so a judge measured (and perhaps refused) under them is not a new judge.
-QUALIFICATIONS_CARRY_OVER_FROM = ("listwise-v3", "listwise-v2")
+# form of the example and the reading of out-of-range numbers, listwise-v4 only the order of
+# the parts (the form of the answer stated before the passages, for prompt caching), and
+# listwise-v5 only asks once more for the passages a readable answer leaves out
+# (`missing_passages_message`), not what a judge is asked, so a judge measured (and perhaps
+# refused) under them is not a new judge.
+QUALIFICATIONS_CARRY_OVER_FROM = ("listwise-v4", "listwise-v3", "listwise-v2")
 DEFAULT_PASSAGE_TOKEN_BUDGET = 300
 CHARS_PER_TOKEN = 4
 UPPER_BOUND_CHARS_PER_TOKEN = 2
@@ -151,4 +154,16 @@ def corrective_message(reason: str, answer_format: AnswerFormat, k: int) -> str:
     return (
         f"Your answer could not be read: {reason}. Reply again with the ranking alone. "
         f"{format_instruction(answer_format, k)}"
+    )
+
+
+def missing_passages_message(named: Sequence[int], k: int, answer_format: AnswerFormat) -> str:
+    """The one follow-up sent after a readable ranking that names only some of the k passages
+    (a small model may rank as many as the instruction's example shows: 3), naming those it
+    left out."""
+    left_out = [number for number in range(1, k + 1) if number not in set(named)]
+    return (
+        f"Your ranking names {len(named)} of the {k} passages; it leaves out "
+        f"{', '.join(f'[{number}]' for number in left_out)}. Reply again with the ranking of all "
+        f"{k} passages. {format_instruction(answer_format, k)}"
     )

@@ -55,10 +55,12 @@ class JudgeFactory:
         return self._llm.build(config, account)
 
     async def identity(self, config: JudgeConfig, account: ProviderAccount | None = None) -> str:
-        """The judge identity (Judge.judge_identity) of `config`, without a job to build it in."""
+        """The judge identity (Judge.judge_identity) of `config`, without a job to build it in:
+        for a qualification, which is stored under it, so it is waited for (a busy server's
+        model list) as long as one of the judge's calls may take."""
         judge = self.build(config, PoolContext("", "", ()), account)
         try:
-            await judge.prepare()
+            await judge.prepare(patient=True)
             return judge.judge_identity()
         finally:
             await judge.aclose()

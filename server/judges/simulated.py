@@ -30,7 +30,11 @@ A judge orders a batch by a latent utility drawn afresh on every call:
   candidate is moved to the front of the judge's usual answer. Qwen2.5-Coder-1.5B-Instruct,
   qualified on DL19 (issue 16), put the first-shown passage first in 40% of its answers at k=10
   (1/k: 10%) and repeated the shown order in 22%; POSITION_PROFILE reproduces both shares
-  (tests/bench checks them). Its preference for the *last* passage at k=5 is not modelled.
+  (tests/bench checks them). At k=5 it preferred the *last* passages instead (issue 34: 14 of
+  17 answers began with the passage shown 4th or 5th), which ``last_shown`` models: with that
+  probability the answer starts with the last-shown candidate and goes on in the shown order
+  (``[5] > [1] > [2] > [3] > [4]``), an answer whose Kendall tau with the shown order is
+  near 0 (+0.2 at k=5), so only a preferred-position test catches it (scheduler/bias.py).
 """
 
 from __future__ import annotations
@@ -64,9 +68,11 @@ class JudgeProfile:
     # Utility for the first-stage top candidate, fading linearly to 0 at the last.
     first_stage_bias: float = 0.0
     # Position profile: chance of answering with the shown order, else of ranking the
-    # first-shown candidate first.
+    # first-shown candidate first; and, before either, of answering with the last-shown
+    # candidate first and the rest in the shown order.
     repeat_shown: float = 0.0
     first_shown: float = 0.0
+    last_shown: float = 0.0
 
 
 class JudgeWorld:
@@ -113,6 +119,8 @@ def simulated_answer(
     """The judge's ordering of ``presented`` (best first), or None for an unparseable answer."""
     if profile.failure_rate and rng.random() < profile.failure_rate:
         return None
+    if profile.last_shown and rng.random() < profile.last_shown:
+        return (presented[-1], *presented[:-1])
     if profile.repeat_shown and rng.random() < profile.repeat_shown:
         return presented
     answer = _usual_order(profile, world, presented, rng)
@@ -161,6 +169,9 @@ WEAK_POSITION = replace(WEAK, name="weak-position", **POSITION_PROFILE)
 # A judge at chance (its grades drown in noise) with that position profile: what
 # Qwen2.5-Coder-1.5B-Instruct was on DL19.
 CHANCE = replace(WEAK, name="chance", noise=100.0, **POSITION_PROFILE)
+# A weak judge that, in 70% of its answers, starts from the end of the list shown and then
+# repeats it (module docstring): what live detection must catch by its preferred position.
+WEAK_LAST_FIRST = replace(WEAK, name="weak-last-first", last_shown=0.7)
 # Three GPT-4-class judges, each with its own persistent misreadings and one extra bias.
 ENSEMBLE = (
     replace(STRONG, name="strong-primacy", primacy=0.3),
@@ -170,5 +181,13 @@ ENSEMBLE = (
 # Every profile by its name: what the oracle judge's `profile` option accepts.
 PROFILES: Mapping[str, JudgeProfile] = {
     profile.name: profile
-    for profile in (STRONG, WEAK, STRONG_POSITION, WEAK_POSITION, CHANCE, *ENSEMBLE)
+    for profile in (
+        STRONG,
+        WEAK,
+        STRONG_POSITION,
+        WEAK_POSITION,
+        WEAK_LAST_FIRST,
+        CHANCE,
+        *ENSEMBLE,
+    )
 }

@@ -18,7 +18,7 @@ A query whose job learned nothing (every judge call failed) has no labels: it is
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -64,10 +64,14 @@ def is_pointwise(spec: study_pb2.StudySpec) -> bool:
 
 
 async def judged_orders(
-    storage: LabelStore, record: StudyRecord, rows: Sequence[StudyQueryRow]
+    storage: LabelStore,
+    record: StudyRecord,
+    rows: Sequence[StudyQueryRow],
+    seen: Callable[[rank_pb2.JobStats], None] | None = None,
 ) -> list[QueryOrder]:
     """The rows' judged queries, in their order: each one's latest tiers and its probes. A
-    query with no job, no tiers or a job no judge answered is left out."""
+    query with no job, no tiers or a job no judge answered is left out. `seen` is given the
+    stats of every query's job that has some (judged or not)."""
     found = []
     for row in rows:
         job_id = labelling_job(row)
@@ -78,6 +82,8 @@ async def judged_orders(
             continue
         event = rank_pb2.JobEvent.FromString(latest.payload)
         source = event.completed if event.HasField("completed") else event.tiers_updated
+        if seen is not None:
+            seen(source.stats)
         outcome = _outcome(row)
         if not source.tiers or (outcome is not None and not judged_something(outcome, latest)):
             continue

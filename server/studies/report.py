@@ -37,7 +37,7 @@ from tierank.server.studies.labels import (
 )
 from tierank.server.studies.progress import every_query, labelling_job
 from tierank.server.studies.scratch import ScratchInputs, open_scratch
-from tierank.v1 import eval_pb2, study_pb2
+from tierank.v1 import eval_pb2, rank_pb2, study_pb2
 
 CONFIDENCE = 0.95
 # Queries whose tiers are read and tallied at once.
@@ -59,6 +59,27 @@ def sample_of(scratch: ScratchInputs, queries: set[str]) -> Sample:
             if query in queries and (grades := scratch.sample_of(query))
         }
     )
+
+
+class UnqualifiedJudges:
+    """The judges that ran only because the study insisted (JudgeStats.admitted_unqualified),
+    gathered from the queries' jobs as their tiers are read."""
+
+    def __init__(self) -> None:
+        # judge -> (note of the latest query read, queries)
+        self._seen: dict[str, tuple[str, int]] = {}
+
+    def add(self, stats: rank_pb2.JobStats) -> None:
+        for judge in stats.judges:
+            if judge.admitted_unqualified:
+                _, queries = self._seen.get(judge.judge, ("", 0))
+                self._seen[judge.judge] = (judge.admission_note, queries + 1)
+
+    def to_proto(self) -> list[study_pb2.UnqualifiedJudge]:
+        return [
+            study_pb2.UnqualifiedJudge(judge=judge, note=note, queries=queries)
+            for judge, (note, queries) in sorted(self._seen.items())
+        ]
 
 
 def sample_violations(scratch: ScratchInputs, queries: set[str]) -> list[FieldViolation]:
@@ -186,11 +207,12 @@ async def build_report(
         )
         judged: dict[str, list[float]] = {system: [] for system in scratch.systems()}
         labelled = 0
+        unqualified = UnqualifiedJudges()
         sampled = _SampleCounts()
         probes = _ProbeCounts()
         for start in range(0, len(rows), _REPORT_PAGE):
             page = rows[start : start + _REPORT_PAGE]
-            orders = await judged_orders(storage, record, page)
+            orders = await judged_orders(storage, record, page, unqualified.add)
             probes.count(orders)
             # A human sample's intervals correct the study's predictions of a person's values.
             label = functools.partial(labeller.label, predictions=bool(sample.grades))
@@ -211,6 +233,7 @@ async def build_report(
         _sample(report.sample, results.sample, sampled, labeller.model)
     if labeller.model is not None:
         report.label_model.CopyFrom(label_model(labeller.model))
+    report.unqualified_judges.extend(unqualified.to_proto())
     return report
 
 

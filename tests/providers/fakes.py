@@ -85,10 +85,12 @@ class HttpError:
 
 @dataclass(frozen=True)
 class Hang:
-    """Waits `seconds` (or until the server stops), then plays `then` (default: HTTP 504)."""
+    """Waits `seconds` (or until the server stops, or `released` is set), then plays `then`
+    (default: HTTP 504)."""
 
     seconds: float = 30.0
     then: Answer | HttpError | None = None
+    released: asyncio.Event | None = None
 
 
 @dataclass(frozen=True)
@@ -106,7 +108,9 @@ class LocalServer:
     `models`: the entries of `GET /compat/v1/models` (None: 404, as a server without it);
     `refused_formats`: response_format types answered with HTTP 500 naming them, as
     llama-cpp-python answers `json_schema`; `one_at_a_time`: completions are served one after
-    another, in arrival order, as llama.cpp with one slot serves them.
+    another, in arrival order, as llama.cpp with one slot serves them, and the model list waits
+    for the slot too (llama-cpp-python's `/v1/models` takes the model's lock, as every route
+    that reads the model does), so a busy server answers it only once its completion is done.
     """
 
     models: list[dict[str, Any]] | None = None
@@ -387,6 +391,12 @@ class FakeLLMServer:
 
     async def _list_models(self, request: web.Request) -> web.StreamResponse:
         self.model_listings += 1
+        if self.local is not None and self.local.one_at_a_time:
+            async with self._one_at_a_time:
+                return self._model_list()
+        return self._model_list()
+
+    def _model_list(self) -> web.StreamResponse:
         if self.local is not None and self.local.models_error is not None:
             return web.json_response({"error": "busy"}, status=self.local.models_error)
         if self.local is not None and self.local.models_body is not None:
@@ -412,8 +422,11 @@ class FakeLLMServer:
         self, flavor: str, step: Step, recorded: Recorded, request: web.Request
     ) -> web.StreamResponse:
         if isinstance(step, Hang):
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), step.seconds)
+            ends = [self._stopping.wait()] + ([step.released.wait()] if step.released else [])
+            waits = [asyncio.ensure_future(end) for end in ends]
+            await asyncio.wait(waits, timeout=step.seconds, return_when=asyncio.FIRST_COMPLETED)
+            for wait in waits:
+                wait.cancel()
             return await self._play(flavor, step.then or HttpError(504), recorded, request)
         if isinstance(step, HttpError):
             return web.json_response(

@@ -20,6 +20,10 @@ SAME_SERVER = [
     "http://127.0.0.1:8091/x/../v1/.",
     "http://user:secret@127.0.0.1:8091/v1#part",
     " http://127.0.0.1:8091/v1 ",
+    # Unspecified addresses: a connection to them reaches this machine (issue 34 item 21).
+    "http://0.0.0.0:8091/v1",
+    "http://[::]:8091/v1",
+    "http://[::ffff:0.0.0.0]:8091/v1",
 ]
 
 

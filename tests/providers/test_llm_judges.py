@@ -94,15 +94,49 @@ async def test_correct_answer_gives_the_ordering_from_one_request(
 
 
 @flavors
-async def test_missing_indices_give_a_partial_ordering(
+async def test_a_ranking_that_leaves_passages_out_is_asked_for_them_once(
     flavor: str, fake_llm: FakeLLMServer, make_judge: MakeJudge
 ) -> None:
-    fake_llm.script(flavor, Answer(ranking(flavor, [4, 2])))
+    """Issue 34 item 25: a small model ranked as many passages as the instruction's example
+    shows (3), and its partial answers went unchallenged."""
+    fake_llm.script(
+        flavor,
+        Answer(ranking(flavor, [4, 2]), input_tokens=100, output_tokens=5),
+        Answer(ranking(flavor, [4, 2, 3, 1]), input_tokens=150, output_tokens=9),
+    )
     reply = await make_judge(flavor).judge(batch())
 
     assert reply.failure is None
+    assert reply.ordering == ("doc-4", "doc-2", "doc-3", "doc-1")
+    first, follow_up = fake_llm.requests(flavor)
+    assert [role for role, _ in follow_up.messages] == ["user", "assistant", "user"]
+    assert first.prompt == follow_up.prompt
+    asked = follow_up.messages[2][1]
+    assert asked.startswith("Your ranking names 2 of the 4 passages; it leaves out [1], [3].")
+    assert (reply.usage.input_tokens, reply.usage.output_tokens) == (250, 14)
+
+
+@flavors
+async def test_a_partial_ranking_stands_when_asking_for_the_rest_brings_no_more(
+    flavor: str, fake_llm: FakeLLMServer, make_judge: MakeJudge
+) -> None:
+    judge = make_judge(flavor)
+    for second in (Answer(ranking(flavor, [4, 1])), Answer("I cannot rank them."), HttpError(400)):
+        fake_llm.script(flavor, Answer(ranking(flavor, [4, 2])), second)
+        reply = await judge.judge(batch())
+        assert reply.failure is None, second
+        assert reply.ordering == ("doc-4", "doc-2"), second
+
+
+async def test_a_truncated_partial_ranking_is_kept_without_asking_again(
+    fake_llm: FakeLLMServer, make_judge: MakeJudge
+) -> None:
+    # The same output-token limit would cut the follow-up's answer too.
+    fake_llm.script("openai-compatible", Answer("[4] > [2] > [", truncated=True))
+    reply = await make_judge("openai-compatible").judge(batch())
+
     assert reply.ordering == ("doc-4", "doc-2")
-    assert len(fake_llm.requests(flavor)) == 1
+    assert len(fake_llm.requests("openai-compatible")) == 1
 
 
 @flavors
@@ -192,7 +226,7 @@ async def test_retry_after_ms_takes_precedence(
     fake_llm.script(
         flavor,
         HttpError(429, headers={"retry-after-ms": "250", "retry-after": "30"}),
-        Answer(ranking(flavor, [1, 2])),
+        Answer(ranking(flavor, [1, 2, 3, 4])),
     )
     judge = make_judge(flavor)
     started = time.monotonic()
@@ -210,7 +244,7 @@ async def test_gemini_retry_info_in_the_error_body_is_honoured(
 ) -> None:
     retry_info = {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "0.3s"}
     fake_llm.script(
-        "gemini", HttpError(429, details=(retry_info,)), Answer(ranking("gemini", [2, 1]))
+        "gemini", HttpError(429, details=(retry_info,)), Answer(ranking("gemini", [2, 1, 3, 4]))
     )
     reply = await make_judge("gemini").judge(batch())
 
@@ -223,9 +257,9 @@ async def test_gemini_retry_info_in_the_error_body_is_honoured(
 async def test_server_errors_are_retried_up_to_the_attempt_limit(
     flavor: str, fake_llm: FakeLLMServer, make_judge: MakeJudge
 ) -> None:
-    fake_llm.script(flavor, HttpError(500), HttpError(503), Answer(ranking(flavor, [4, 3])))
+    fake_llm.script(flavor, HttpError(500), HttpError(503), Answer(ranking(flavor, [4, 3, 2, 1])))
     recovered = await make_judge(flavor).judge(batch())
-    assert recovered.ordering == ("doc-4", "doc-3")
+    assert recovered.ordering == ("doc-4", "doc-3", "doc-2", "doc-1")
     assert len(fake_llm.requests(flavor)) == 3
 
     fake_llm.script(flavor, HttpError(500), HttpError(500), HttpError(500), Answer("[1] > [2]"))
@@ -429,7 +463,7 @@ async def test_estimate_is_an_upper_bound_of_a_worst_case_call(
 
 async def test_parameters_reach_the_wire(fake_llm: FakeLLMServer, make_judge: MakeJudge) -> None:
     for flavor in FLAVORS:
-        fake_llm.respond_with(flavor, lambda request: Answer('{"ranking": [1, 2]}'))
+        fake_llm.respond_with(flavor, lambda request: Answer('{"ranking": [1, 2, 3, 4]}'))
 
     await make_judge("openai", temperature=0.0, reasoning=True).judge(batch())
     (openai,) = fake_llm.requests("openai")

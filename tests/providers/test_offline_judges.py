@@ -172,6 +172,22 @@ async def test_a_position_biased_profile_is_caught_and_its_unbiased_twin_is_not(
     assert following.biased and following.mean_tau > 0.25
 
 
+async def test_a_profile_preferring_the_last_shown_position_is_caught(
+    stub: rank_pb2_grpc.RankServiceStub, make_spec: SpecFactory
+) -> None:
+    """weak-last-first starts most answers with the last-shown candidate and goes on in the
+    shown order, as a real small model did at k = 5 (issue 34 item 23): Kendall tau with the
+    shown order stays small, where the first pick was shown does not."""
+    judge = _profiled_oracle(profile="weak-last-first")
+    spec = make_spec(n=40, top_k=0, batch_size=5, max_in_flight=1, seed=3, judges=[judge])
+    done = completed(await run_job(stub, spec))
+
+    assert done.reason == rank_pb2.COMPLETION_REASON_POSITION_BIASED
+    (bias,) = [judge.position_bias for judge in done.stats.judges]
+    assert bias.biased and abs(bias.mean_tau) < 0.25
+    assert bias.first_pick_position > 0.75 and bias.first_pick_z > 3.89
+
+
 async def test_the_weak_profile_misorders_what_the_strong_one_gets_right(
     stub: rank_pb2_grpc.RankServiceStub, make_spec: SpecFactory
 ) -> None:

@@ -11,7 +11,13 @@ from types import SimpleNamespace
 import pytest
 
 from tierank.scheduler import Cost, JudgeCall, StopReason, Tournament, TournamentConfig, Verdict
-from tierank.scheduler.bias import MIN_VERDICTS, PositionBiasMeter, position_tau
+from tierank.scheduler.bias import (
+    MIN_MEAN_TAU,
+    MIN_VERDICTS,
+    PositionBiasMeter,
+    first_pick_position,
+    position_tau,
+)
 
 IDS = [f"doc{i:02d}" for i in range(40)]
 
@@ -21,6 +27,14 @@ def test_tau_is_plus_one_for_the_shown_order_and_minus_one_for_its_reverse() -> 
     assert position_tau("abcd", "dcba") == -1.0
     assert position_tau("abcd", "bd") == 1.0  # a partial ranking, in shown order
     assert position_tau("abcd", "badc") == pytest.approx(1 / 3)
+
+
+def test_the_first_pick_is_placed_among_the_shown_positions_of_what_is_ranked() -> None:
+    assert first_pick_position("abcde", "eabcd") == 1.0
+    assert first_pick_position("abcde", "abcde") == 0.0
+    assert first_pick_position("abcde", "cbade") == 0.5
+    assert first_pick_position("abcd", "db") == 1.0  # a partial ranking: among its members
+    assert first_pick_position("abcd", "bd") == 0.0
 
 
 def honest(noise: float, salt: str) -> Callable[[JudgeCall], Verdict]:
@@ -46,6 +60,13 @@ def last_shown_first(call: JudgeCall) -> Verdict:
     """The last-shown candidate first, the rest in the true order: a milder bias."""
     rest = sorted(call.presented[:-1], key=IDS.index)
     return Verdict(call.call_id, (call.presented[-1], *rest), cost=Cost(1))
+
+
+def last_shown_then_shown_order(call: JudgeCall) -> Verdict:
+    """The last-shown candidate first, then the shown order (issue 34 item 23): a tau of only
+    +0.2 at k = 5, yet the first pick is always the last shown."""
+    shown = call.presented
+    return Verdict(call.call_id, (shown[-1], *shown[:-1]), cost=Cost(1))
 
 
 def test_honest_judges_are_rarely_flagged_even_checked_after_every_verdict() -> None:
@@ -91,7 +112,8 @@ def test_honest_noisy_judges_in_a_tournament_are_never_flagged(
 
 
 @pytest.mark.parametrize(
-    ("follower", "within"), [(reverses_shown, MIN_VERDICTS), (last_shown_first, 20)]
+    ("follower", "within"),
+    [(reverses_shown, MIN_VERDICTS), (last_shown_first, 8), (last_shown_then_shown_order, 8)],
 )
 def test_a_judge_following_positions_is_flagged_within_a_few_verdicts(
     follower: Callable[[JudgeCall], Verdict], within: int, sim: SimpleNamespace
@@ -130,3 +152,13 @@ def test_a_flagged_judge_beside_an_honest_one_leaves_the_job_settled(
     honest_bias, follower_bias = tournament.position_bias()
     assert follower_bias.flagged and not honest_bias.flagged
     assert any(tier.settled for tier in tournament.tiers(final=True))
+
+
+def test_a_preferred_position_is_caught_where_tau_sees_little(sim: SimpleNamespace) -> None:
+    tournament = Tournament(IDS, TournamentConfig(batch_size=5, top_k=0, max_in_flight=4))
+    sim.drive(tournament, last_shown_then_shown_order)
+
+    (bias,) = tournament.position_bias()
+    assert bias.flagged and bias.first_pick_position == 1.0 and bias.first_pick_z > 3.89
+    assert 0 < bias.mean_tau < MIN_MEAN_TAU  # on tau alone it would never be flagged
+    assert tournament.stop_reason() == StopReason.POSITION_BIASED

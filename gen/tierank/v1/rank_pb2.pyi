@@ -103,7 +103,7 @@ class JudgeParameters(_message.Message):
     def __init__(self, temperature: _Optional[float] = ..., max_output_tokens: _Optional[int] = ..., reasoning: _Optional[bool] = ..., timeout_seconds: _Optional[float] = ..., passage_token_budget: _Optional[int] = ..., options: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class JudgeSpec(_message.Message):
-    __slots__ = ("provider", "model", "weight", "parameters", "name", "weight_from_qualification", "qualification")
+    __slots__ = ("provider", "model", "weight", "parameters", "name", "weight_from_qualification", "qualification", "admitted_unqualified", "admission_note")
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_FIELD_NUMBER: _ClassVar[int]
@@ -111,6 +111,8 @@ class JudgeSpec(_message.Message):
     NAME_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_FROM_QUALIFICATION_FIELD_NUMBER: _ClassVar[int]
     QUALIFICATION_FIELD_NUMBER: _ClassVar[int]
+    ADMITTED_UNQUALIFIED_FIELD_NUMBER: _ClassVar[int]
+    ADMISSION_NOTE_FIELD_NUMBER: _ClassVar[int]
     provider: str
     model: str
     weight: float
@@ -118,7 +120,9 @@ class JudgeSpec(_message.Message):
     name: str
     weight_from_qualification: bool
     qualification: str
-    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., weight: _Optional[float] = ..., parameters: _Optional[_Union[JudgeParameters, _Mapping]] = ..., name: _Optional[str] = ..., weight_from_qualification: _Optional[bool] = ..., qualification: _Optional[str] = ...) -> None: ...
+    admitted_unqualified: bool
+    admission_note: str
+    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., weight: _Optional[float] = ..., parameters: _Optional[_Union[JudgeParameters, _Mapping]] = ..., name: _Optional[str] = ..., weight_from_qualification: _Optional[bool] = ..., qualification: _Optional[str] = ..., admitted_unqualified: _Optional[bool] = ..., admission_note: _Optional[str] = ...) -> None: ...
 
 class Budget(_message.Message):
     __slots__ = ("max_judge_calls", "max_input_tokens", "max_cost_usd")
@@ -187,7 +191,7 @@ class Usage(_message.Message):
     def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cached_input_tokens: _Optional[int] = ..., cost_usd: _Optional[float] = ..., latency_seconds: _Optional[float] = ..., cache_write_input_tokens: _Optional[int] = ...) -> None: ...
 
 class JudgeStats(_message.Message):
-    __slots__ = ("judge", "calls", "failed_calls", "cached_calls", "usage", "agreement_rate", "last_error", "breaker_open", "abandoned_calls", "position_bias")
+    __slots__ = ("judge", "calls", "failed_calls", "cached_calls", "usage", "agreement_rate", "last_error", "breaker_open", "abandoned_calls", "admitted_unqualified", "admission_note", "position_bias")
     JUDGE_FIELD_NUMBER: _ClassVar[int]
     CALLS_FIELD_NUMBER: _ClassVar[int]
     FAILED_CALLS_FIELD_NUMBER: _ClassVar[int]
@@ -197,6 +201,8 @@ class JudgeStats(_message.Message):
     LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
     BREAKER_OPEN_FIELD_NUMBER: _ClassVar[int]
     ABANDONED_CALLS_FIELD_NUMBER: _ClassVar[int]
+    ADMITTED_UNQUALIFIED_FIELD_NUMBER: _ClassVar[int]
+    ADMISSION_NOTE_FIELD_NUMBER: _ClassVar[int]
     POSITION_BIAS_FIELD_NUMBER: _ClassVar[int]
     judge: str
     calls: int
@@ -207,20 +213,26 @@ class JudgeStats(_message.Message):
     last_error: str
     breaker_open: bool
     abandoned_calls: int
+    admitted_unqualified: bool
+    admission_note: str
     position_bias: PositionBias
-    def __init__(self, judge: _Optional[str] = ..., calls: _Optional[int] = ..., failed_calls: _Optional[int] = ..., cached_calls: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., agreement_rate: _Optional[float] = ..., last_error: _Optional[str] = ..., breaker_open: _Optional[bool] = ..., abandoned_calls: _Optional[int] = ..., position_bias: _Optional[_Union[PositionBias, _Mapping]] = ...) -> None: ...
+    def __init__(self, judge: _Optional[str] = ..., calls: _Optional[int] = ..., failed_calls: _Optional[int] = ..., cached_calls: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., agreement_rate: _Optional[float] = ..., last_error: _Optional[str] = ..., breaker_open: _Optional[bool] = ..., abandoned_calls: _Optional[int] = ..., admitted_unqualified: _Optional[bool] = ..., admission_note: _Optional[str] = ..., position_bias: _Optional[_Union[PositionBias, _Mapping]] = ...) -> None: ...
 
 class PositionBias(_message.Message):
-    __slots__ = ("verdicts", "mean_tau", "z", "biased")
+    __slots__ = ("verdicts", "mean_tau", "z", "biased", "first_pick_position", "first_pick_z")
     VERDICTS_FIELD_NUMBER: _ClassVar[int]
     MEAN_TAU_FIELD_NUMBER: _ClassVar[int]
     Z_FIELD_NUMBER: _ClassVar[int]
     BIASED_FIELD_NUMBER: _ClassVar[int]
+    FIRST_PICK_POSITION_FIELD_NUMBER: _ClassVar[int]
+    FIRST_PICK_Z_FIELD_NUMBER: _ClassVar[int]
     verdicts: int
     mean_tau: float
     z: float
     biased: bool
-    def __init__(self, verdicts: _Optional[int] = ..., mean_tau: _Optional[float] = ..., z: _Optional[float] = ..., biased: _Optional[bool] = ...) -> None: ...
+    first_pick_position: float
+    first_pick_z: float
+    def __init__(self, verdicts: _Optional[int] = ..., mean_tau: _Optional[float] = ..., z: _Optional[float] = ..., biased: _Optional[bool] = ..., first_pick_position: _Optional[float] = ..., first_pick_z: _Optional[float] = ...) -> None: ...
 
 class JobStats(_message.Message):
     __slots__ = ("judge_calls", "cached_calls", "failed_calls", "input_tokens", "output_tokens", "cached_input_tokens", "cost_usd", "critical_path", "judges", "wall_seconds", "settled_count", "total_count", "abandoned_calls", "cache_write_input_tokens")

@@ -498,7 +498,7 @@ class LabelModel(_message.Message):
     def __init__(self, start: _Optional[_Iterable[float]] = ..., steps: _Optional[_Iterable[float]] = ..., emission: _Optional[_Iterable[float]] = ..., noise: _Optional[float] = ..., offsets: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class StudyReport(_message.Message):
-    __slots__ = ("study", "state", "complete", "progress", "primary_measure", "confidence", "systems", "ranking", "comparisons", "agreement", "cost", "labels", "queries", "judged", "interval_method", "pairs", "sample", "label_model", "judged_queries", "unjudged_queries", "warnings")
+    __slots__ = ("study", "state", "complete", "progress", "primary_measure", "confidence", "systems", "ranking", "comparisons", "agreement", "cost", "labels", "queries", "judged", "interval_method", "pairs", "sample", "label_model", "judged_queries", "unjudged_queries", "warnings", "unqualified_judges")
     STUDY_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     COMPLETE_FIELD_NUMBER: _ClassVar[int]
@@ -520,6 +520,7 @@ class StudyReport(_message.Message):
     JUDGED_QUERIES_FIELD_NUMBER: _ClassVar[int]
     UNJUDGED_QUERIES_FIELD_NUMBER: _ClassVar[int]
     WARNINGS_FIELD_NUMBER: _ClassVar[int]
+    UNQUALIFIED_JUDGES_FIELD_NUMBER: _ClassVar[int]
     study: str
     state: StudyState
     complete: bool
@@ -541,7 +542,18 @@ class StudyReport(_message.Message):
     judged_queries: int
     unjudged_queries: int
     warnings: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, study: _Optional[str] = ..., state: _Optional[_Union[StudyState, str]] = ..., complete: _Optional[bool] = ..., progress: _Optional[_Union[StudyProgress, _Mapping]] = ..., primary_measure: _Optional[str] = ..., confidence: _Optional[float] = ..., systems: _Optional[_Iterable[_Union[SystemResult, _Mapping]]] = ..., ranking: _Optional[_Iterable[str]] = ..., comparisons: _Optional[_Iterable[_Union[SystemComparison, _Mapping]]] = ..., agreement: _Optional[_Union[LabelAgreement, _Mapping]] = ..., cost: _Optional[_Union[StudyCost, _Mapping]] = ..., labels: _Optional[str] = ..., queries: _Optional[_Iterable[_Union[StudyQuery, _Mapping]]] = ..., judged: _Optional[_Iterable[_Union[SystemJudged, _Mapping]]] = ..., interval_method: _Optional[str] = ..., pairs: _Optional[_Iterable[_Union[SystemComparison, _Mapping]]] = ..., sample: _Optional[_Union[SampleAgreement, _Mapping]] = ..., label_model: _Optional[_Union[LabelModel, _Mapping]] = ..., judged_queries: _Optional[int] = ..., unjudged_queries: _Optional[int] = ..., warnings: _Optional[_Iterable[str]] = ...) -> None: ...
+    unqualified_judges: _containers.RepeatedCompositeFieldContainer[UnqualifiedJudge]
+    def __init__(self, study: _Optional[str] = ..., state: _Optional[_Union[StudyState, str]] = ..., complete: _Optional[bool] = ..., progress: _Optional[_Union[StudyProgress, _Mapping]] = ..., primary_measure: _Optional[str] = ..., confidence: _Optional[float] = ..., systems: _Optional[_Iterable[_Union[SystemResult, _Mapping]]] = ..., ranking: _Optional[_Iterable[str]] = ..., comparisons: _Optional[_Iterable[_Union[SystemComparison, _Mapping]]] = ..., agreement: _Optional[_Union[LabelAgreement, _Mapping]] = ..., cost: _Optional[_Union[StudyCost, _Mapping]] = ..., labels: _Optional[str] = ..., queries: _Optional[_Iterable[_Union[StudyQuery, _Mapping]]] = ..., judged: _Optional[_Iterable[_Union[SystemJudged, _Mapping]]] = ..., interval_method: _Optional[str] = ..., pairs: _Optional[_Iterable[_Union[SystemComparison, _Mapping]]] = ..., sample: _Optional[_Union[SampleAgreement, _Mapping]] = ..., label_model: _Optional[_Union[LabelModel, _Mapping]] = ..., judged_queries: _Optional[int] = ..., unjudged_queries: _Optional[int] = ..., warnings: _Optional[_Iterable[str]] = ..., unqualified_judges: _Optional[_Iterable[_Union[UnqualifiedJudge, _Mapping]]] = ...) -> None: ...
+
+class UnqualifiedJudge(_message.Message):
+    __slots__ = ("judge", "note", "queries")
+    JUDGE_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    QUERIES_FIELD_NUMBER: _ClassVar[int]
+    judge: str
+    note: str
+    queries: int
+    def __init__(self, judge: _Optional[str] = ..., note: _Optional[str] = ..., queries: _Optional[int] = ...) -> None: ...
 
 class SystemJudged(_message.Message):
     __slots__ = ("system", "round", "before", "after", "documents_added")
