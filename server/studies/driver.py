@@ -637,11 +637,20 @@ class _Drive:
     async def _unjudged(self, report: study_pb2.StudyReport) -> str:
         """Why a study that ran every query has no result worth the name: no judge answered
         any call of it, or its pointwise grader answered none of its probes ("" otherwise)."""
-        asked = sum(1 for query in report.queries if query.job)
-        if report.judged_queries == 0 and asked:
+        # A query the deadline, the budget or a cancel cut short is provisional, not a failure.
+        failed = sum(
+            1
+            for query in report.queries
+            if query.job
+            and (
+                query.state == rank_pb2.JOB_STATE_FAILED
+                or query.completion_reason == rank_pb2.COMPLETION_REASON_JUDGES_UNAVAILABLE
+            )
+        )
+        if report.judged_queries == 0 and failed:
             return (
-                f"no judge answered: none of the {asked} queries whose judges were asked was"
-                f" judged{await self._judges_failure()}; nothing is labelled"
+                f"no judge answered: none of the queries was judged, and the judges of {failed}"
+                f" failed{await self._judges_failure()}; nothing is labelled"
             )
         probed = self._pointwise and report.cost.pointwise_calls
         if probed and not any(query.probes for query in report.queries):
