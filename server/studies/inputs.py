@@ -8,6 +8,7 @@ counts is computed while a client uploads.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import AsyncIterator, Callable
 
 from tierank.limits import (
@@ -29,13 +30,15 @@ from tierank.v1 import study_pb2
 _ID_RULE = f"must be 1 to {MAX_ID_BYTES} bytes without white space or NUL"
 
 
+# White space (str.isspace's: a str pattern's \s is the same class) or NUL.
+_UNFIT_IN_ID = re.compile(r"[\s\x00]")
+
+
 def _bad_id(value: str) -> bool:
-    return (
-        not value
-        or len(value.encode()) > MAX_ID_BYTES
-        or "\0" in value
-        or any(c.isspace() for c in value)
-    )
+    # A chunk's hot loop (two ids a run entry): a regular expression rather than a Python loop
+    # over the characters, and no encoding where the length is the size (ASCII, known in O(1)).
+    size = len(value) if value.isascii() else len(value.encode())
+    return not 0 < size <= MAX_ID_BYTES or _UNFIT_IN_ID.search(value) is not None
 
 
 class Violations:
