@@ -27,7 +27,7 @@ This module is a leaf (tests/test_layers.py): storage, at the bottom, raises the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 # Error texts a job keeps (a verdict's failure reason, a judge's last error, a job's error):
@@ -63,6 +63,23 @@ def shown(value: object) -> str:
 class FieldViolation:
     field: str
     rule: str
+
+
+# NUL has no place in a client's text: PostgreSQL's TEXT cannot hold it, and code that reads
+# C strings (model servers, tokenizers) cuts a prompt at it. Every text field refuses it so.
+NUL = "\x00"
+NUL_RULE = "must not contain NUL characters"
+
+
+def metadata_nul_violations(field: str, metadata: Mapping[str, str]) -> list[FieldViolation]:
+    """NUL in a metadata map: in a key (named by `field`) or a value (`field[key]`)."""
+    violations = []
+    for key, value in metadata.items():
+        if NUL in key:
+            violations.append(FieldViolation(field, f"keys {NUL_RULE}"))
+        elif NUL in value:
+            violations.append(FieldViolation(f"{field}[{shown(key)}]", NUL_RULE))
+    return violations
 
 
 class TierankError(Exception):

@@ -21,7 +21,13 @@ from tierank.limits import (
     MIN_GRADE,
     MIN_HUMAN_GRADE,
 )
-from tierank.server.errors import MAX_VIOLATIONS, FieldViolation
+from tierank.server.errors import (
+    MAX_VIOLATIONS,
+    NUL,
+    NUL_RULE,
+    FieldViolation,
+    metadata_nul_violations,
+)
 from tierank.server.storage.base import StudyStore
 from tierank.v1 import study_pb2
 
@@ -96,6 +102,10 @@ def chunk_violations(request: study_pb2.AddStudyInputsRequest) -> list[FieldViol
             found.add(f"passages[{i}].text", "must not be empty")
         elif len(passage.text.encode()) > MAX_PASSAGE_BYTES:
             found.add(f"passages[{i}].text", f"must be at most {MAX_PASSAGE_BYTES} bytes")
+        elif NUL in passage.text:
+            found.add(f"passages[{i}].text", NUL_RULE)
+        for violation in metadata_nul_violations(f"passages[{i}].metadata", passage.metadata):
+            found.add(violation.field, violation.rule)
     for name, judgments, lowest, highest, scale in (
         ("human_qrels", request.human_qrels, MIN_HUMAN_GRADE, MAX_HUMAN_GRADE, "human qrels"),
         ("human_sample", request.human_sample, MIN_GRADE, MAX_GRADE, "the study's labels"),

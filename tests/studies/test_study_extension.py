@@ -188,6 +188,9 @@ async def test_what_an_ended_study_refuses_to_take_or_to_extend_with(stubs: Stub
     refused = await _refusal(_extend(stubs, draft.name))
     assert refused.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert _reason(refused) == "STUDY_NOT_STARTED"
+    refused = await _refusal(_extend(stubs, draft.name, deadline_seconds=1e308))
+    assert refused.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "2,592,000" in _violations(refused)["deadline_seconds"]
 
     study = await started_study(stubs, _spec(), inputs_request("", without(data, "poor")))
     await until_final(stubs, study.name)
