@@ -162,25 +162,23 @@ class QuotaExceeded(TierankError):
 
 class _Explained(TierankError):
     """A failure with a message and a machine-readable `reason` (UPPER_SNAKE_CASE) that clients
-    can switch on."""
+    can switch on, and `metadata` (values as strings) where there is more to switch on."""
 
-    def __init__(self, message: str, reason: str) -> None:
+    def __init__(self, message: str, reason: str, **metadata: str) -> None:
         super().__init__(message)
         self.reason = reason
+        self.metadata = metadata
 
 
 class ResourceExhausted(_Explained):
     """A bound of this server (not a tenant's quota) is reached; `metadata` says which and how
-    much (values as strings)."""
-
-    def __init__(self, message: str, reason: str, **metadata: str) -> None:
-        super().__init__(message, reason)
-        self.metadata = metadata
+    much."""
 
 
 class PreconditionFailed(_Explained):
     """The request is well formed, but the state it needs is not there (a judge not qualified,
-    a stored key that cannot be opened)."""
+    a stored key that cannot be opened, a study running another round); `metadata` may say
+    which state."""
 
 
 class PermissionDenied(_Explained):
