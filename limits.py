@@ -40,6 +40,10 @@ MAX_MODEL_BYTES = 256
 MAX_JUDGE_OPTIONS = 16
 MAX_OPTION_KEY_BYTES = 64
 MAX_OPTION_VALUE_BYTES = 256
+# Wall-clock deadlines in seconds (deadline_seconds of JobSpec, StudySpec and
+# ExtendStudyRequest; 0 means none). A deadline further off is a mistake rather than a plan
+# (1e308 was taken): a study in provider batch mode waits up to a day for each of a few rounds.
+MAX_DEADLINE_SECONDS = 30 * 24 * 3600
 # Watch streams open on one job at once. Each watcher holds a stream, its catch-up page and a
 # flow-control window of memory; past this, one client's watchers would grow the server without
 # bound.
@@ -60,6 +64,10 @@ DEFAULT_RELEVANCE_THRESHOLD = 2
 MIN_RELEVANCE_THRESHOLD = 1
 MAX_RELEVANCE_THRESHOLD = 3
 DEFAULT_RBO_PERSISTENCE = 0.9
+# A measure's cutoff @K (every measure string: EvaluateRequest, StudySpec.measures, the command
+# line). Runs are 1,000 deep by TREC's convention and a job ranks at most MAX_CANDIDATES; a
+# cutoff past this is a typo (nDCG@99999999999 was taken), not a deeper evaluation.
+MAX_MEASURE_CUTOFF = 10_000
 # FillQrels: the top this many documents of each run per query are graded if unjudged.
 DEFAULT_FILL_DEPTH = 10
 MAX_HELD_IN_SAMPLE = 10_000

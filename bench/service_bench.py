@@ -217,7 +217,7 @@ async def auth_round(
     )
 
 
-def member_key(db: Path, tenant: str = "bench") -> str:
+def member_key(db: Path | str, tenant: str = "bench") -> str:
     """A member key made on the database as an operator makes the first one (its tenant first,
     with no limits named, so the server's defaults: keys are made only for tenants that
     exist)."""

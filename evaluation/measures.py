@@ -35,6 +35,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 
+from tierank.limits import MAX_MEASURE_CUTOFF
+
 
 class MeasureError(ValueError):
     """A measure string that names no known measure or has invalid parameters."""
@@ -166,6 +168,8 @@ def _parse_cutoff(text: str, raw: str | None, spec: _Spec) -> int | None:
     cutoff = int(raw)
     if cutoff <= 0:
         raise MeasureError(f"cutoff in {text!r} must be positive, got {cutoff}")
+    if cutoff > MAX_MEASURE_CUTOFF:
+        raise MeasureError(f"cutoff in {text!r} must be at most {MAX_MEASURE_CUTOFF}, got {cutoff}")
     return cutoff
 
 

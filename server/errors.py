@@ -27,7 +27,7 @@ This module is a leaf (tests/test_layers.py): storage, at the bottom, raises the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 # Error texts a job keeps (a verdict's failure reason, a judge's last error, a job's error):
@@ -63,6 +63,23 @@ def shown(value: object) -> str:
 class FieldViolation:
     field: str
     rule: str
+
+
+# NUL has no place in a client's text: PostgreSQL's TEXT cannot hold it, and code that reads
+# C strings (model servers, tokenizers) cuts a prompt at it. Every text field refuses it so.
+NUL = "\x00"
+NUL_RULE = "must not contain NUL characters"
+
+
+def metadata_nul_violations(field: str, metadata: Mapping[str, str]) -> list[FieldViolation]:
+    """NUL in a metadata map: in a key (named by `field`) or a value (`field[key]`)."""
+    violations = []
+    for key, value in metadata.items():
+        if NUL in key:
+            violations.append(FieldViolation(field, f"keys {NUL_RULE}"))
+        elif NUL in value:
+            violations.append(FieldViolation(f"{field}[{shown(key)}]", NUL_RULE))
+    return violations
 
 
 class TierankError(Exception):
@@ -145,25 +162,23 @@ class QuotaExceeded(TierankError):
 
 class _Explained(TierankError):
     """A failure with a message and a machine-readable `reason` (UPPER_SNAKE_CASE) that clients
-    can switch on."""
+    can switch on, and `metadata` (values as strings) where there is more to switch on."""
 
-    def __init__(self, message: str, reason: str) -> None:
+    def __init__(self, message: str, reason: str, **metadata: str) -> None:
         super().__init__(message)
         self.reason = reason
+        self.metadata = metadata
 
 
 class ResourceExhausted(_Explained):
     """A bound of this server (not a tenant's quota) is reached; `metadata` says which and how
-    much (values as strings)."""
-
-    def __init__(self, message: str, reason: str, **metadata: str) -> None:
-        super().__init__(message, reason)
-        self.metadata = metadata
+    much."""
 
 
 class PreconditionFailed(_Explained):
     """The request is well formed, but the state it needs is not there (a judge not qualified,
-    a stored key that cannot be opened)."""
+    a stored key that cannot be opened, a study running another round); `metadata` may say
+    which state."""
 
 
 class PermissionDenied(_Explained):

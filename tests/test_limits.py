@@ -21,6 +21,11 @@ def kib(size: int) -> str:
     return f"{size // 1024} KiB"
 
 
+def days(seconds: int) -> str:
+    assert seconds % 86_400 == 0, f"{seconds} s is no whole number of days"
+    return f"{seconds:,} ({seconds // 86_400} days)"
+
+
 def normalized(text: str) -> str:
     """Runs of white space as one space: docs wrap their lines anywhere."""
     return " ".join(text.split())
@@ -48,6 +53,7 @@ PROSE = [
         f" (names {limits.MAX_OPTION_KEY_BYTES}, values {limits.MAX_OPTION_VALUE_BYTES} bytes),"
         f" `weight` {limits.MIN_WEIGHT:g}–{limits.MAX_WEIGHT:g}",
     ),
+    ("README.md", f"`deadline_seconds` at most {days(limits.MAX_DEADLINE_SECONDS)}"),
     ("README.md", f"At most {limits.MAX_WATCHERS_PER_JOB} watch streams per job"),
     ("README.md", f"`GradePairs` of up to {limits.MAX_PAIRS:,} pairs"),
     (
@@ -56,6 +62,23 @@ PROSE = [
     ),
     ("docs/rubrics.md", f"A job's query holds at most {kib(limits.MAX_QUERY_BYTES)}"),
     ("docs/evaluation.md", f"the top `--depth` (default {limits.DEFAULT_FILL_DEPTH})"),
+    ("docs/evaluation.md", f"with cutoffs @K up to {limits.MAX_MEASURE_CUTOFF:,}"),
+    (
+        "docs/studies.md",
+        f"at most {limits.MAX_STUDY_MEASURES} measures, with cutoffs @K up to"
+        f" {limits.MAX_MEASURE_CUTOFF:,}; a deadline of at most"
+        f" {limits.MAX_DEADLINE_SECONDS:,} seconds ({limits.MAX_DEADLINE_SECONDS // 86_400} days,",
+    ),
+    (
+        "docs/studies.md",
+        f"passages of up to {kib(limits.MAX_PASSAGE_BYTES)}; ids of up to"
+        f" {limits.MAX_ID_BYTES} bytes",
+    ),
+    (
+        "docs/studies.md",
+        f"grades {limits.MIN_GRADE}–{limits.MAX_GRADE} in a human sample,"
+        f" −{-limits.MIN_HUMAN_GRADE}–{limits.MAX_HUMAN_GRADE} in human qrels",
+    ),
     ("docs/providers.md", f"the quorum (default {limits.DEFAULT_QUORUM})"),
     (
         "docs/studies.md",
@@ -87,6 +110,7 @@ PROTO_COMMENTS = [
         f"Default {limits.DEFAULT_JOB_MAX_IN_FLIGHT}, range 1..{limits.MAX_IN_FLIGHT}.",
     ),
     (RANK_PROTO, "JobSpec", "quorum", f"Default {limits.DEFAULT_QUORUM}."),
+    (RANK_PROTO, "JobSpec", "deadline_seconds", f"at most {days(limits.MAX_DEADLINE_SECONDS)}."),
     (
         RANK_PROTO,
         "ListJobsRequest",
@@ -161,6 +185,37 @@ PROTO_COMMENTS = [
         "max_live_queries",
         f"Default {limits.DEFAULT_LIVE_QUERIES}, 1..{limits.MAX_LIVE_QUERIES}. With provider_batch"
         f" the default is {limits.DEFAULT_BATCH_LIVE_QUERIES}, the maximum",
+    ),
+    (
+        STUDY_PROTO,
+        "StudySpec",
+        "deadline_seconds",
+        f"at most {days(limits.MAX_DEADLINE_SECONDS)}.",
+    ),
+    (
+        STUDY_PROTO,
+        "ExtendStudyRequest",
+        "deadline_seconds",
+        f"at most {days(limits.MAX_DEADLINE_SECONDS)}.",
+    ),
+    (
+        STUDY_PROTO,
+        "StudySpec",
+        "measures",
+        f"Cutoffs @K from 1 to {limits.MAX_MEASURE_CUTOFF:,}.",
+    ),
+    (STUDY_PROTO, "StudyPassage", "text", f"at most {kib(limits.MAX_PASSAGE_BYTES)}"),
+    (
+        STUDY_PROTO,
+        "AddStudyInputsRequest",
+        "human_qrels",
+        f"(grades {limits.MIN_HUMAN_GRADE} to {limits.MAX_HUMAN_GRADE})",
+    ),
+    (
+        STUDY_PROTO,
+        "AddStudyInputsRequest",
+        "human_sample",
+        f"({limits.MIN_GRADE}-{limits.MAX_GRADE}, the study's scale)",
     ),
 ]
 

@@ -15,7 +15,14 @@ from typing import Protocol
 import grpc
 
 from tierank.limits import MAX_DISPLAY_NAME_BYTES, MAX_PROVIDER_KEY_BYTES, MAX_SUBJECT_BYTES
-from tierank.server.errors import FieldViolation, InvalidInput, NotFound, PreconditionFailed
+from tierank.server.errors import (
+    NUL,
+    NUL_RULE,
+    FieldViolation,
+    InvalidInput,
+    NotFound,
+    PreconditionFailed,
+)
 from tierank.server.judges.settings import PROVIDERS
 from tierank.server.names import (
     TENANT_RULE,
@@ -27,7 +34,6 @@ from tierank.server.names import (
 )
 from tierank.server.rpc import audit
 from tierank.server.rpc.auth import Caller, current_caller, require_admin, require_operator
-from tierank.server.rpc.validation import NUL, NUL_RULE
 from tierank.server.storage.base import (
     LIMIT_NAMES,
     KeyRecord,

@@ -164,8 +164,7 @@ def _explained(code: int) -> Callable[[Any], status_pb2.Status]:
     def status(
         error: ResourceExhausted | PreconditionFailed | PermissionDenied | Unauthenticated,
     ) -> status_pb2.Status:
-        metadata = error.metadata if isinstance(error, ResourceExhausted) else {}
-        return _status(code, str(error), _info(error.reason, **metadata))
+        return _status(code, str(error), _info(error.reason, **error.metadata))
 
     return status
 

@@ -16,7 +16,13 @@ from tierank.server.errors import FieldViolation, InvalidInput, shown
 from tierank.server.judges.batches import BATCH_PROVIDERS
 from tierank.server.judges.llm import BATCH_MODE, MODE_OPTION
 from tierank.server.labeling import fixed_mapping
-from tierank.server.rpc.validation import resolve_preset, validate_request_id, validate_spec
+from tierank.server.rpc.validation import (
+    DEADLINE_RULE,
+    bad_deadline,
+    resolve_preset,
+    validate_request_id,
+    validate_spec,
+)
 from tierank.server.studies.driver import in_batch_mode
 from tierank.server.studies.grading import default_mapping
 from tierank.v1 import eval_pb2, rank_pb2, study_pb2
@@ -51,13 +57,8 @@ def _limit_violations(
                     "must be a finite number, not negative (0 means unlimited)",
                 )
             )
-    if deadline_seconds < 0 or not math.isfinite(deadline_seconds):
-        violations.append(
-            FieldViolation(
-                f"{prefix}deadline_seconds",
-                "must be a finite number, not negative (0 means no deadline)",
-            )
-        )
+    if bad_deadline(deadline_seconds):
+        violations.append(FieldViolation(f"{prefix}deadline_seconds", DEADLINE_RULE))
     return violations
 
 

@@ -26,7 +26,13 @@ from tierank.limits import (
     MAX_STUDY_QUERIES_PAGE_SIZE,
 )
 from tierank.server import metrics
-from tierank.server.errors import FieldViolation, InvalidInput, NotFound, PreconditionFailed
+from tierank.server.errors import (
+    FieldViolation,
+    InvalidInput,
+    NotFound,
+    PreconditionFailed,
+    shown,
+)
 from tierank.server.job_states import FINAL_STUDY_STATES, STUDY_DRAFT, STUDY_RUNNING
 from tierank.server.jobs.manager import JobManager
 from tierank.server.names import BadName, new_sortable_id, parse_study_name, study_name
@@ -34,6 +40,7 @@ from tierank.server.observability.studies import StudyTelemetry
 from tierank.server.observability.tracing import current_trace_context
 from tierank.server.rpc import page_tokens
 from tierank.server.rpc.auth import current_caller
+from tierank.server.rpc.interceptor import request_bytes
 from tierank.server.rpc.study_requests import (
     resolve_labels,
     validate_extension,
@@ -158,11 +165,16 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
             study_id = parse_study_name(request.study)
         except BadName as bad:
             raise InvalidInput([FieldViolation("study", str(bad))]) from None
-        violations = chunk_violations(request)
+        # A chunk may hold millions of ids, each checked in Python: in a worker thread, so that
+        # the event loop goes on serving other calls (the interpreter's lock changes hands every
+        # few milliseconds), where it was held for seconds.
+        violations = await anyio.to_thread.run_sync(chunk_violations, request)
         if violations:
             raise InvalidInput(violations)
         tenant = current_caller().tenant
-        chunk = StudyChunk(request.request_id, request.SerializeToString())
+        # Stored as sent: serializing it again would hold the loop in one piece as long as
+        # parsing it did.
+        chunk = StudyChunk(request.request_id, request_bytes())
         added = await self._storage.add_study_chunk(tenant, study_id, chunk, counter(request))
         if added is ChunkAdded.NO_STUDY:
             raise NotFound(request.study, "tierank.v1.Study")
@@ -263,9 +275,7 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
                 "STUDY_NOT_STARTED",
             )
         if record.state not in FINAL_STUDY_STATES:
-            raise PreconditionFailed(
-                f"{request.name} is running: extend it once it has ended", "STUDY_RUNNING"
-            )
+            raise _round_running(request.name, counts)
         pooled = pooled_systems(counts)
         added = sorted(set(counts.systems) - pooled)
         violations = [
@@ -316,8 +326,15 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
                 )
         if extended_now:
             self._driver.nudge(record.study_id)
-        # Else extended (or cancelled) by another call meanwhile: the study as it is now.
-        return study_view(await self._record(request.name))
+            return study_view(await self._record(request.name))
+        # Another call extended the study meanwhile (both found it ended): a retry of that same
+        # call gets the study as it is; any other is told which round runs, rather than answered
+        # as if that round were its own.
+        record = await self._record(request.name)
+        counts = study_pb2.StudyInputs.FromString(record.inputs)
+        if request.request_id and any(r.request_id == request.request_id for r in counts.rounds):
+            return study_view(record)
+        raise _round_running(request.name, counts)
 
     async def GetStudy(
         self, request: study_pb2.GetStudyRequest, context: grpc.aio.ServicerContext
@@ -497,6 +514,32 @@ class StudyServicer(study_pb2_grpc.StudyServiceServicer):
         if len(rows) > page_size:
             response.next_page_token = _token(listing, str(page[-1].position))
         return response
+
+
+def _round_running(name: str, counts: study_pb2.StudyInputs) -> PreconditionFailed:
+    """The refusal of an ExtendStudy while another round runs (or was started by another call
+    while this one was planned), naming that round: the message says its number, request_id
+    and systems, the ErrorInfo's metadata its `round` and `request_id` (when it has one)."""
+    if not counts.rounds:  # a study stored before rounds were recorded
+        return PreconditionFailed(
+            f"{name} is running: extend it once it has ended", "STUDY_RUNNING"
+        )
+    running = counts.rounds[-1]
+    if running.round == 0:
+        started = "its first round (StartStudy)"
+    else:
+        started = f"round {running.round} (ExtendStudy"
+        if running.request_id:
+            started += f" request_id {shown(running.request_id)},"
+        started += f" pooling {', '.join(running.systems) or 'no system'})"
+    named = {"round": str(running.round)}
+    if running.request_id:
+        named["request_id"] = running.request_id
+    return PreconditionFailed(
+        f"{name} runs {started}, started by another call: extend it once that round has ended",
+        "STUDY_RUNNING",
+        **named,
+    )
 
 
 def _extend_limits(

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from tierank.limits import (
     MAX_BATCH_SIZE,
     MAX_CANDIDATES,
+    MAX_DEADLINE_SECONDS,
     MAX_ID_BYTES,
     MAX_IN_FLIGHT,
     MAX_JUDGE_NAME_BYTES,
@@ -26,7 +27,14 @@ from tierank.limits import (
     MIN_TEMPERATURE,
     MIN_WEIGHT,
 )
-from tierank.server.errors import MAX_ERROR_TEXT_BYTES, FieldViolation, shown
+from tierank.server.errors import (
+    MAX_ERROR_TEXT_BYTES,
+    NUL,
+    NUL_RULE,
+    FieldViolation,
+    metadata_nul_violations,
+    shown,
+)
 from tierank.server.judges.rubric_presets import LISTWISE, UnknownPreset, find_preset
 from tierank.server.wire.specs import judge_config
 from tierank.v1 import rank_pb2
@@ -53,6 +61,9 @@ def validate_spec(
         bad("query", "must not be empty")
     _check_bytes("query", spec.query, MAX_QUERY_BYTES, bad)
     _check_bytes("rubric", spec.rubric, MAX_RUBRIC_BYTES, bad)
+    for field, text in (("query", spec.query), ("rubric", spec.rubric)):
+        if NUL in text:
+            bad(field, NUL_RULE)
     _validate_candidates(spec, bad)
     _validate_judges(spec, knows_provider, bad)
 
@@ -70,8 +81,8 @@ def validate_spec(
         value = getattr(spec.budget, name)
         if value < 0 or (isinstance(value, float) and math.isnan(value)):
             bad(f"budget.{name}", "must not be negative (0 means unlimited)")
-    if spec.deadline_seconds < 0 or not math.isfinite(spec.deadline_seconds):
-        bad("deadline_seconds", "must be a finite number, not negative (0 means no deadline)")
+    if bad_deadline(spec.deadline_seconds):
+        bad("deadline_seconds", DEADLINE_RULE)
     if spec.budget.max_cost_usd == math.inf:
         bad("budget.max_cost_usd", "must be finite (0 means unlimited)")
     if spec.ensemble_mode not in _ENSEMBLE_MODES:
@@ -128,9 +139,15 @@ def projected_job_bytes(spec: rank_pb2.JobSpec) -> int:
     return spec.ByteSize() + ids + judges + query + _JOB_OVERHEAD_BYTES
 
 
-# A judge's name and an id are stored as text, which PostgreSQL cannot hold with a NUL in it.
-NUL = "\x00"
-NUL_RULE = "must not contain NUL characters"
+# The deadline's rule, the same for a job, a study and a study's next round.
+DEADLINE_RULE = (
+    f"must be between 0 and {MAX_DEADLINE_SECONDS:,} seconds"
+    f" ({MAX_DEADLINE_SECONDS // 86_400} days; 0 means no deadline)"
+)
+
+
+def bad_deadline(seconds: float) -> bool:
+    return not 0 <= seconds <= MAX_DEADLINE_SECONDS  # NaN too
 
 
 def _check_bytes(field: str, value: str, limit: int, bad: Callable[[str, str], None]) -> None:
@@ -158,6 +175,10 @@ def _validate_candidates(spec: rank_pb2.JobSpec, bad: Callable[[str, str], None]
             first_index[candidate.id] = i
         if not candidate.text.strip():
             bad(f"candidates[{i}].text", "must not be empty")
+        elif NUL in candidate.text:
+            bad(f"candidates[{i}].text", NUL_RULE)
+        for violation in metadata_nul_violations(f"candidates[{i}].metadata", candidate.metadata):
+            bad(violation.field, violation.rule)
 
 
 def _validate_judges(

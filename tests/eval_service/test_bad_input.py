@@ -55,6 +55,11 @@ CASES = {
     ),
     "unknown metric": (evaluate_request(measures=("nDCG@10", "MAPP")), "measures[1]", "MAPP"),
     "cutoff K <= 0": (evaluate_request(measures=("nDCG@0",)), "measures[0]", "must be positive"),
+    "cutoff K too deep": (
+        evaluate_request(measures=("nDCG@10", "nDCG@99999999999")),
+        "measures[1]",
+        "must be at most 10000",
+    ),
     "empty qrels": (
         evaluate_request(qrels=eval_pb2.TextFile(name="empty.qrels", content="# none\n")),
         "labels.qrels",

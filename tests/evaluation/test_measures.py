@@ -12,6 +12,7 @@ from tierank.evaluation import (
     tiers_from_scores,
 )
 from tierank.evaluation.trec_measures import ndcg
+from tierank.limits import MAX_MEASURE_CUTOFF
 
 
 @pytest.mark.parametrize(
@@ -56,6 +57,8 @@ def test_canonical_text_drops_defaults(text, canonical):
         ("MRR@10", "unknown measure 'MRR'"),
         ("nDCG@0", "must be positive"),
         ("P@-3", "must be positive"),
+        ("nDCG@99999999999", "must be at most 10000"),
+        ("P@10001", "must be at most 10000"),
         ("P@1.5", "must be an integer"),
         ("P", "needs a cutoff"),
         ("Rprec@10", "takes no cutoff"),
@@ -67,6 +70,10 @@ def test_canonical_text_drops_defaults(text, canonical):
 def test_bad_measures_raise(text, problem):
     with pytest.raises(MeasureError, match=problem):
         parse_measure(text)
+
+
+def test_the_deepest_cutoff_is_the_limits_module_s():
+    assert parse_measure(f"P@{MAX_MEASURE_CUTOFF}").cutoff == MAX_MEASURE_CUTOFF
 
 
 def test_na_is_explicit_and_counted():

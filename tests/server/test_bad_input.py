@@ -6,7 +6,7 @@ import grpc
 import pytest
 
 from tierank.client._errors import error_from_rpc
-from tierank.limits import MAX_CANDIDATES
+from tierank.limits import MAX_CANDIDATES, MAX_DEADLINE_SECONDS
 from tierank.v1 import rank_pb2
 
 
@@ -39,6 +39,18 @@ def _break(spec: rank_pb2.JobSpec, case: str) -> None:
         spec.budget.max_judge_calls = -1
     elif case == "negative cost budget":
         spec.budget.max_cost_usd = -0.5
+    elif case == "far-off deadline":
+        spec.deadline_seconds = 1e308
+    elif case == "NUL in the query":
+        spec.query += "\0"
+    elif case == "NUL in the rubric":
+        spec.rubric = "relevant\0if"
+    elif case == "NUL in a text":
+        spec.candidates[4].text = "a passage\0with a NUL"
+    elif case == "NUL in a metadata key":
+        spec.candidates[2].metadata["no\0te"] = "v"
+    elif case == "NUL in a metadata value":
+        spec.candidates[2].metadata["note"] = "v\0"
     elif case == "oracle without scores":
         spec.judges[0].provider = "oracle"
         del spec.candidates[5].metadata["score"]
@@ -60,6 +72,12 @@ CASES = {
     "negative calls budget": ("spec.budget.max_judge_calls", "negative"),
     "negative cost budget": ("spec.budget.max_cost_usd", "negative"),
     "oracle without scores": ("spec.judges[0].parameters.options.score_key", "c005"),
+    "far-off deadline": ("spec.deadline_seconds", f"between 0 and {MAX_DEADLINE_SECONDS:,}"),
+    "NUL in the query": ("spec.query", "NUL"),
+    "NUL in the rubric": ("spec.rubric", "NUL"),
+    "NUL in a text": ("spec.candidates[4].text", "NUL"),
+    "NUL in a metadata key": ("spec.candidates[2].metadata", "keys must not contain NUL"),
+    "NUL in a metadata value": ("spec.candidates[2].metadata['note']", "NUL"),
 }
 
 

@@ -71,6 +71,15 @@ def _break_chunk(chunk: study_pb2.AddStudyInputsRequest, case: str) -> None:
         chunk.passages[2].doc_id = "d\0"
     elif case == "space in a judged doc":
         chunk.human_qrels.add(query_id="q0", doc_id="a b", grade=1)
+    elif case == "NUL in a passage":
+        chunk.passages[4].text = "a passage\0with a NUL"
+    elif case == "NUL in a passage's metadata key":
+        chunk.passages[1].metadata["no\0te"] = "v"
+    elif case == "NUL in a passage's metadata value":
+        chunk.passages[1].metadata["note"] = "v\0"
+    elif case.startswith(("human qrels grade", "human sample grade")):
+        judgments = chunk.human_qrels if case.startswith("human qrels") else chunk.human_sample
+        judgments.add(query_id="q0", doc_id="q0-d0", grade=int(case.rpartition(" ")[2]))
     else:
         raise AssertionError(case)
 
@@ -87,6 +96,13 @@ CHUNK_CASES = {
     "empty passage": ("passages[4].text", "empty"),
     "NUL in a passage id": ("passages[2].doc_id", "NUL"),
     "space in a judged doc": ("human_qrels[0].doc_id", "white space"),
+    "NUL in a passage": ("passages[4].text", "NUL"),
+    "NUL in a passage's metadata key": ("passages[1].metadata", "keys must not contain NUL"),
+    "NUL in a passage's metadata value": ("passages[1].metadata['note']", "NUL"),
+    f"human qrels grade {2**31 - 1}": ("human_qrels[0].grade", "between -2 and 10"),
+    "human qrels grade -7": ("human_qrels[0].grade", "between -2 and 10"),
+    f"human sample grade {2**31 - 1}": ("human_sample[0].grade", "between 0 and 3"),
+    "human sample grade -7": ("human_sample[0].grade", "between 0 and 3"),
 }
 
 
@@ -242,6 +258,10 @@ def _measures(spec: study_pb2.StudySpec) -> None:
     spec.measures[:] = ["nDCG@10", "nDCG@ten"]
 
 
+def _deep_cutoff(spec: study_pb2.StudySpec) -> None:
+    spec.measures[:] = ["nDCG@99999999999", "P@10"]
+
+
 def _negative_budget(spec: study_pb2.StudySpec) -> None:
     spec.budget.max_judge_calls = -1
 
@@ -265,7 +285,9 @@ SPEC_CASES: dict[str, tuple[SpecChange, str]] = {
     "too many live queries": (_set(max_live_queries=257), "spec.max_live_queries"),
     "negative deadline": (_set(deadline_seconds=-1.0), "spec.deadline_seconds"),
     "infinite deadline": (_set(deadline_seconds=math.inf), "spec.deadline_seconds"),
+    "far-off deadline": (_set(deadline_seconds=1e308), "spec.deadline_seconds"),
     "unknown measure": (_measures, "spec.measures[1]"),
+    "a cutoff too deep": (_deep_cutoff, "spec.measures[0]"),
     "pointwise labels without a grader": (
         _pointwise_without_grader,
         "spec.labels.pointwise.judge.provider",

@@ -6,8 +6,11 @@ refused with what is wrong."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
+import anyio
 import grpc
 import pytest
 from study_calls import (
@@ -31,6 +34,7 @@ from study_data import (
 )
 
 from tierank.client._errors import error_from_rpc
+from tierank.server.storage.sqlite.studies import SqliteStudies
 from tierank.v1 import rank_pb2, study_pb2
 
 DEPTH = 10
@@ -188,6 +192,9 @@ async def test_what_an_ended_study_refuses_to_take_or_to_extend_with(stubs: Stub
     refused = await _refusal(_extend(stubs, draft.name))
     assert refused.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert _reason(refused) == "STUDY_NOT_STARTED"
+    refused = await _refusal(_extend(stubs, draft.name, deadline_seconds=1e308))
+    assert refused.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "2,592,000" in _violations(refused)["deadline_seconds"]
 
     study = await started_study(stubs, _spec(), inputs_request("", without(data, "poor")))
     await until_final(stubs, study.name)
@@ -278,6 +285,55 @@ async def test_a_running_study_takes_no_inputs(stubs: Stubs):
     )
     assert refused.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert _reason(refused) == "STUDY_RUNNING"
-    refused = await _refusal(_extend(stubs, study.name))
+    refused = await _refusal(_extend(stubs, study.name, request_id="another"))
     assert _reason(refused) == "STUDY_RUNNING"
+    assert "its first round" in refused.details()
+    assert error_from_rpc(refused).error_info.metadata == {"round": "0"}
     await stubs.studies.CancelStudy(study_pb2.CancelStudyRequest(name=study.name))
+
+
+async def test_a_second_extension_is_refused_naming_the_round_the_first_one_started(
+    stubs: Stubs, monkeypatch: pytest.MonkeyPatch
+):
+    """Two ExtendStudy calls (other request_ids) that both find the study ended: the one
+    stored first starts its round, the other is told that round runs rather than answered as
+    if it were its own; a retry of the first gets the study as it is."""
+    data = collection(queries=3, docs=12, seed=11)
+    study = await started_study(stubs, _spec(), inputs_request("", without(data, "poor")))
+    await until_final(stubs, study.name)
+    await stubs.studies.AddStudyInputs(run_request(study.name, data, "poor", "poor"))
+    # Both calls are let through to storage together, once each has planned its round.
+    planned = 0
+    both_planned = anyio.Event()
+    extend_study = SqliteStudies.extend_study
+
+    async def extend_together(self: SqliteStudies, *args: Any, **kwargs: Any) -> bool:
+        nonlocal planned
+        planned += 1
+        if planned == 2:
+            both_planned.set()
+        with anyio.fail_after(30):
+            await both_planned.wait()
+        return await extend_study(self, *args, **kwargs)
+
+    monkeypatch.setattr(SqliteStudies, "extend_study", extend_together)
+    answers = await asyncio.gather(
+        _extend(stubs, study.name, request_id="first"),
+        _extend(stubs, study.name, request_id="second"),
+        return_exceptions=True,
+    )
+    extended = [a for a in answers if isinstance(a, study_pb2.Study)]
+    refused = [a for a in answers if isinstance(a, grpc.aio.AioRpcError)]
+    assert len(extended) == len(refused) == 1, answers
+    winner = ["first", "second"][answers.index(extended[0])]
+    assert [r.request_id for r in extended[0].inputs.rounds] == ["", winner]
+    assert refused[0].code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert _reason(refused[0]) == "STUDY_RUNNING"
+    assert f"round 1 (ExtendStudy request_id '{winner}', pooling poor)" in refused[0].details()
+    assert error_from_rpc(refused[0]).error_info.metadata == {"round": "1", "request_id": winner}
+    # The winner's retry: the study as it is, its one round.
+    again = await _extend(stubs, study.name, request_id=winner)
+    assert [r.request_id for r in again.inputs.rounds] == ["", winner]
+    final = await until_final(stubs, study.name)
+    assert final.state == study_pb2.STUDY_STATE_SUCCEEDED
+    assert [r.request_id for r in final.inputs.rounds] == ["", winner]

@@ -10,7 +10,8 @@ a file's content names the request field, the file and the line, e.g.
 field "runs[1]" description "bm25.trec:12: document 'd7' listed twice for query '3'".
 Formats: qrels "qid iter docid grade"; runs "qid Q0 docid rank score tag"; passages JSONL
 {"id"|"docid", "text"|"contents", "metadata"?}; topics "qid<TAB>text".
-Measures use ir-measures names: "nDCG@10", "RR(rel=2)@10", "AP(rel=2)", "R(rel=2)@100".
+Measures use ir-measures names: "nDCG@10", "RR(rel=2)@10", "AP(rel=2)", "R(rel=2)@100";
+a cutoff @K is from 1 to 10,000.
 """
 
 from collections import abc as _abc

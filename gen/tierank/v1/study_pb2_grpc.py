@@ -135,8 +135,11 @@ class StudyServiceServicer:
         first. The study runs again (STUDY_STATE_RUNNING) and ends with a new report. Bad inputs
         (a new run's query without a topic, a new pooled document without a passage) are
         INVALID_ARGUMENT naming them; a study with no run added is FAILED_PRECONDITION
-        NO_ADDED_RUN; a draft is FAILED_PRECONDITION STUDY_NOT_STARTED. Idempotent on
-        request_id: a study extended with it is returned as it is.
+        NO_ADDED_RUN; a draft is FAILED_PRECONDITION STUDY_NOT_STARTED. While a round runs
+        (started by StartStudy or another ExtendStudy, even one sent at the same moment), a call
+        is FAILED_PRECONDITION STUDY_RUNNING naming that round (ErrorInfo metadata "round" and, if
+        it has one, "request_id"). Idempotent on request_id: a study extended with it is returned
+        as it is.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

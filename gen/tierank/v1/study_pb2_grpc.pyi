@@ -74,8 +74,11 @@ class StudyServiceStub:
     first. The study runs again (STUDY_STATE_RUNNING) and ends with a new report. Bad inputs
     (a new run's query without a topic, a new pooled document without a passage) are
     INVALID_ARGUMENT naming them; a study with no run added is FAILED_PRECONDITION
-    NO_ADDED_RUN; a draft is FAILED_PRECONDITION STUDY_NOT_STARTED. Idempotent on
-    request_id: a study extended with it is returned as it is.
+    NO_ADDED_RUN; a draft is FAILED_PRECONDITION STUDY_NOT_STARTED. While a round runs
+    (started by StartStudy or another ExtendStudy, even one sent at the same moment), a call
+    is FAILED_PRECONDITION STUDY_RUNNING naming that round (ErrorInfo metadata "round" and, if
+    it has one, "request_id"). Idempotent on request_id: a study extended with it is returned
+    as it is.
     """
     GetStudy: _grpc.UnaryUnaryMultiCallable[_study_pb2.GetStudyRequest, _study_pb2.Study]
     ListStudies: _grpc.UnaryUnaryMultiCallable[_study_pb2.ListStudiesRequest, _study_pb2.ListStudiesResponse]
@@ -135,8 +138,11 @@ class StudyServiceAsyncStub(StudyServiceStub):
     first. The study runs again (STUDY_STATE_RUNNING) and ends with a new report. Bad inputs
     (a new run's query without a topic, a new pooled document without a passage) are
     INVALID_ARGUMENT naming them; a study with no run added is FAILED_PRECONDITION
-    NO_ADDED_RUN; a draft is FAILED_PRECONDITION STUDY_NOT_STARTED. Idempotent on
-    request_id: a study extended with it is returned as it is.
+    NO_ADDED_RUN; a draft is FAILED_PRECONDITION STUDY_NOT_STARTED. While a round runs
+    (started by StartStudy or another ExtendStudy, even one sent at the same moment), a call
+    is FAILED_PRECONDITION STUDY_RUNNING naming that round (ErrorInfo metadata "round" and, if
+    it has one, "request_id"). Idempotent on request_id: a study extended with it is returned
+    as it is.
     """
     GetStudy: _aio.UnaryUnaryMultiCallable[_study_pb2.GetStudyRequest, _study_pb2.Study]  # type: ignore[assignment]
     ListStudies: _aio.UnaryUnaryMultiCallable[_study_pb2.ListStudiesRequest, _study_pb2.ListStudiesResponse]  # type: ignore[assignment]
@@ -217,8 +223,11 @@ class StudyServiceServicer(metaclass=_abc_1.ABCMeta):
         first. The study runs again (STUDY_STATE_RUNNING) and ends with a new report. Bad inputs
         (a new run's query without a topic, a new pooled document without a passage) are
         INVALID_ARGUMENT naming them; a study with no run added is FAILED_PRECONDITION
-        NO_ADDED_RUN; a draft is FAILED_PRECONDITION STUDY_NOT_STARTED. Idempotent on
-        request_id: a study extended with it is returned as it is.
+        NO_ADDED_RUN; a draft is FAILED_PRECONDITION STUDY_NOT_STARTED. While a round runs
+        (started by StartStudy or another ExtendStudy, even one sent at the same moment), a call
+        is FAILED_PRECONDITION STUDY_RUNNING naming that round (ErrorInfo metadata "round" and, if
+        it has one, "request_id"). Idempotent on request_id: a study extended with it is returned
+        as it is.
         """
 
     @_abc_1.abstractmethod
