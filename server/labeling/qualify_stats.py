@@ -34,6 +34,12 @@ _STRONG_BIAS = 2.0
 # low end, are worth telling the user: by chance a complete ranking of k >= 3 does it in at most
 # 1/6 of calls, and less than 1% from k = 6.
 _FOLLOWS_ORDER = 0.2
+# A judge whose answers start with one shown position, or repeat or reverse the shown order, in
+# more than this share of its answers (by the interval's low end) is not usable whatever its
+# pair accuracy: the top of its rankings is a position, not a passage. Real small models do
+# this (Qwen2.5-Coder-1.5B put the fifth-shown passage first in nearly every answer at k=5)
+# while their other pairs keep enough signal to lift pair accuracy past chance.
+_POSITION_RULES = 0.5
 # The grades a pointwise grader answers with; a confusion matrix always shows all of them.
 _GRADE_SCALE = (0, 3)
 
@@ -307,9 +313,26 @@ def judge_verdict(listwise: eval_pb2.ListwiseQuality) -> tuple[bool, float, str]
     if accuracy.low <= 0.5:
         below = " below" if accuracy.high < 0.5 else ""
         return False, 0.0, f"not usable: {figure} is{below} chance{_position_bias(listwise)}"
+    if _positions_rule(listwise):
+        return (
+            False,
+            0.0,
+            f"not usable: its answers follow the shown positions ({figure}"
+            f"{_position_bias(listwise)})",
+        )
     clipped = min(max(accuracy.value, _ACCURACY_FOR_WEIGHT[0]), _ACCURACY_FOR_WEIGHT[1])
     weight = math.log(clipped / (1 - clipped))
     return True, weight, f"usable: {figure}{_position_bias(listwise)}"
+
+
+def _positions_rule(listwise: eval_pb2.ListwiseQuality) -> bool:
+    """Whether one shown position, or the shown order itself, decides most answers."""
+    picked = any(p.ranked_first.low > _POSITION_RULES for p in listwise.first_position)
+    ordered = listwise.batch_size > 2 and any(
+        share.total and share.low > _POSITION_RULES
+        for share in (listwise.repeats_shown_order, listwise.reverses_shown_order)
+    )
+    return picked or ordered
 
 
 def _share_with_interval(share: eval_pb2.Proportion) -> str:

@@ -217,6 +217,21 @@ def test_a_first_position_preference_is_reported():
     )
 
 
+def test_a_judge_whose_first_pick_is_a_position_is_not_usable_whatever_its_pairs():
+    """Issue 34: a real small model put the fifth-shown passage first in nearly every answer,
+    and its other pairs were good enough for pair accuracy above chance once a re-ask filled
+    its partial answers in: it must stay refused."""
+    batch_size = 5
+    answers, grades = simulate(first_shown_judge(0.95, 0.3), batch_size=batch_size)
+    quality = listwise_quality(answers, grades, batch_size)
+    assert quality.pair_accuracy.low > 0.5, "its other pairs carry signal"
+    assert quality.first_position[0].ranked_first.low > 0.5
+    usable, weight, line = judge_verdict(quality)
+    assert (usable, weight) == (False, 0.0)
+    assert line.startswith("not usable: its answers follow the shown positions (pair accuracy")
+    assert "position 1 ranked first" in line
+
+
 def test_an_unbiased_judge_has_no_position_bias_note():
     answers, grades = simulate(noisy_judge(1.0), batch_size=10)
     quality = listwise_quality(answers, grades, 10)
