@@ -46,8 +46,8 @@ import grpc
 
 from tierank.bench.study_dl19 import DATA, RUNS, graded_passages
 from tierank.client import Client, LocalServer
+from tierank.client._inputs import read_passages
 from tierank.client._spec import parse_judge
-from tierank.client._study import read_passages
 from tierank.evaluation import (
     Qrels,
     Run,
@@ -233,11 +233,11 @@ def _every_document(
     request = eval_pb2.GradePairsRequest(judge=parse_judge(grader), seed=seed, max_in_flight=16)
     for qid, order in orders.items():
         for doc in order.documents:
-            text, metadata = passages[doc]
+            passage = passages[doc]
             request.pairs.add(
                 query_id=qid,
                 query=texts[qid],
-                passage=rank_pb2.Candidate(id=doc, text=text, metadata=metadata),
+                passage=rank_pb2.Candidate(id=doc, text=passage.text, metadata=passage.metadata),
             )
     options = [
         ("grpc.max_send_message_length", 64 << 20),

@@ -1,12 +1,5 @@
-"""A study's inputs as the files IR people have them, cut into AddStudyInputs chunks.
-
-- topics: `qid<TAB>text` TSV, or JSONL with `qid`/`query_id`/`id` and `query`/`text`;
-- runs: TREC run files (`qid Q0 docid rank score tag`), each under a system name;
-- passages: JSONL (`{"id"|"docid", "text"|"contents", "metadata"?}`) or `docid<TAB>text` TSV;
-  only the passages of pooled documents are read into memory and sent;
-- human qrels: TREC qrels (`qid iter docid grade`);
-- a human sample: TREC qrels, or a labelling sheet as `tierank study sample` writes it (TSV
-  with the header `qid docid query passage grade`; rows left ungraded are skipped), grades 0-3.
+"""A study's inputs, read from the user's files (`tierank.client._inputs`, the command line's one
+reader), cut into AddStudyInputs chunks.
 
 Chunks are cut by their encoded size, well under gRPC's default 4 MiB message limit, and each
 has a request_id made of a prefix and a digest of its content, so that an upload that is
@@ -17,14 +10,10 @@ ids and the server adds none twice.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from tierank.client._inputs import InputError, read_lines, read_text
-from tierank.evaluation import FormatError, Qrels, Run, parse_qrels, parse_run, pool_runs
-from tierank.limits import MAX_GRADE, MIN_GRADE
+from tierank.evaluation import Qrels, Run, pool_runs
 from tierank.v1 import study_pb2
 
 # Each chunk's encoded size stays under this: a quarter of gRPC's default receive limit, so that
@@ -35,15 +24,6 @@ CHUNK_BYTES = 1024 * 1024
 _FIELD_OVERHEAD_BYTES = 8
 # Hex digits of a chunk's SHA-256 in its request_id: 128 bits, no collision between chunks.
 _DIGEST_CHARS = 32
-_TOPIC_ID_KEYS = ("qid", "query_id", "id")
-_TOPIC_TEXT_KEYS = ("query", "text")
-_PASSAGE_ID_KEYS = ("id", "docid", "doc_id")
-_PASSAGE_TEXT_KEYS = ("text", "contents")
-
-
-# The labelling sheet's columns, in order (`tierank study sample` writes it, --human-sample
-# reads it back once a person has filled in the grades).
-SHEET_COLUMNS = ("qid", "docid", "query", "passage", "grade")
 
 
 @dataclass
@@ -57,126 +37,9 @@ class StudyFiles:
     sample: Qrels = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class HumanSample:
-    """A human sample read from a file: query -> document -> grade, and the line of each
-    query's first judgment (for errors about a query)."""
-
-    grades: Qrels
-    lines: dict[str, int]
-
-    @property
-    def judgments(self) -> int:
-        return sum(len(graded) for graded in self.grades.values())
-
-
-def read_topics(path: Path) -> dict[str, str]:
-    topics: dict[str, str] = {}
-    for line_number, line in read_lines(path):
-        if line.lstrip().startswith("{"):
-            record = _json(line, path, line_number)
-            qid = _first(record, _TOPIC_ID_KEYS)
-            text = _first(record, _TOPIC_TEXT_KEYS)
-        else:
-            qid, tab, text = line.partition("\t")
-            if not tab:
-                raise InputError(f"{path}:{line_number}: expected 'qid<TAB>text' or JSON")
-        if not qid or not str(text).strip():
-            raise InputError(f"{path}:{line_number}: a topic needs a query id and a text")
-        if str(qid) in topics:
-            raise InputError(f"{path}:{line_number}: query {qid!r} is listed twice")
-        topics[str(qid)] = str(text).strip()
-    return topics
-
-
-def read_run_file(path: Path) -> Run:
-    try:
-        return parse_run(read_text(path).split("\n"), source=str(path))
-    except FormatError as error:
-        raise InputError(str(error)) from None
-
-
-def read_qrels_file(path: Path) -> Qrels:
-    try:
-        return parse_qrels(read_text(path).split("\n"), source=str(path))
-    except FormatError as error:
-        raise InputError(str(error)) from None
-
-
-def read_human_sample(path: Path) -> HumanSample:
-    """A person's grades of some queries: TREC qrels, or a filled-in labelling sheet (its
-    ungraded rows skipped). Every grade must be one of the study's, 0 to 3; a pair graded
-    twice, or no grade at all, is an error naming the file (and line)."""
-    grades: Qrels = {}
-    lines: dict[str, int] = {}
-    sheet = False
-    for line_number, line in read_lines(path):
-        cells = line.split("\t")
-        if line_number == 1 and [c.strip().lower() for c in cells] == list(SHEET_COLUMNS):
-            sheet = True
-            continue
-        if sheet:
-            if len(cells) != len(SHEET_COLUMNS):
-                raise InputError(
-                    f"{path}:{line_number}: expected {len(SHEET_COLUMNS)} tab-separated"
-                    f" columns ({' '.join(SHEET_COLUMNS)}), got {len(cells)}"
-                )
-            qid, docid, grade_text = cells[0].strip(), cells[1].strip(), cells[4].strip()
-            if not grade_text:
-                continue  # not graded (yet)
-        else:
-            fields = line.split()
-            if len(fields) != 4:
-                raise InputError(
-                    f"{path}:{line_number}: expected 4 fields 'qid iter docid grade' (TREC"
-                    f" qrels) or a labelling sheet's header, got {len(fields)}"
-                )
-            qid, _, docid, grade_text = fields
-        try:
-            grade = int(grade_text)
-        except ValueError:
-            message = f"{path}:{line_number}: grade {grade_text!r} is not a whole number"
-            raise InputError(message) from None
-        if not MIN_GRADE <= grade <= MAX_GRADE:
-            raise InputError(
-                f"{path}:{line_number}: grade {grade} is outside {MIN_GRADE}-{MAX_GRADE},"
-                " the study's grades"
-            )
-        judged = grades.setdefault(qid, {})
-        if docid in judged:
-            raise InputError(f"{path}:{line_number}: {qid} {docid} is graded twice")
-        judged[docid] = grade
-        lines.setdefault(qid, line_number)
-    if not grades:
-        raise InputError(f"{path}: no graded judgment (fill in the grade column)")
-    return HumanSample(grades, lines)
-
-
 def pooled_documents(runs: Mapping[str, Run], depth: int) -> set[str]:
     """The documents the server will pool: every run's top `depth` of each query."""
     return {d.docid for pool in pool_runs(runs, depth).values() for d in pool}
-
-
-def read_passages(path: Path, wanted: set[str]) -> dict[str, tuple[str, dict[str, str]]]:
-    """The wanted passages (text and metadata), streamed: collections run to millions of
-    lines. Passages the runs never pool are skipped."""
-    passages: dict[str, tuple[str, dict[str, str]]] = {}
-    for line_number, line in read_lines(path):
-        if line.lstrip().startswith("{"):
-            record = _json(line, path, line_number)
-            doc_id = _first(record, _PASSAGE_ID_KEYS)
-            text = _first(record, _PASSAGE_TEXT_KEYS)
-            metadata = record.get("metadata") or {}
-            if not isinstance(metadata, dict):
-                raise InputError(f"{path}:{line_number}: metadata must be a JSON object")
-        else:
-            doc_id, tab, text = line.partition("\t")
-            metadata = {}
-            if not tab:
-                raise InputError(f"{path}:{line_number}: expected 'docid<TAB>text' or JSON")
-        if str(doc_id) in wanted:
-            passages[str(doc_id)] = (str(text), {str(k): str(v) for k, v in metadata.items()})
-    return passages
 
 
 def chunks(files: StudyFiles, prefix: str) -> Iterator[study_pb2.AddStudyInputsRequest]:
@@ -259,20 +122,3 @@ class _Chunks:
             self._current.request_id = f"{self._prefix}-{digest}"
             yield self._current
             self._current = self._new()
-
-
-def _first(record: Mapping[str, object], keys: tuple[str, ...]) -> str:
-    for key in keys:
-        if key in record:
-            return str(record[key])
-    return ""
-
-
-def _json(line: str, path: Path, line_number: int) -> dict[str, object]:
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as error:
-        raise InputError(f"{path}:{line_number}: not JSON ({error.msg})") from None
-    if not isinstance(record, dict):
-        raise InputError(f"{path}:{line_number}: expected a JSON object")
-    return record

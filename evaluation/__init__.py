@@ -6,7 +6,8 @@ files passed in.
 Files (:mod:`.formats`)
     ``read_qrels(path) -> Qrels`` / ``parse_qrels(lines, source)`` / ``write_qrels(path, qrels)``
     ``read_run(path) -> Run`` / ``parse_run(lines, source)`` / ``write_run(path, run, tag)``
-    ``read_candidates(path) -> list[Candidate]`` / ``parse_candidates`` / ``write_candidates``
+    ``read_candidates(path) -> list[Candidate]`` / ``parse_candidates`` (``parse_candidate``: one
+    line) / ``write_candidates``
     ``Qrels = dict[qid, dict[docid, grade]]``, ``Run = dict[qid, dict[docid, score]]``.
     Bad input raises ``FormatError`` (a ``ValueError``) naming the file and line.
 
@@ -85,6 +86,7 @@ from tierank.evaluation.formats import (
     Qrels,
     Run,
     format_qrels,
+    parse_candidate,
     parse_candidates,
     parse_qrels,
     parse_run,
@@ -180,6 +182,7 @@ __all__ = [
     "mean_over_queries",
     "non_transitivity",
     "paired_test",
+    "parse_candidate",
     "parse_candidates",
     "parse_measure",
     "parse_qrels",

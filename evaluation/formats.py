@@ -113,38 +113,46 @@ def parse_candidates(lines: Iterable[str], source: str = "<candidates>") -> list
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise FormatError(source, number, f"invalid JSON: {error.msg}") from None
-        except RecursionError:  # nested deeper than the parser's stack
-            raise FormatError(source, number, "a JSON value is nested too deeply") from None
-        except ValueError:  # Python refuses integers of more than 4,300 digits
-            raise FormatError(source, number, "a JSON number is too long to read") from None
-        if not isinstance(record, dict):
-            raise FormatError(source, number, "expected a JSON object")
-        doc_id = _aliased_string(record, ("id", "docid"), source, number)
-        text = _aliased_string(record, ("text", "contents"), source, number)
-        metadata = record.get("metadata", {})
-        if not isinstance(metadata, dict):
-            raise FormatError(source, number, "'metadata' must be a JSON object")
-        if doc_id in seen:
-            raise FormatError(source, number, f"duplicate candidate id {doc_id!r}")
-        seen.add(doc_id)
-        candidates.append(Candidate(doc_id, text, metadata))
+            candidate = parse_candidate(line)
+        except ValueError as error:
+            raise FormatError(source, number, str(error)) from None
+        if candidate.id in seen:
+            raise FormatError(source, number, f"duplicate candidate id {candidate.id!r}")
+        seen.add(candidate.id)
+        candidates.append(candidate)
     return candidates
 
 
-def _aliased_string(
-    record: Mapping[str, Any], names: Sequence[str], source: str, number: int
-) -> str:
+def parse_candidate(line: str) -> Candidate:
+    """One JSONL candidate line (see `parse_candidates`); ValueError says what is wrong with it.
+    The command line reads passages and pools with it too, so both sides take the same lines."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"invalid JSON: {error.msg}") from None
+    except RecursionError:  # nested deeper than the parser's stack
+        raise ValueError("a JSON value is nested too deeply") from None
+    except ValueError:  # Python refuses integers of more than 4,300 digits
+        raise ValueError("a JSON number is too long to read") from None
+    if not isinstance(record, dict):
+        raise ValueError("expected a JSON object")
+    doc_id = _aliased_string(record, ("id", "docid"))
+    text = _aliased_string(record, ("text", "contents"))
+    metadata = record.get("metadata", {})
+    if not isinstance(metadata, dict):
+        raise ValueError("'metadata' must be a JSON object")
+    return Candidate(doc_id, text, metadata)
+
+
+def _aliased_string(record: Mapping[str, Any], names: Sequence[str]) -> str:
     present = [name for name in names if name in record]
     if not present:
-        raise FormatError(source, number, f"missing field {' or '.join(map(repr, names))}")
+        raise ValueError(f"missing field {' or '.join(map(repr, names))}")
     if len(present) > 1:
-        raise FormatError(source, number, f"fields {present} are aliases; give only one")
+        raise ValueError(f"fields {present} are aliases; give only one")
     value = record[present[0]]
     if not isinstance(value, str):
-        raise FormatError(source, number, f"field {present[0]!r} must be a string")
+        raise ValueError(f"field {present[0]!r} must be a string")
     return value
 
 

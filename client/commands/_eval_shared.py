@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -13,7 +14,7 @@ from rich import box
 from rich.table import Table
 
 from tierank.client._errors import error_from_rpc
-from tierank.client._inputs import read_text
+from tierank.client._inputs import read_passages, read_qrels, read_run, read_text, read_topics
 from tierank.client._names import job_name
 from tierank.client._spec import JUDGE_SYNTAX
 from tierank.client.commands._shared import (
@@ -34,9 +35,33 @@ LARGE_MESSAGE_OPTIONS = [
 MAPPINGS = ("bands", "levels", "pointwise")
 
 
-def text_file(path: Path) -> eval_pb2.TextFile:
-    """A file sent by content; its path names it in the server's error messages."""
+def run_file(path: Path) -> eval_pb2.TextFile:
+    """A run as EvalService takes it: read first by the command line's one reader (so that it
+    is refused here, as every command refuses it, before any server is reached), then sent by
+    content; its path names it in the server's messages."""
+    read_run(path)
     return eval_pb2.TextFile(name=str(path), content=read_text(path))
+
+
+def qrels_file(path: Path) -> eval_pb2.TextFile:
+    read_qrels(path)
+    return eval_pb2.TextFile(name=str(path), content=read_text(path))
+
+
+def topics_file(path: Path) -> eval_pb2.TextFile:
+    """Topics in any form the one reader takes (TSV or JSONL), sent as the API's
+    `qid<TAB>text` lines (a text's own line ends become spaces: a line is one topic there)."""
+    lines = [qid + "\t" + text.replace("\n", " ") + "\n" for qid, text in read_topics(path).items()]
+    return eval_pb2.TextFile(name=str(path), content="".join(lines))
+
+
+def passages_file(path: Path) -> eval_pb2.TextFile:
+    """Passages in any form the one reader takes (JSONL or TSV), sent as the API's JSONL."""
+    lines = (
+        json.dumps({"id": p.id, "text": p.text, "metadata": p.metadata}, ensure_ascii=False) + "\n"
+        for p in read_passages(path).values()
+    )
+    return eval_pb2.TextFile(name=str(path), content="".join(lines))
 
 
 def write_output(path: Path | None, text: str) -> None:

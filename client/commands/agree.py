@@ -21,8 +21,9 @@ from tierank.client.commands._eval_shared import (
     optional,
     plural,
     print_labeling,
+    qrels_file,
+    run_file,
     short_names,
-    text_file,
     tier_labels,
 )
 from tierank.client.commands._shared import EXIT_OK, UsageError, table_console
@@ -75,7 +76,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def _label_sets(args: argparse.Namespace) -> tuple[eval_pb2.LabelSource, eval_pb2.LabelSource]:
-    sources = [eval_pb2.LabelSource(qrels=text_file(path)) for path in args.qrels]
+    sources = [eval_pb2.LabelSource(qrels=qrels_file(path)) for path in args.qrels]
     if args.jobs:
         sources.append(eval_pb2.LabelSource(tiers=tier_labels(args)))
     if len(sources) != 2:
@@ -89,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         a=a,
         b=b,
         relevance_threshold=args.threshold,
-        runs=[text_file(path) for path in args.runs],
+        runs=[run_file(path) for path in args.runs],
         measure=args.measure,
         rbo_persistence=args.persistence,
     )

@@ -19,8 +19,9 @@ from tierank.client.commands._eval_shared import (
     number,
     optional,
     print_labeling,
+    qrels_file,
+    run_file,
     short_names,
-    text_file,
     tier_labels,
 )
 from tierank.client.commands._shared import EXIT_OK, UsageError, table_console
@@ -69,13 +70,13 @@ def labels_from_args(args: argparse.Namespace) -> eval_pb2.LabelSource:
     if (args.qrels is None) == (not args.jobs):
         raise UsageError("give labels with either --qrels or --job QID=JOB")
     if args.qrels is not None:
-        return eval_pb2.LabelSource(qrels=text_file(args.qrels))
+        return eval_pb2.LabelSource(qrels=qrels_file(args.qrels))
     return eval_pb2.LabelSource(tiers=tier_labels(args))
 
 
 def run(args: argparse.Namespace) -> int:
     request = eval_pb2.EvaluateRequest(
-        runs=[text_file(path) for path in args.runs],
+        runs=[run_file(path) for path in args.runs],
         labels=labels_from_args(args),
         measures=args.measures,
         all_queries=args.all_queries,

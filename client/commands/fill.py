@@ -23,8 +23,11 @@ from tierank.client.commands._eval_shared import (
     confusion_table,
     number,
     optional,
+    passages_file,
     plural,
-    text_file,
+    qrels_file,
+    run_file,
+    topics_file,
     write_output,
 )
 from tierank.client.commands._operations import run_operation
@@ -80,13 +83,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="a TREC run whose top --depth documents are graded where unjudged; repeatable",
     )
     inputs.add_argument(
-        "--topics", type=Path, required=True, help="query texts: qid<TAB>text per line"
+        "--topics", type=Path, required=True, help="query texts: qid<TAB>text per line, or JSONL"
     )
     inputs.add_argument(
         "--passages",
         type=Path,
         required=True,
-        help='passage texts, JSONL ({"id","text","metadata"?} or {"docid","contents"})',
+        help='passage texts: JSONL ({"id","text","metadata"?} or {"docid","contents"}) or'
+        " docid<TAB>text",
     )
 
     judging = parser.add_argument_group("judging")
@@ -150,11 +154,11 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json" and args.output is None:
         raise UsageError("--format json writes the report to stdout: give the qrels --output")
     request = eval_pb2.FillQrelsRequest(
-        qrels=text_file(args.qrels),
-        runs=[text_file(path) for path in args.runs],
+        qrels=qrels_file(args.qrels),
+        runs=[run_file(path) for path in args.runs],
         depth=args.depth,
-        topics=text_file(args.topics),
-        passages=text_file(args.passages),
+        topics=topics_file(args.topics),
+        passages=passages_file(args.passages),
         judge=args.judge,
         rubric=read_rubric(args.rubric),
         seed=args.seed,

@@ -14,7 +14,14 @@ from tierank.client._inputs import read_rubric
 from tierank.client._names import qualification_name
 from tierank.client._spec import JUDGE_SYNTAX
 from tierank.client.commands._admin import print_json
-from tierank.client.commands._eval_shared import add_connection_options, call, text_file
+from tierank.client.commands._eval_shared import (
+    add_connection_options,
+    call,
+    passages_file,
+    qrels_file,
+    run_file,
+    topics_file,
+)
 from tierank.client.commands._operations import run_operation
 from tierank.client.commands._shared import (
     EXIT_NOT_QUALIFIED,
@@ -46,10 +53,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     parser.add_argument("--qrels", required=True, type=Path, help="human labels (TREC qrels)")
     parser.add_argument(
-        "--topics", required=True, type=Path, help="query texts: 'qid<TAB>text' per line"
+        "--topics", required=True, type=Path, help="query texts: qid<TAB>text per line, or JSONL"
     )
     parser.add_argument(
-        "--passages", required=True, type=Path, help="passage texts (JSONL: id and text)"
+        "--passages", required=True, type=Path, help="passage texts: JSONL or docid<TAB>text"
     )
     parser.add_argument(
         "--run", type=Path, help="draw candidates from this run's top (judged documents only)"
@@ -136,9 +143,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 def run(args: argparse.Namespace) -> int:
     request = eval_pb2.QualifyJudgeRequest(
         judge=args.judge,
-        qrels=text_file(args.qrels),
-        topics=text_file(args.topics),
-        passages=text_file(args.passages),
+        qrels=qrels_file(args.qrels),
+        topics=topics_file(args.topics),
+        passages=passages_file(args.passages),
         rubric=read_rubric(args.rubric),
         batch_size=args.k,
         shuffles=args.shuffles,
@@ -150,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
         relevance_threshold=args.threshold,
     )
     if args.run is not None:
-        request.run.CopyFrom(text_file(args.run))
+        request.run.CopyFrom(run_file(args.run))
     result = run_operation(
         args, "qualify", lambda client: client.start_qualify_judge(request, timeout=args.timeout)
     ).qualification

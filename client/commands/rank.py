@@ -52,16 +52,26 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser = subparsers.add_parser(
         "rank",
         help="rank a candidate pool with judges",
-        description="Rank candidates for one query. Candidates come from a JSONL pool"
-        ' ({"id","text","metadata"?} or {"docid","contents"} per line) or from a TREC run'
-        " plus passage texts. Progress goes to stderr; the final tiers to stdout or --output.",
+        description="Rank candidates for one query. Candidates come from a pool (one passage"
+        ' per line: {"id","text","metadata"?}, {"docid","contents"} or docid<TAB>text) or from'
+        " a TREC run plus passages (the query's documents by score, as trec_eval orders them)."
+        " Every file is read as every command reads it (README.md, Input files). Progress goes"
+        " to stderr; the final tiers to stdout or --output.",
         epilog=EXIT_STATUS_HELP,
     )
     sources = parser.add_argument_group("candidates and query")
-    sources.add_argument("pool", nargs="?", type=Path, help="JSONL file of candidates")
-    sources.add_argument("--run", type=Path, help="TREC run file (qid Q0 docid rank score tag)")
     sources.add_argument(
-        "--passages", type=Path, help="passage texts for --run: JSONL, or docid<TAB>text"
+        "pool", nargs="?", type=Path, help="candidates: JSONL, or docid<TAB>text, per line"
+    )
+    sources.add_argument(
+        "--run",
+        type=Path,
+        help="TREC run file (qid Q0 docid rank score tag): the --qid's documents, by score",
+    )
+    sources.add_argument(
+        "--passages",
+        type=Path,
+        help="passages for --run (text and metadata): JSONL, or docid<TAB>text",
     )
     sources.add_argument(
         "--qid",

@@ -13,22 +13,24 @@ from pathlib import Path
 from typing import Any
 
 from tierank import limits
-from tierank.client._inputs import InputError, read_lines, read_rubric
+from tierank.client._inputs import (
+    SHEET_COLUMNS,
+    HumanSample,
+    InputError,
+    Passage,
+    line_of,
+    read_human_sample,
+    read_lines,
+    read_passages,
+    read_qrels,
+    read_rubric,
+    read_run,
+    read_topics,
+)
 from tierank.client._names import FINAL_STUDY_STATES, study_name
 from tierank.client._resume import ReconnectPolicy
 from tierank.client._spec import ENSEMBLE_MODES, JUDGE_KEYS, JUDGE_SYNTAX, job_spec
-from tierank.client._study import (
-    SHEET_COLUMNS,
-    HumanSample,
-    StudyFiles,
-    chunks,
-    pooled_documents,
-    read_human_sample,
-    read_passages,
-    read_qrels_file,
-    read_run_file,
-    read_topics,
-)
+from tierank.client._study import StudyFiles, chunks, pooled_documents
 from tierank.client._study_html import render_report_html
 from tierank.client._study_report import report_json, study_state
 from tierank.client.commands._eval_shared import add_mapping_options, fixed_mapping, write_output
@@ -366,7 +368,7 @@ def _add_add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def _add_run_to_study(args: argparse.Namespace) -> int:
-    runs = {name: read_run_file(path) for name, path in _systems(args.runs, "").items()}
+    runs = {name: read_run(path) for name, path in _systems(args.runs, "").items()}
     budget = _budget(args)
     request_id = args.request_id or uuid.uuid4().hex
     name = study_name(args.study)
@@ -374,7 +376,8 @@ def _add_run_to_study(args: argparse.Namespace) -> int:
         study = client.get_study(name)
         files = StudyFiles(topics={}, runs=runs)
         if args.passages is not None:
-            files.passages = read_passages(args.passages, pooled_documents(runs, study.spec.depth))
+            wanted = pooled_documents(runs, study.spec.depth)
+            files.passages = _as_sent(read_passages(args.passages, wanted))
         client.add_study_inputs(name, chunks(files, "add"))
         study = client.extend_study(
             name,
@@ -411,7 +414,7 @@ def _systems(values: list[str], flag: str = "--run ") -> dict[str, Path]:
 def _read_files(args: argparse.Namespace) -> StudyFiles:
     if not 1 <= args.depth <= limits.MAX_STUDY_DEPTH:
         raise UsageError(f"--depth must be between 1 and {limits.MAX_STUDY_DEPTH}")
-    runs = {name: read_run_file(path) for name, path in _systems(args.runs).items()}
+    runs = {name: read_run(path) for name, path in _systems(args.runs).items()}
     topics = read_topics(args.topics)
     if args.qids:
         chosen = _chosen_queries(args.qids, topics)
@@ -421,13 +424,32 @@ def _read_files(args: argparse.Namespace) -> StudyFiles:
             for name, run in runs.items()
         }
     files = StudyFiles(topics=topics, runs=runs)
-    files.passages = read_passages(args.passages, pooled_documents(runs, args.depth))
+    files.passages = _as_sent(read_passages(args.passages, pooled_documents(runs, args.depth)))
     if args.human_qrels is not None:
-        files.human = read_qrels_file(args.human_qrels)
+        files.human = _read_human_qrels(args.human_qrels)
     if args.human_sample is not None:
         studied = {qid for run in runs.values() for qid in run if qid in topics}
         files.sample = _read_sample(args.human_sample, studied).grades
     return files
+
+
+def _as_sent(passages: dict[str, Passage]) -> dict[str, tuple[str, dict[str, str]]]:
+    return {doc_id: (p.text, p.metadata) for doc_id, p in passages.items()}
+
+
+def _read_human_qrels(path: Path) -> dict[str, dict[str, int]]:
+    """--human-qrels, their grades checked against the API's scale for human qrels here, where
+    the line is known."""
+    qrels = read_qrels(path)
+    for qid, judged in qrels.items():
+        for docid, grade in judged.items():
+            if not limits.MIN_HUMAN_GRADE <= grade <= limits.MAX_HUMAN_GRADE:
+                raise InputError(
+                    f"{path}:{line_of(path, qid, docid)}: grade {grade} of {qid} {docid} is"
+                    f" outside {limits.MIN_HUMAN_GRADE} to {limits.MAX_HUMAN_GRADE}, the grades"
+                    " human qrels may hold"
+                )
+    return qrels
 
 
 def _chosen_queries(value: str, topics: dict[str, str]) -> set[str]:

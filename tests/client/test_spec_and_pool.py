@@ -8,7 +8,8 @@ import pytest
 from shared_data import TREC_DL
 
 from tierank.client import candidate_from_dict, job_spec, judge
-from tierank.client._pool import PoolError, read_jsonl_pool, read_run_pool, read_topic
+from tierank.client._inputs import InputError
+from tierank.client._pool import read_jsonl_pool, read_run_pool, read_topic
 from tierank.v1 import rank_pb2
 
 
@@ -70,10 +71,13 @@ def test_samples_per_judge_lists_every_judge_under_numbered_names() -> None:
 def test_jsonl_pool_reports_the_bad_line(tmp_path: Path) -> None:
     pool = tmp_path / "pool.jsonl"
     pool.write_text('{"id": "a", "text": "x"}\n\n{"id": "b"}\n')
-    with pytest.raises(PoolError, match=r"pool.jsonl:3: candidate needs"):
+    with pytest.raises(InputError, match=r"pool.jsonl:3: missing field 'text' or 'contents'"):
+        read_jsonl_pool(pool)
+    pool.write_text('{"id": "a", "text": "x"}\n{not json\n')
+    with pytest.raises(InputError, match=r"pool.jsonl:2: invalid JSON"):
         read_jsonl_pool(pool)
     pool.write_text('{"id": "a", "text": "x"}\nnot json\n')
-    with pytest.raises(PoolError, match=r"pool.jsonl:2: not JSON"):
+    with pytest.raises(InputError, match=r"pool.jsonl:2: expected 'docid<TAB>text' or a JSON"):
         read_jsonl_pool(pool)
 
 
@@ -87,10 +91,10 @@ def test_run_pool_with_tsv_passages_keeps_run_order(tmp_path: Path) -> None:
         ("b", "beta"),
         ("c", "gamma"),
     ]
-    with pytest.raises(PoolError, match="no lines for query '3'"):
+    with pytest.raises(InputError, match="no lines for query '3'"):
         read_run_pool(run, passages, "3")
     passages.write_text("a\talpha\n")
-    with pytest.raises(PoolError, match="no text for 2 docids"):
+    with pytest.raises(InputError, match="no text for 2 docids"):
         read_run_pool(run, passages, "1")
 
 
@@ -101,7 +105,7 @@ def test_topics_in_tsv_and_jsonl(tmp_path: Path) -> None:
     jsonl.write_text('{"query_id": 2, "text": "second query"}\n')
     assert read_topic(tsv, "2") == "second query"
     assert read_topic(jsonl, "2") == "second query"
-    with pytest.raises(PoolError, match="no topic"):
+    with pytest.raises(InputError, match="no topic"):
         read_topic(tsv, "9")
 
 
