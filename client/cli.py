@@ -37,6 +37,7 @@ from tierank.client.commands._shared import (
     EXIT_USAGE,
     CommandError,
     UsageError,
+    settle_server,
 )
 from tierank.client.local_server import LocalServerError
 
@@ -77,6 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
+        settle_server(args)
         exit_code: int = args.handler(args)
         # A reader that went away must be noticed here, not in the flush at exit.
         sys.stdout.flush()

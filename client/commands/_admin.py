@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 from datetime import UTC
@@ -57,7 +56,7 @@ def add_admin_options(parser: argparse.ArgumentParser) -> None:
         "--format", choices=FORMATS, default="text", help="output format (default text)"
     )
     where = parser.add_argument_group("where (one of --server and --db)")
-    add_server_option(where, "; needs an admin or operator key", from_env=False)
+    add_server_option(where, "; needs an admin or operator key")
     where.add_argument(
         "--db",
         metavar="FILE_OR_URL",
@@ -77,12 +76,11 @@ def admin_call(
     `answer` is the method's response type."""
     output = _SERVICE.methods_by_name[method].output_type
     assert output.full_name == answer.DESCRIPTOR.full_name, f"{method} answers {output.name}"
-    if args.server and args.db:
-        raise UsageError("--server and --db exclude each other")
     if args.db:
         refuse_security_flags(args, "--db works on the file, with no server")
         return _through_admin_tool(args.db, method, request, answer, args.timeout)
-    server = args.server or os.environ.get(SERVER_ENV)
+    # --server, or $TIERANK_SERVER without --db (settle_server).
+    server = args.server
     if not server:
         raise UsageError(
             f"say where: --server HOST:PORT (or ${SERVER_ENV}) for a running server, or --db"

@@ -92,8 +92,9 @@ class CommandError(Exception):
 
 
 def add_server_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    """--server and --db: a running server, or else an embedded one for the command's duration;
-    and the --api-key and --tls* options for a running server."""
+    """--server and --db: a running server, or else an embedded server for the command's duration;
+    and the --api-key and --tls* options for a running server. `settle_server` decides between
+    them (and $TIERANK_SERVER) once the command line is parsed."""
     add_server_option(
         parser,
         "; without either, an embedded server (plaintext, no key) is started on 127.0.0.1 for"
@@ -104,26 +105,42 @@ def add_server_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup
         # Not a Path: that would fold the "//" of a postgresql:// URL.
         metavar="FILE_OR_URL",
         help="database of the embedded server (default: the server's default,"
-        " $TIERANK_DB or $XDG_DATA_HOME/tierank/tierank.db)",
+        " $TIERANK_DB or $XDG_DATA_HOME/tierank/tierank.db); not with --server, and"
+        f" ${SERVER_ENV} is not used with it",
     )
     add_security_options(parser)
 
 
 def add_server_option(
-    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
-    more_help: str,
-    *,
-    from_env: bool = True,
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, more_help: str
 ) -> None:
-    """--server; `from_env=False` leaves $TIERANK_SERVER to the command, which must tell an
-    explicit --server from the variable."""
+    """--server; its default, $TIERANK_SERVER, is applied by `settle_server`, which must tell an
+    explicit --server (refused with --db) from the variable (not used with --db)."""
     parser.add_argument(
         "--server",
         metavar="HOST:PORT",
-        default=(os.environ.get(SERVER_ENV) or None) if from_env else None,
-        help=f"tierank server address (default: ${SERVER_ENV}), waited for up to"
-        f" ${CONNECT_TIMEOUT_ENV} seconds ({DEFAULT_CONNECT_TIMEOUT_SECONDS:g}){more_help}",
+        help=f"tierank server address (default: ${SERVER_ENV}, unless --db is given), waited"
+        f" for up to ${CONNECT_TIMEOUT_ENV} seconds ({DEFAULT_CONNECT_TIMEOUT_SECONDS:g})"
+        f"{more_help}",
     )
+
+
+def settle_server(args: argparse.Namespace) -> None:
+    """Which server the command talks to, decided once for every command: the --server, or
+    else an embedded server (the admin commands: the database itself) on the --db, or else
+    $TIERANK_SERVER. --db names a database the command opens, so it wins over the variable,
+    which may well be set for other commands; with an explicit --server, which serves its own
+    database, one of the two would be ignored: the pair is refused."""
+    if not (hasattr(args, "server") and hasattr(args, "db")):
+        return
+    if args.server and args.db:
+        raise UsageError(
+            "--server and --db exclude each other: --server names a running server, which uses"
+            " its own database; --db the database of an embedded one (or, for the admin"
+            " commands, the database worked on directly)"
+        )
+    if not args.server and not args.db:
+        args.server = os.environ.get(SERVER_ENV) or None
 
 
 def add_security_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
