@@ -37,6 +37,7 @@ from tierank.client.commands._shared import (
     EXIT_USAGE,
     CommandError,
     UsageError,
+    error_text,
     settle_server,
 )
 from tierank.client.local_server import LocalServerError
@@ -87,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"tierank {args.command}: {error}", file=sys.stderr)
         return EXIT_USAGE
     except TierankError as error:
-        print(f"tierank {args.command}: {_error_text(error)}", file=sys.stderr)
+        print(f"tierank {args.command}: {_error_text(error, args)}", file=sys.stderr)
         # The server found the command line wrong (a bound, a name): a usage error too.
         if error.code == grpc.StatusCode.INVALID_ARGUMENT:
             return EXIT_USAGE
@@ -112,12 +113,12 @@ def _as_ctrl_c(signum: int, frame: object) -> None:
     signal.raise_signal(signal.SIGINT)
 
 
-def _error_text(error: TierankError) -> str:
+def _error_text(error: TierankError, args: argparse.Namespace) -> str:
     """The error in one line, with a hint where a key was missing or not enough (unless the
     server's message already gives it)."""
     hint = _CREDENTIAL_HINTS.get(error.code)
     if hint is None:
-        return error.describe()
+        return error_text(error, args)
     return str(error) if API_KEY_ENV in error.message else f"{error} ({hint})"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ from tierank.client._connection import (
     sync_channel,
 )
 from tierank.client._console import Console
-from tierank.client._errors import TierankError
+from tierank.client._errors import FieldViolation, TierankError
 from tierank.client._render import fit_console
 from tierank.client._resume import DEFAULT_RECONNECT_WINDOW_SECONDS
 from tierank.client._spec import parse_judge
@@ -303,6 +303,84 @@ def add_rubric_option(
         " preset:NAME[@VERSION] names a preset (list them with `tierank rubrics`)"
         f" (default: {default})".replace("%", "%%"),
     )
+
+
+# What the server says when a job's judge was qualified as no better than chance (ErrorInfo).
+JUDGE_NOT_QUALIFIED = "JUDGE_NOT_QUALIFIED"
+
+# The fields of a JobSpec the command line sets from flags (`rank`'s spec, a study's
+# spec.ranking), so that the server's field violations name the flag the user gave.
+JOB_SPEC_FLAGS = {
+    "query": "--query",
+    "rubric": "--rubric",
+    "judges": "--judge",
+    "batch_size": "--k",
+    "top_k": "--top-k",
+    "max_in_flight": "--max-in-flight",
+    "seed": "--seed",
+    "ensemble_mode": "--ensemble",
+    "quorum": "--quorum",
+    "budget.max_judge_calls": "--max-calls",
+    "budget.max_input_tokens": "--max-input-tokens",
+    "budget.max_cost_usd": "--max-cost",
+    "deadline_seconds": "--deadline",
+}
+
+
+def name_flags(parser: argparse.ArgumentParser, fields: Mapping[str, str]) -> None:
+    """Report the server's field violations of `fields` (field path -> flag) by their flags:
+    `spec.batch_size: must be between 2 and 20` is `--k: must be between 2 and 20`."""
+    parser.set_defaults(field_flags=dict(fields))
+
+
+def in_flag_words(violations: Sequence[FieldViolation], fields: Mapping[str, str]) -> str | None:
+    """The violations in one line, each field the command line sets named by its flag (a field
+    within one, such as a judge's parameter, by the flag and the field); None when no violation
+    is of a field of `fields`, so that the server's own words stand."""
+    described = []
+    named = False
+    for violation in violations:
+        flag = _flag_of(violation.field, fields)
+        named = named or flag is not None
+        where = flag or violation.field
+        described.append(f"{where}: {violation.description}" if where else violation.description)
+    return "; ".join(described) if named else None
+
+
+def _flag_of(field: str, fields: Mapping[str, str]) -> str | None:
+    if field in fields:
+        return fields[field]
+    within = [key for key in fields if field.startswith(key) and field[len(key)] in ".["]
+    if not within:
+        return None
+    return f"{fields[max(within, key=len)]} ({field})"
+
+
+def add_allow_unqualified_option(
+    parser: argparse.ArgumentParser, group: argparse._ArgumentGroup, command: str, what: str
+) -> None:
+    """--allow-unqualified-judges, the same for every command that can insist on such judges;
+    `command` is named when the server refuses a judge for want of it."""
+    group.add_argument(
+        "--allow-unqualified-judges",
+        action="store_true",
+        help="use judges even where their latest qualification (tierank qualify) found them"
+        f" no better than chance; without it such {what} is refused",
+    )
+    parser.set_defaults(unqualified_hint=f"tierank {command} --allow-unqualified-judges")
+
+
+def error_text(error: TierankError, args: argparse.Namespace) -> str:
+    """A failed call in the command line's words: field violations named by the flags that set
+    the fields, and a refused judge with the flag (and command) that insists on it."""
+    if error.code == grpc.StatusCode.INVALID_ARGUMENT:
+        named = in_flag_words(error.field_violations, getattr(args, "field_flags", {}))
+        if named is not None:
+            return named
+    hint = getattr(args, "unqualified_hint", None)
+    if error.error_info is not None and error.error_info.reason == JUDGE_NOT_QUALIFIED and hint:
+        return f"{error.describe()}: `{hint}`"
+    return error.describe()
 
 
 def add_reconnect_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:

@@ -26,14 +26,17 @@ from tierank.client.commands._outcome import EXIT_STATUS_HELP, outcome
 from tierank.client.commands._shared import (
     EXIT_INTERRUPTED,
     EXIT_TIMED_OUT,
+    JOB_SPEC_FLAGS,
     CommandError,
     Connection,
     UsageError,
+    add_allow_unqualified_option,
     add_reconnect_option,
     add_rubric_option,
     add_server_options,
     goes_on,
     judge_argument,
+    name_flags,
     positive_int,
     same_server,
     server_connection,
@@ -46,6 +49,7 @@ _STATS_POLL_SECONDS = 0.5
 # Ctrl-C on the embedded server: how long the cancel that stops the job may take.
 _CANCEL_SECONDS = 10.0
 _DEFAULT_QID = "1"
+_REQUEST_FLAGS = {"request_id": "--request-id"}
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -145,12 +149,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default=0.0,
         help="job deadline in seconds (0: none); a job still running then ends deadline_exceeded",
     )
-    judging.add_argument(
-        "--allow-unqualified-judges",
-        action="store_true",
-        help="use judges even where their latest qualification (tierank qualify) found them "
-        "no better than chance; without it such a job is refused",
-    )
+    add_allow_unqualified_option(parser, judging, "rank", "a job")
     judging.add_argument(
         "--request-id",
         default="",
@@ -173,6 +172,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         f" exit status {EXIT_TIMED_OUT}",
     )
     add_reconnect_option(connection)
+    name_flags(parser, {f"spec.{f}": flag for f, flag in JOB_SPEC_FLAGS.items()} | _REQUEST_FLAGS)
     parser.set_defaults(handler=run)
 
 

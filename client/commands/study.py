@@ -40,13 +40,16 @@ from tierank.client.commands._shared import (
     EXIT_OK,
     EXIT_PROVISIONAL,
     EXIT_SERVER_ERROR,
+    JOB_SPEC_FLAGS,
     CommandError,
     Connection,
     UsageError,
+    add_allow_unqualified_option,
     add_reconnect_option,
     add_rubric_option,
     add_server_options,
     judge_argument,
+    name_flags,
     positive_int,
     same_server,
     server_connection,
@@ -61,6 +64,32 @@ _EXIT_HELP = (
     f"Exit status: {EXIT_OK} every query settled, {EXIT_SERVER_ERROR} error, 2 usage error,"
     f" {EXIT_NO_VERDICTS} no judge answered, {EXIT_PROVISIONAL} provisional (a query not"
     f" settled: budget, deadline, cancel), {EXIT_INTERRUPTED} interrupted (the study goes on)."
+)
+
+
+# The fields of ExtendStudyRequest (`add-run`) and StudySpec (`run`) set from flags: the
+# server's field violations are reported by the flags (name_flags).
+_ROUND_FLAGS = {
+    "budget.max_judge_calls": "--max-calls",
+    "budget.max_input_tokens": "--max-input-tokens",
+    "budget.max_cost_usd": "--max-cost",
+    "deadline_seconds": "--deadline",
+    "request_id": "--request-id",
+}
+_STUDY_FLAGS = (
+    {f"spec.ranking.{field}": flag for field, flag in JOB_SPEC_FLAGS.items()}
+    | {f"spec.{field}": flag for field, flag in _ROUND_FLAGS.items()}
+    | {
+        "spec.depth": "--depth",
+        "spec.max_live_queries": "--max-live",
+        "spec.measures": "--measure",
+        "spec.labels.pointwise.probe_rate": "--probe-rate",
+        "spec.labels.pointwise.judge": "--anchor-judge (or the first --judge)",
+        "spec.labels.rank_bands": "--bands",
+        "spec.labels.grade_levels": "--levels",
+        "spec.display_name": "--name",
+        "request_id": "--request-id",
+    }
 )
 
 
@@ -294,6 +323,7 @@ def _add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help=f"pointwise calls per pooled document (default {limits.DEFAULT_PROBE_RATE}, at"
         f" most 1; each query at least {limits.MIN_PROBES})",
     )
+    add_allow_unqualified_option(parser, judging, "study run", "a study")
     judging.add_argument(
         "--request-id",
         default="",
@@ -301,6 +331,7 @@ def _add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     _add_output_options(parser)
     add_server_options(parser)
+    name_flags(parser, _STUDY_FLAGS)
     parser.set_defaults(handler=_run)
 
 
@@ -364,6 +395,7 @@ def _add_add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     _add_output_options(parser)
     add_server_options(parser)
+    name_flags(parser, _ROUND_FLAGS)
     parser.set_defaults(handler=_add_run_to_study)
 
 
@@ -524,6 +556,7 @@ def _spec(args: argparse.Namespace) -> study_pb2.StudySpec:
         top_k=args.top_k,
         seed=args.seed,
         ensemble=args.ensemble,
+        allow_unqualified_judges=args.allow_unqualified_judges,
     )
     spec = study_pb2.StudySpec(
         display_name=args.name,

@@ -93,8 +93,7 @@ async def admit(
     if refusals and not spec.allow_unqualified_judges:
         raise PreconditionFailed(
             f"judges qualified as no better than chance: {'; '.join(refusals)}. Qualify them "
-            "again, drop them, or set allow_unqualified_judges (tierank rank "
-            "--allow-unqualified-judges) to use them anyway",
+            "again, drop them, or set allow_unqualified_judges to use them anyway",
             "JUDGE_NOT_QUALIFIED",
         )
 

@@ -137,10 +137,8 @@ def test_rank_from_a_trec_run_and_topics(tierank_server: str) -> None:
 def test_invalid_spec_is_a_usage_error_stated_once(tierank_server: str) -> None:
     result = tierank("rank", POOL, "--query", QUERY, "--k", "1", "--server", tierank_server)
     assert result.returncode == 2
-    assert result.stderr == (
-        "tierank rank: INVALID_ARGUMENT: invalid request: spec.batch_size: must be between 2"
-        " and 20\n"
-    )
+    # Named by the flag that set it, not by the request's field (issue 34, item 19).
+    assert result.stderr == "tierank rank: --k: must be between 2 and 20\n"
 
 
 def test_unknown_job_exits_1(tierank_server: str) -> None:

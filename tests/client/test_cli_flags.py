@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cli_process import POOL, QUERY, tierank, unused_address
+from test_cli_study import write_collection
 
 EXIT_USAGE = 2
 
@@ -32,3 +33,52 @@ def test_db_wins_over_the_server_variable(tmp_path: Path) -> None:
     assert ranked.returncode == 0, ranked.stderr
     _header, job = tierank("jobs", "--db", str(db), env=env).stdout.splitlines()
     assert job.split()[1] == "succeeded"
+
+
+def test_a_bound_the_server_enforces_is_named_by_its_flag(
+    tierank_server: str, tmp_path: Path
+) -> None:
+    paths = write_collection(tmp_path, queries=1, docs=3)
+    inputs = ("--topics", str(paths["topics"]), "--passages", str(paths["passages"]))
+    cases = [
+        (("rank", POOL, "--query", QUERY, "--k", "1"), "--k: must be between 2 and 20"),
+        (("rank", POOL, "--query", QUERY, "--top-k", "31"),
+         "--top-k: must not exceed the number of candidates (30)"),
+        (("rank", POOL, "--query", QUERY, "--judge", "oracle?temperature=5"),
+         "--judge (spec.judges[0].parameters.temperature): must be between 0 and 2"),
+        (("study", "run", *inputs, "--run", f"good={paths['good']}", "--k", "1"),
+         "--k: must be between 2 and 20"),
+        (("study", "run", *inputs, "--run", f"good={paths['good']}", "--measure", "nDCG@x"),
+         "--measure (spec.measures[0]): "),
+    ]  # fmt: skip
+    for command, message in cases:
+        result = tierank(*command, "--server", tierank_server)
+        assert result.returncode == EXIT_USAGE, (command, result.stderr)
+        assert result.stderr.startswith(f"tierank {command[0]}: {message}"), result.stderr
+
+
+def test_study_run_insists_on_an_unqualified_judge_with_its_own_flag(tmp_path: Path) -> None:
+    paths = write_collection(tmp_path, queries=2, docs=10)
+    db = str(tmp_path / "t.db")
+    useless = "oracle?noise=1000"
+    qualified = tierank(
+        "qualify", "--judge", useless, "--qrels", str(paths["qrels"]), "--topics",
+        str(paths["topics"]), "--passages", str(paths["passages"]), "--k", "5", "--db", db,
+    )  # fmt: skip
+    assert qualified.returncode == 5, qualified.stderr  # found no better than chance
+
+    def study(*more: str):  # type: ignore[no-untyped-def]
+        return tierank(
+            "study", "run", "--topics", str(paths["topics"]), "--passages", str(paths["passages"]),
+            "--run", f"good={paths['good']}", "--depth", "4", "--judge", useless,
+            "--mapping", "bands", "--db", db, "--output-dir", str(tmp_path / "out"), *more,
+        )  # fmt: skip
+
+    refused = study()
+    assert refused.returncode == 1, refused.stderr
+    assert "no better than chance" in refused.stderr
+    assert refused.stderr.rstrip().endswith("`tierank study run --allow-unqualified-judges`")
+    assert "tierank rank" not in refused.stderr
+    insisted = study("--allow-unqualified-judges")
+    assert insisted.returncode in (0, 4), insisted.stderr
+    assert (tmp_path / "out" / "report.json").exists()

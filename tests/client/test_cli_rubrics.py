@@ -39,5 +39,5 @@ def test_rank_sends_the_preset_name_and_the_job_holds_its_text(tierank_server: s
         "rank", POOL, "--query", QUERY, "--rubric", "preset:usefulness", "--server", tierank_server
     )
     assert refused.returncode == 2
-    assert "spec.rubric: unknown rubric preset 'usefulness'" in refused.stderr
+    assert "tierank rank: --rubric: unknown rubric preset 'usefulness'" in refused.stderr
     assert "context-relevance" in refused.stderr
