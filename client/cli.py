@@ -48,8 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tierank",
         description="Rank documents with an ensemble of LLM judges, as a tournament over gRPC.",
         epilog=f"Exit status: {EXIT_OK} success, {EXIT_SERVER_ERROR} server or connection error,"
-        f" {EXIT_USAGE} usage error (the server's INVALID_ARGUMENT too); `rank` and `fill` also"
-        f" {EXIT_NO_VERDICTS} (no judge answered) and {EXIT_PROVISIONAL} (provisional result);"
+        f" {EXIT_USAGE} usage error (the server's INVALID_ARGUMENT too); {EXIT_NO_VERDICTS}"
+        " nothing measured (`rank`, `fill`, `study`: no judge answered; `eval`, `agree`: the"
+        " inputs share no query or pair); `rank`, `fill` and `study` also"
+        f" {EXIT_PROVISIONAL} (provisional result);"
         f" `qualify` {EXIT_NOT_QUALIFIED} (the judge is no better than chance); `rank` and"
         f" `watch` {EXIT_TIMED_OUT} (--timeout ran out, the job goes on); {EXIT_INTERRUPTED}"
         f" interrupted (Ctrl-C); {EXIT_BROKEN_PIPE} the output was closed early.",

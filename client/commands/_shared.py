@@ -32,8 +32,11 @@ from tierank.v1 import rank_pb2
 EXIT_OK = 0
 EXIT_SERVER_ERROR = 1
 EXIT_USAGE = 2
-# `tierank rank` only: the job ended, but its result is not what was asked for.
+# The command ended, but its result is not what was asked for: no judge answered (`rank`,
+# `fill`, `study`: nothing judged), or nothing the inputs share could be measured (`eval`,
+# `agree`). Either way nothing was measured.
 EXIT_NO_VERDICTS = 3
+EXIT_NOTHING_MEASURED = EXIT_NO_VERDICTS
 EXIT_PROVISIONAL = 4
 # `tierank qualify` only: the judge was measured, and found no better than chance.
 EXIT_NOT_QUALIFIED = 5

@@ -26,7 +26,12 @@ from tierank.client.commands._eval_shared import (
     short_names,
     tier_labels,
 )
-from tierank.client.commands._shared import EXIT_OK, UsageError, table_console
+from tierank.client.commands._shared import (
+    EXIT_NOTHING_MEASURED,
+    EXIT_OK,
+    UsageError,
+    table_console,
+)
 from tierank.v1 import eval_pb2
 
 
@@ -39,6 +44,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "confusion matrix over the pairs both label. With runs, also score each run under A "
         "and under B (on the queries both label) and compare the two system orderings: "
         "Kendall's tau-b, Spearman's rho, and RBO (extrapolated, and its lower bound).",
+        epilog=f"Exit status {EXIT_NOTHING_MEASURED}, with a warning on stderr: the two label"
+        " sets share no pair, so no agreement was measured.",
     )
     parser.add_argument(
         "runs", nargs="*", type=Path, help="TREC run files whose system orderings are compared"
@@ -101,7 +108,21 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         print_report(response)
-    return EXIT_OK
+    warnings = nothing_measured(response)
+    for warning in warnings:
+        print(f"tierank agree: warning: {warning}", file=sys.stderr)
+    return EXIT_NOTHING_MEASURED if warnings else EXIT_OK
+
+
+def nothing_measured(response: eval_pb2.CompareLabelsResponse) -> list[str]:
+    """What could not be measured for want of anything the two label sets share. (Sets that
+    share no query are refused by the server, INVALID_ARGUMENT naming `b`.)"""
+    if response.shared_pairs:
+        return []
+    return [
+        f"no (query, document) pair is labeled by both A and B ({response.only_a} only by A,"
+        f" {response.only_b} only by B): no agreement to measure"
+    ]
 
 
 def as_json(response: eval_pb2.CompareLabelsResponse) -> dict[str, Any]:
@@ -148,8 +169,9 @@ def print_report(response: eval_pb2.CompareLabelsResponse) -> None:
         f"binary (grade >= {response.relevance_threshold}) "
         f"{number(optional(response, 'binary_kappa'))}"
     )
-    console.print("confusion matrix (rows: A's grade, columns: B's grade)")
-    console.print(confusion_table(response.confusion, "A \\ B"))
+    if response.shared_pairs:
+        console.print("confusion matrix (rows: A's grade, columns: B's grade)")
+        console.print(confusion_table(response.confusion, "A \\ B"))
     if not response.HasField("systems"):
         return
     systems = response.systems

@@ -24,7 +24,12 @@ from tierank.client.commands._eval_shared import (
     short_names,
     tier_labels,
 )
-from tierank.client.commands._shared import EXIT_OK, UsageError, table_console
+from tierank.client.commands._shared import (
+    EXIT_NOTHING_MEASURED,
+    EXIT_OK,
+    UsageError,
+    table_console,
+)
 from tierank.v1 import eval_pb2
 
 
@@ -35,6 +40,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         description="Score one or more TREC runs with ir-measures names (nDCG@10, "
         "RR(rel=2)@10, AP(rel=2), R(rel=2)@100, ...) against a qrels file or against the tiers "
         "of jobs (one job per query, --job QID=JOB).",
+        epilog=f"Exit status {EXIT_NOTHING_MEASURED}, with a warning on stderr: a run was"
+        " measured on no query (it shares none with the labels).",
     )
     parser.add_argument("runs", nargs="+", type=Path, help="TREC run files")
     parser.add_argument("--qrels", type=Path, help="qrels file (qid iter docid grade)")
@@ -91,7 +98,14 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         print_tables(response)
-    return EXIT_OK
+    unmeasured = [e.run for e in response.runs if not any(a.count + a.na for a in e.aggregates)]
+    for run_name in unmeasured:
+        print(
+            f"tierank eval: warning: nothing measured for {run_name}: none of its queries is"
+            " labeled (the run and the labels share no query id)",
+            file=sys.stderr,
+        )
+    return EXIT_NOTHING_MEASURED if unmeasured else EXIT_OK
 
 
 def as_json(response: eval_pb2.EvaluateResponse) -> dict[str, Any]:

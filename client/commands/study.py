@@ -822,13 +822,17 @@ def _print_table(document: dict[str, Any]) -> None:
 
 def _list(args: argparse.Namespace) -> int:
     with server_connection(args) as connection, connection.client() as client:
+        listed = False
         for study in client.list_studies():
+            listed = True
             if args.json:
                 print(json.dumps(_study_json(study)))
             else:
                 print(
                     progress_line(study) + (f" · trace {study.trace_id}" if study.trace_id else "")
                 )
+    if not listed and not args.json:  # as `tierank jobs` says "no jobs"; JSON lines: none
+        print("no studies")
     return EXIT_OK
 
 
