@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 import time
@@ -115,12 +116,19 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     listing.set_defaults(handler=_list)
     for name, help_text, handler in (
         ("show", "a study's state and progress", _show),
-        ("watch", "follow a study's progress until it ends", _watch),
+        (
+            "watch",
+            "follow a study's progress until it ends (resuming one stopped with its embedded"
+            " server), then print the table and write the results as `study run` does",
+            _watch,
+        ),
         ("cancel", "stop a study and its queries' jobs (what was judged is kept)", _cancel),
     ):
         sub = commands.add_parser(name, help=help_text, epilog=_EXIT_HELP)
         sub.add_argument("study", metavar="STUDY", help='"studies/ID" or just ID')
-        if name != "watch":
+        if name == "watch":
+            _add_output_options(sub)
+        else:
             sub.add_argument("--json", action="store_true", help="the study as JSON")
         add_server_options(sub)
         if name == "watch":
@@ -616,13 +624,15 @@ def _follow(connection: Connection, name: str, args: argparse.Namespace) -> stud
     return study
 
 
-def progress_line(study: study_pb2.Study) -> str:
+def progress_line(study: study_pb2.Study, stopped: str = "") -> str:
+    """The study's state and progress in one line; `stopped`: why nothing drives it on (see
+    `_stopped_note`), said instead of an ETA."""
     progress = study.progress
     ended = progress.settled + progress.provisional + progress.failed
     usage = progress.usage
     parts = [
         f"{ended}/{progress.queries} queries ended ({progress.settled} settled,"
-        f" {progress.running} running)",
+        f" {progress.running} {'unfinished' if stopped else 'running'})",
         f"{progress.judge_calls:,} calls",
         f"{usage.input_tokens:,} input tokens",
         f"${usage.cost_usd:.4f}",
@@ -638,6 +648,9 @@ def progress_line(study: study_pb2.Study) -> str:
         parts.append(f"waiting on {batches} ({calls:,} calls)")
     if progress.grading and study.state not in FINAL_STUDY_STATES:
         parts.append(f"{progress.grading} queries' pointwise probes under way")
+    if stopped:
+        parts.append(stopped)
+        return f"{study.name} not running: " + " · ".join(parts)
     if study.HasField("pause") and study.state not in FINAL_STUDY_STATES:
         waited = _age(time.time() - study.pause.since.ToSeconds())
         parts.append(f"paused for {waited}: {study.pause.reason}")
@@ -646,17 +659,44 @@ def progress_line(study: study_pb2.Study) -> str:
     return f"{study.name} {study_state(study.state)}: " + " · ".join(parts)
 
 
+# The database variable the embedded server reads when no --db is given.
+_DB_ENV = "TIERANK_DB"
+_POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+def _stopped_note(study: study_pb2.Study, args: argparse.Namespace) -> str:
+    """Why a running study does not run, where that is known: on the embedded server of
+    `show` or `list` on a SQLite file (one server at a time, and this one drives only what is
+    started or cancelled through it), a study still running was left by a command that
+    stopped, and with it its server. Empty otherwise (a --server, or PostgreSQL, where
+    another replica may be driving it)."""
+    if study.state != study_pb2.STUDY_STATE_RUNNING or args.server:
+        return ""
+    database = args.db or os.environ.get(_DB_ENV) or ""
+    if database.startswith(_POSTGRES_SCHEMES):
+        return ""
+    return (
+        "its server stopped with the command that ran it;"
+        f" `tierank study watch {study.name}{same_server(args)}` goes on"
+    )
+
+
 def _interrupted(name: str, args: argparse.Namespace) -> CommandError:
+    """Ctrl-C: where the study is, and the commands that follow it to its results (`watch`
+    writes them as `run` does), write what is judged so far (`report`) or stop it."""
     where = same_server(args)
+    commands = (
+        f"`tierank study watch {name}{where}` follows it and writes its results when it ends,"
+        f" `tierank study report {name}{where}` writes what is judged so far, `tierank study"
+        f" cancel {name}{where}` stops it"
+    )
     if args.server:
         return CommandError(
-            f"interrupted; {name} goes on at {args.server}: follow it with `tierank study watch"
-            f" {name}{where}`, or stop it with `tierank study cancel {name}{where}`",
-            EXIT_INTERRUPTED,
+            f"interrupted; {name} goes on at {args.server}: {commands}", EXIT_INTERRUPTED
         )
     return CommandError(
         f"interrupted; {name} stops with the embedded server and goes on when a later command"
-        f" starts it: `tierank study watch {name}{where}`, or `tierank study cancel {name}{where}`",
+        f" starts it: {commands}",
         EXIT_INTERRUPTED,
     )
 
@@ -828,9 +868,8 @@ def _list(args: argparse.Namespace) -> int:
             if args.json:
                 print(json.dumps(_study_json(study)))
             else:
-                print(
-                    progress_line(study) + (f" · trace {study.trace_id}" if study.trace_id else "")
-                )
+                line = progress_line(study, _stopped_note(study, args))
+                print(line + (f" · trace {study.trace_id}" if study.trace_id else ""))
     if not listed and not args.json:  # as `tierank jobs` says "no jobs"; JSON lines: none
         print("no studies")
     return EXIT_OK
@@ -844,15 +883,16 @@ def _study_json(study: study_pb2.Study) -> dict[str, Any]:
 
 def _show(args: argparse.Namespace) -> int:
     with server_connection(args) as connection, connection.client() as client:
-        _print_study(client.get_study(study_name(args.study)), args.json)
+        study = client.get_study(study_name(args.study))
+        _print_study(study, args.json, _stopped_note(study, args))
     return EXIT_OK
 
 
-def _print_study(study: study_pb2.Study, as_json: bool) -> None:
+def _print_study(study: study_pb2.Study, as_json: bool, stopped: str = "") -> None:
     if as_json:
         print(json.dumps(_study_json(study), indent=2))
         return
-    print(progress_line(study))
+    print(progress_line(study, stopped))
     for line in provider_batch_lines(study, time.time()):
         print(line)
     if study.trace_id:  # the server that made it was tracing
@@ -914,12 +954,15 @@ def _age(seconds: float) -> str:
 
 
 def _watch(args: argparse.Namespace) -> int:
+    name = study_name(args.study)
     with server_connection(args, resume_jobs=True) as connection:
         try:
-            study = _follow(connection, study_name(args.study), args)
+            study = _follow(connection, name, args)
         except KeyboardInterrupt:
-            raise _interrupted(study_name(args.study), args) from None
-    return _exit_code(study)
+            raise _interrupted(name, args) from None
+        # The results `study run` would have written, had it not been stopped.
+        with connection.client() as client:
+            return _write_results(client, study, args)
 
 
 def _cancel(args: argparse.Namespace) -> int:
