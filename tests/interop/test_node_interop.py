@@ -75,4 +75,4 @@ def test_node_client_interoperates(server_environment: dict[str, str]) -> None:
         env={**os.environ, **server_environment},
     )
     assert result.returncode == 0, f"node interop test failed:\n{result.stdout}\n{result.stderr}"
-    assert "# pass 14" in result.stdout
+    assert "# pass 15" in result.stdout

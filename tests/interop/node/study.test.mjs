@@ -411,3 +411,70 @@ test("a Node client adds a system to an ended study and only its holes are judge
     client.close();
   }
 });
+
+test("a Node client labels with a grader, then calibrates with a human sample", async () => {
+  const client = new StudyService(address, credentials());
+  try {
+    const queries = collection(12);
+    const requestId = `node-study-sample-${process.pid}-${Date.now()}`;
+    // No labels asked for: the oracle can grade, so the server labels pointwise with it.
+    const study = await unary(client, "CreateStudy", {
+      spec: { depth: DEPTH, ranking: { judges: [ORACLE], top_k: 3 } },
+      request_id: requestId,
+    });
+    assert.equal(study.spec.labels.pointwise.judge.provider, "oracle");
+    for (const chunk of chunks(queries, requestId)) {
+      await addInputs(client, { study: study.name, ...chunk });
+    }
+    await unary(client, "StartStudy", { name: study.name }, 60_000);
+    const ended = (await watch(client, study.name)).at(-1).study;
+    assert.equal(ended.state, "STUDY_STATE_SUCCEEDED");
+    assert.ok(Number(ended.progress.pointwise_calls) > 0);
+
+    // A grade outside 0-3 is refused, naming it; nothing is added.
+    const [first] = queries;
+    const bad = {
+      study: study.name,
+      request_id: `${requestId}-bad`,
+      human_sample: [{ query_id: first.query_id, doc_id: [...first.pool][0], grade: 7 }],
+    };
+    await assert.rejects(unary(client, "AddStudyInputs", bad), (error) => {
+      assert.equal(error.code, grpc.status.INVALID_ARGUMENT, error.details);
+      assert.deepEqual(
+        fieldViolations(error).map((violation) => violation.field),
+        ["human_sample[0].grade"],
+      );
+      return true;
+    });
+
+    // A person's grades of three queries' pools, sent to the ended study and applied.
+    const sampled = queries.slice(0, 3);
+    await addInputs(client, {
+      study: study.name,
+      request_id: `${requestId}-sample`,
+      human_sample: sampled.flatMap((query) =>
+        [...query.pool].map((doc_id) => ({
+          query_id: query.query_id,
+          doc_id,
+          grade: query.grades.get(doc_id),
+        })),
+      ),
+    });
+    const calibrated = await unary(client, "CalibrateStudy", { name: study.name }, 60_000);
+    assert.equal(calibrated.progress.judge_calls, ended.progress.judge_calls, "nothing judged again");
+    const report = await unary(client, "GetStudyReport", { name: study.name }, 60_000);
+    assert.equal(report.interval_method, "ppi");
+    assert.equal(report.sample.queries, 3);
+    assert.equal(report.pairs.length, 3);
+    const qrels = (await pages(client, "ExportStudyQrels", study.name, 1000))
+      .map((page) => page.qrels)
+      .join("");
+    for (const query of sampled) {
+      for (const doc of query.pool) {
+        assert.ok(qrels.includes(`${query.query_id} 0 ${doc} ${query.grades.get(doc)}\n`), doc);
+      }
+    }
+  } finally {
+    client.close();
+  }
+});
