@@ -59,6 +59,7 @@ from tierank.evaluation import (
     read_qrels,
     read_run,
 )
+from tierank.evaluation.grade_model import GradeModel, fit_grade_model
 from tierank.server.studies.labels import (
     Labeller,
     ProbeReadings,
@@ -164,10 +165,12 @@ def _one_study(
             server.address, orders, query_texts, passages, args.grader, seed
         )
         found.append(_scored("every document graded once", every, qrels, runs, 1.0, tokens))
+        base = fit_grade_model(_readings(orders, Sample()).probed, seed=seed)
+        first = random.Random(f"{seed}/check").sample(sorted(orders), min(samples))
+        _check_calibrate(root, server.address, name, first, qrels, orders, runs, seed, base)
         for size in sorted(samples):
-            _samples(samples[size], orders, qrels, runs, seed, args.draws)
-        first = random.Random(f"{seed}/{min(samples)}").sample(sorted(orders), min(samples))
-        _check_calibrate(root, server.address, name, first, qrels, orders, runs, seed)
+            _samples(samples[size], orders, qrels, runs, seed, args.draws, base)
+            print(f"seed {seed}: {samples[size].draws} samples of {size}", file=sys.stderr)
     with LocalServer(db=bands_db) as server, Client(server.address) as client:
         found.append(_scored("rank bands", _labels(client, bands["study"]), qrels, runs, 0.0, 0))
     return found
@@ -298,6 +301,7 @@ def _samples(
     runs: dict[str, Run],
     seed: int,
     draws: int,
+    base: GradeModel,
 ) -> None:
     """`draws` human samples of `figures.size` queries, each applied as the report does."""
     queries = sorted(orders)
@@ -306,7 +310,7 @@ def _samples(
     rng = random.Random(f"{seed}/{figures.size}")
     for _ in range(draws):
         chosen = rng.sample(queries, figures.size)
-        results, labels = calibrated(orders, {q: qrels[q] for q in chosen}, runs, seed)
+        results, labels = calibrated(orders, {q: qrels[q] for q in chosen}, runs, seed, base)
         figures.draws += 1
         for system in results.systems:
             interval = system.measures[NDCG]
@@ -330,16 +334,25 @@ def _samples(
         )
 
 
+def _readings(orders: dict[str, QueryOrder], sample: Sample) -> ProbeReadings:
+    readings = ProbeReadings()
+    readings.add([orders[q] for q in sorted(orders)], sample)
+    return readings
+
+
 def calibrated(
-    orders: dict[str, QueryOrder], sample_grades: Qrels, runs: dict[str, Run], seed: int
+    orders: dict[str, QueryOrder],
+    sample_grades: Qrels,
+    runs: dict[str, Run],
+    seed: int,
+    base: GradeModel,
 ) -> tuple[Any, Qrels]:
     """The study's results with this human sample, computed as the server's report computes
-    them (its labeller and tally), and the study's own labels of every query."""
+    them (its labeller and tally; `base`, the model of the probes alone, which the server fits
+    with them), and the study's own labels of every query."""
     sample = Sample({q: dict(g) for q, g in sample_grades.items()})
-    readings = ProbeReadings()
     ordered = [orders[q] for q in sorted(orders)]
-    readings.add(ordered, sample)
-    model, folds = fit_models(readings, sample, seed)
+    model, folds = fit_models(_readings(orders, sample), sample, seed, base)
     labeller = Labeller(_pointwise_spec(seed), sample, model, folds)
     tally = StudyTally([NDCG], systems=sorted(runs), primary=NDCG)
     own: Qrels = {}
@@ -373,6 +386,7 @@ def _check_calibrate(
     orders: dict[str, QueryOrder],
     runs: dict[str, Run],
     seed: int,
+    base: GradeModel,
 ) -> None:
     """`tierank study calibrate` with one sample gives the figures computed in this process."""
     sample = root / f"sample-{seed}.qrels"
@@ -388,7 +402,7 @@ def _check_calibrate(
     if done.returncode not in (0, 4):
         raise SystemExit(f"study calibrate failed ({done.returncode}):\n{done.stderr}")
     product = json.loads(done.stdout)
-    results, _ = calibrated(orders, {q: qrels[q] for q in chosen}, runs, seed)
+    results, _ = calibrated(orders, {q: qrels[q] for q in chosen}, runs, seed, base)
     for system in results.systems:
         ours = system.measures[NDCG]
         theirs = next(s for s in product["systems"] if s["name"] == system.name)

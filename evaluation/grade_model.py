@@ -406,20 +406,17 @@ def _forward_backward(
             live[:, np.newaxis], step / total[:, np.newaxis], forward[:, t - 1]
         )
     backward = np.ones_like(evidence)
-    moves = np.zeros((GRADES, GRADES))
     for t in range(positions - 2, -1, -1):
         live = (t + 1) < lengths_array
-        if not live.any():
-            continue
         ahead = evidence[:, t + 1] * backward[:, t + 1]
         back = (ahead @ steps.T) / scale[:, t + 1, np.newaxis]
         backward[:, t] = np.where(live[:, np.newaxis], back, 1.0)
-        pairs = (
-            forward[live, t][:, :, np.newaxis]
-            * steps[np.newaxis]
-            * (ahead[live] / scale[live, t + 1][:, np.newaxis])[:, np.newaxis, :]
-        )
-        moves += pairs.sum(axis=0)
+    # The expected steps, all at once: from the grade at t to the one at t + 1, over every
+    # position with a next one (padding contributes nothing).
+    has_next = (np.arange(positions - 1)[np.newaxis, :] + 1) < lengths_array[:, np.newaxis]
+    here = forward[:, :-1] * has_next[:, :, np.newaxis]
+    ahead = evidence[:, 1:] * backward[:, 1:] / scale[:, 1:, np.newaxis]
+    moves = steps * np.einsum("qti,qtj->ij", here, ahead)
     posterior = forward * backward
     posterior /= posterior.sum(axis=2, keepdims=True)
     likelihood = float(np.log(scale).sum())

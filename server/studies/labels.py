@@ -239,13 +239,14 @@ class ProbeReadings:
 
 
 def fit_models(
-    readings: ProbeReadings, sample: Sample, seed: int
+    readings: ProbeReadings, sample: Sample, seed: int, base: GradeModel | None = None
 ) -> tuple[GradeModel, dict[int, GradeModel]]:
     """The study's grade model (every human grade of the sample in it) and one per fold of
-    the sample's queries (that fold's human grades left out). Each starts from the model of
-    the probes alone (the grader's noise fitted once, over every probe). Synchronous: run it in
-    a worker thread."""
-    base = fit_grade_model(readings.probed, seed=seed)
+    the sample's queries (that fold's human grades left out). Each starts from `base`, the
+    model of the probes alone (the grader's noise fitted once, over every probe; fitted here
+    when not given). Synchronous: run it in a worker thread."""
+    if base is None:
+        base = fit_grade_model(readings.probed, seed=seed)
     if not sample.grades:
         return base, {}
     model = _fit(readings, sample, seed, base, excluded=frozenset())
