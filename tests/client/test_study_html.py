@@ -434,6 +434,48 @@ def test_agreement_absent_says_so():
     assert "Cohen's κ" not in text
 
 
+def test_bootstrap_intervals_say_they_leave_the_judges_error_out():
+    text = _Page(render_report_html(make_report())).text
+    assert "95% bootstrap over the queries: the judge's own errors not included" in text
+    assert "No human sample was given" in text
+
+
+def test_prediction_powered_intervals_say_so_with_the_sample_and_every_pair():
+    report = make_report()
+    pairs = [
+        {**comparison, "p_value_adjusted": min(1.0, 3 * comparison["p_value"])}
+        for comparison in report["comparisons"]
+    ]
+    report.update(
+        interval_method="ppi",
+        pairs=pairs,
+        queries={**report["queries"], "judged": 40, "not_judged": 3},
+        warnings=["3 of the 43 queries were not judged (no judge answered them)"],
+        sample={
+            "queries": 10,
+            "judgments": 566,
+            "outside_pool": 4,
+            "pairs": 562,
+            "kappa": 0.38,
+            "weighted_kappa": 0.54,
+            "confusion": {"grades": [0, 1, 2, 3], "matrix": [[9, 1, 0, 0]] * 4},
+            "grades": [{"grade": 0, "count": 291, "agreement": 0.84}],
+            "grader_noise": 1.0,
+            "grader_offsets": [0.0, 0.4, 0.0, 0.0],
+        },
+    )
+    page = _Page(render_report_html(report))
+    text = page.text
+    assert "prediction-powered (ppi), from the human sample of 10 queries" in text
+    assert "the judge's error included" in text
+    assert "40 judged queries (3 not judged: no labels)" in text
+    assert "3 of the 43 queries were not judged" in text
+    assert "Holm-adjusted" in text and "t test of the prediction-powered difference" in text
+    assert "Sample queries 10" in text and "Outside the pools 4" in text
+    assert "human grade 0: 291 documents, 0.840 labelled the same" in text
+    assert "0.000, 0.400, 0.000, 0.000" in text
+
+
 # --- a real browser ---------------------------------------------------------------------------
 
 

@@ -6,6 +6,7 @@ study none of whose queries was judged failing rather than reporting invented la
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import AsyncIterator
 
 import grpc
@@ -13,6 +14,7 @@ import pytest
 from study_calls import Stubs, paid_calls, started_study, study_jobs, study_queries, until_final
 from study_data import Collection, collection, inputs_request, oracle_ranking
 
+from tierank.client.commands.study import progress_line
 from tierank.evaluation import cohen_kappa, parse_qrels
 from tierank.limits import DEFAULT_PROBE_RATE, MIN_PROBES
 from tierank.v1 import eval_pb2, rank_pb2, study_pb2
@@ -245,3 +247,19 @@ async def _refusal(call: object) -> grpc.aio.AioRpcError:
     with pytest.raises(grpc.aio.AioRpcError) as refused:
         await call  # type: ignore[misc]
     return refused.value
+
+
+def test_the_progress_line_says_a_pause_instead_of_an_eta_and_the_probes_under_way() -> None:
+    study = study_pb2.Study(name="studies/s1", state=study_pb2.STUDY_STATE_RUNNING)
+    study.progress.queries = 4
+    study.progress.eta_seconds = 30
+    study.progress.grading = 2
+    line = progress_line(study)
+    assert "2 queries' pointwise probes under way" in line and "ETA 30s" in line
+    study.pause.reason = "the disk holding the database is full"
+    study.pause.since.FromSeconds(int(time.time()) - 125)
+    line = progress_line(study)
+    assert "paused for 2m: the disk holding the database is full" in line
+    assert "ETA" not in line
+    study.state = study_pb2.STUDY_STATE_SUCCEEDED
+    assert "paused" not in progress_line(study) and "probes" not in progress_line(study)
