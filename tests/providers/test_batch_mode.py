@@ -118,6 +118,31 @@ async def until(condition: Callable[[], bool], timeout_s: float = 20.0) -> None:
             await anyio.sleep(0.005)
 
 
+async def started_batch_study(
+    studies: study_pb2_grpc.StudyServiceStub, provider: str, queries: int
+) -> study_pb2.Study:
+    """A provider_batch study of `queries` queries of 6 passages, judged by `provider` in
+    batch mode, labelled with rank bands (the fakes serve the batch API alone: pointwise
+    probes would go call by call), started."""
+    ranking = rank_pb2.JobSpec(judges=[llm_judge(provider, BATCH_MODELS[provider])], top_k=2)
+    spec = study_pb2.StudySpec(
+        depth=4,
+        ranking=ranking,
+        provider_batch=True,
+        labels=eval_pb2.TierMapping(rank_bands=eval_pb2.RankBands()),
+    )
+    study = await studies.CreateStudy(study_pb2.CreateStudyRequest(spec=spec))
+    inputs = study_pb2.AddStudyInputsRequest(study=study.name, request_id="all")
+    for q in range(queries):
+        inputs.topics.add(query_id=f"q{q}", text=f"which passage scores highest {q}")
+        run = inputs.runs.add(system="bm25")
+        for d in range(6):
+            run.entries.add(query_id=f"q{q}", doc_id=f"q{q}d{d}", score=6.0 - d)
+            inputs.passages.add(doc_id=f"q{q}d{d}", text=f"passage q{q}d{d} has score {d}.")
+    await studies.AddStudyInputs(inputs)
+    return await studies.StartStudy(study_pb2.StartStudyRequest(name=study.name))
+
+
 async def job_done(stub: rank_pb2_grpc.RankServiceStub, name: str) -> rank_pb2.Job:
     with anyio.fail_after(60):
         while True:
@@ -254,24 +279,7 @@ async def test_cancelling_a_study_cancels_its_open_batch_and_shows_it_ended_soon
     # and every CANCELLED_POLL_S until the vendor ends it, not at the end of its backoff.
     studies = (await server(first_poll_s=30.0, max_poll_s=600.0)).studies
     fake.quirks["gemini"].open_polls = 10**6
-    ranking = rank_pb2.JobSpec(judges=[llm_judge("gemini", BATCH_MODELS["gemini"])], top_k=2)
-    # Rank bands: the fake serves the batch API alone (pointwise probes go call by call).
-    spec = study_pb2.StudySpec(
-        depth=4,
-        ranking=ranking,
-        provider_batch=True,
-        labels=eval_pb2.TierMapping(rank_bands=eval_pb2.RankBands()),
-    )
-    study = await studies.CreateStudy(study_pb2.CreateStudyRequest(spec=spec))
-    inputs = study_pb2.AddStudyInputsRequest(study=study.name, request_id="all")
-    for q in range(3):
-        inputs.topics.add(query_id=f"q{q}", text=f"which passage scores highest {q}")
-        run = inputs.runs.add(system="bm25")
-        for d in range(6):
-            run.entries.add(query_id=f"q{q}", doc_id=f"q{q}d{d}", score=6.0 - d)
-            inputs.passages.add(doc_id=f"q{q}d{d}", text=f"passage q{q}d{d} has score {d}.")
-    await studies.AddStudyInputs(inputs)
-    await studies.StartStudy(study_pb2.StartStudyRequest(name=study.name))
+    study = await started_batch_study(studies, "gemini", queries=3)
     await until(lambda: len(fake.batches) == 1)
     (batch,) = fake.batches.values()
     assert len(batch.entries) >= 3  # the three queries' first calls, in one batch
@@ -314,23 +322,8 @@ async def test_a_vendor_refusing_every_batch_fails_the_study_with_its_message_af
     studies = (await server(submit_retry_s=2.0, first_poll_s=0.05, max_poll_s=0.3)).studies
     quirks = fake.quirks["anthropic"]
     quirks.refused_creates, quirks.refused_status = 10**6, 500
-    ranking = rank_pb2.JobSpec(judges=[llm_judge("anthropic", BATCH_MODELS["anthropic"])], top_k=2)
-    spec = study_pb2.StudySpec(
-        depth=4,
-        ranking=ranking,
-        provider_batch=True,
-        labels=eval_pb2.TierMapping(rank_bands=eval_pb2.RankBands()),
-    )
-    study = await studies.CreateStudy(study_pb2.CreateStudyRequest(spec=spec))
-    inputs = study_pb2.AddStudyInputsRequest(study=study.name, request_id="all")
-    inputs.topics.add(query_id="q0", text="which passage scores highest")
-    run = inputs.runs.add(system="bm25")
-    for d in range(6):
-        run.entries.add(query_id="q0", doc_id=f"d{d}", score=6.0 - d)
-        inputs.passages.add(doc_id=f"d{d}", text=f"passage d{d} has score {d}.")
-    await studies.AddStudyInputs(inputs)
     started = time.monotonic()
-    await studies.StartStudy(study_pb2.StartStudyRequest(name=study.name))
+    study = await started_batch_study(studies, "anthropic", queries=1)
     ended = await study_ended(studies, study.name)
     assert time.monotonic() - started >= 2.0, "refused creations were retried for the window"
     assert quirks.creates_refused > 3, "with backoff, more often than max_tries batches"
@@ -353,26 +346,9 @@ async def test_sigterm_with_a_batch_open_stops_at_once_and_the_study_goes_on_aft
     server_process.extra_env["TIERANK_SHUTDOWN_GRACE"] = "3600"
     fake.quirks["gemini"].open_polls = 10**6
     address = await anyio.to_thread.run_sync(server_process.start)
-    ranking = rank_pb2.JobSpec(judges=[llm_judge("gemini", BATCH_MODELS["gemini"])], top_k=2)
-    # Rank bands: the fake serves the batch API alone (pointwise probes go call by call).
-    spec = study_pb2.StudySpec(
-        depth=4,
-        ranking=ranking,
-        provider_batch=True,
-        labels=eval_pb2.TierMapping(rank_bands=eval_pb2.RankBands()),
-    )
     async with grpc.aio.insecure_channel(address) as channel:
         studies = study_pb2_grpc.StudyServiceStub(channel)
-        study = await studies.CreateStudy(study_pb2.CreateStudyRequest(spec=spec))
-        inputs = study_pb2.AddStudyInputsRequest(study=study.name, request_id="all")
-        for q in range(2):
-            inputs.topics.add(query_id=f"q{q}", text=f"which passage scores highest {q}")
-            run = inputs.runs.add(system="bm25")
-            for d in range(6):
-                run.entries.add(query_id=f"q{q}", doc_id=f"q{q}d{d}", score=6.0 - d)
-                inputs.passages.add(doc_id=f"q{q}d{d}", text=f"passage q{q}d{d} has score {d}.")
-        await studies.AddStudyInputs(inputs)
-        await studies.StartStudy(study_pb2.StartStudyRequest(name=study.name))
+        study = await started_batch_study(studies, "gemini", queries=2)
         await until(lambda: len(fake.batches) == 1)
         (batch,) = fake.batches.values()
         await until(lambda: batch.polls > 0)
