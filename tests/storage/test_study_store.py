@@ -390,6 +390,19 @@ async def test_a_study_ends_once_and_is_claimed_no_more(storage: Storage):
     assert not await storage.request_study_cancel("acme", "s1")
 
 
+async def test_only_an_ended_study_of_the_tenant_takes_a_new_report(storage: Storage):
+    await _running(storage, "s1")
+    assert not await storage.replace_study_report("acme", "s1", b"calibrated"), "running"
+    assert await storage.finish_study("s1", SUCCEEDED, b"final progress", b"report")
+    assert not await storage.replace_study_report("other", "s1", b"theirs"), "another tenant's"
+    assert await storage.study_report("acme", "s1") == b"report"
+    assert await storage.replace_study_report("acme", "s1", b"calibrated")
+    assert await storage.study_report("acme", "s1") == b"calibrated"
+    record = await storage.get_study("acme", "s1")
+    assert record is not None
+    assert (record.state, record.progress) == (SUCCEEDED, b"final progress"), "only the report"
+
+
 async def test_a_failure_is_recorded_with_its_error(storage: Storage):
     await _running(storage, "s1")
     assert await storage.finish_study(
