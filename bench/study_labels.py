@@ -102,8 +102,18 @@ class SampleFigures:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=3, help="study seeds (default 3)")
-    parser.add_argument("--draws", type=int, default=200, help="samples per size (default 200)")
+    parser.add_argument(
+        "--seeds", type=int, default=10, help="study seeds for the labels' figures (default 10)"
+    )
+    parser.add_argument(
+        "--sample-seeds",
+        type=int,
+        default=3,
+        help="of those, the first this many also simulate human samples (default 3)",
+    )
+    parser.add_argument(
+        "--draws", type=int, default=200, help="samples per size and seed (default 200)"
+    )
     parser.add_argument("--sizes", default="5,10,20", help="sample sizes (default 5,10,20)")
     parser.add_argument("--depth", type=int, default=20)
     parser.add_argument("--judge", default=LISTWISE, help=f"listwise judge (default {LISTWISE})")
@@ -168,7 +178,7 @@ def _one_study(
         base = fit_grade_model(_readings(orders, Sample()).probed, seed=seed)
         first = random.Random(f"{seed}/check").sample(sorted(orders), min(samples))
         _check_calibrate(root, server.address, name, first, qrels, orders, runs, seed, base)
-        for size in sorted(samples):
+        for size in sorted(samples) if seed < args.sample_seeds else ():
             _samples(samples[size], orders, qrels, runs, seed, args.draws, base)
             print(f"seed {seed}: {samples[size].draws} samples of {size}", file=sys.stderr)
     with LocalServer(db=bands_db) as server, Client(server.address) as client:
@@ -419,7 +429,8 @@ def _print(
 ) -> None:
     print(
         f"DL19, {len(RUNS)} systems, depth {args.depth}, listwise {args.judge}, grader"
-        f" {args.grader}, {args.seeds} study seeds ({wall:.0f} s)"
+        f" {args.grader}, {args.seeds} study seeds, human samples on the first"
+        f" {min(args.seeds, args.sample_seeds)} ({wall:.0f} s)"
     )
     print(
         f"{'labels':<28} {'kappa':>14} {'|nDCG-human|':>14} {'tau':>12} {'calls/doc':>9}  separates"
