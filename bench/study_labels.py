@@ -86,6 +86,7 @@ class Labelling:
     separates: str
     calls_per_document: float
     input_tokens: int
+    listwise_calls: int = 0
 
 
 @dataclass
@@ -116,6 +117,9 @@ def main() -> int:
     )
     parser.add_argument("--sizes", default="5,10,20", help="sample sizes (default 5,10,20)")
     parser.add_argument("--depth", type=int, default=20)
+    parser.add_argument(
+        "--top-k", type=int, default=0, help="study run --top-k (default 0: the whole order)"
+    )
     parser.add_argument("--judge", default=LISTWISE, help=f"listwise judge (default {LISTWISE})")
     parser.add_argument("--grader", default=GRADER, help=f"pointwise grader (default {GRADER})")
     parser.add_argument("--json", type=Path, help="also write every figure here")
@@ -161,16 +165,16 @@ def _one_study(
         name = report["study"]
         orders, query_texts = _orders(client, name)
         own = _labels(client, name)
-        found.append(
-            _scored(
-                "pointwise (default)",
-                own,
-                qrels,
-                runs,
-                report["cost"]["pointwise_calls"] / pooled,
-                report["cost"]["pointwise_input_tokens"],
-            )
+        pointwise = _scored(
+            "pointwise (default)",
+            own,
+            qrels,
+            runs,
+            report["cost"]["pointwise_calls"] / pooled,
+            report["cost"]["pointwise_input_tokens"],
         )
+        pointwise.listwise_calls = report["cost"]["calls"] - report["cost"]["pointwise_calls"]
+        found.append(pointwise)
         every, tokens = _every_document(
             server.address, orders, query_texts, passages, args.grader, seed
         )
@@ -198,7 +202,8 @@ def _study_run(
         sys.executable, "-m", "tierank.client", "study", "run",
         "--topics", str(DATA / "topics.dl19-passage.txt"), "--passages", str(passages),
         *(f for name, run in RUNS.items() for f in ("--run", f"{name}={DATA / 'runs' / run}")),
-        "--depth", str(args.depth), "--judge", args.judge, "--seed", str(seed),
+        "--depth", str(args.depth), "--top-k", str(args.top_k), "--judge", args.judge,
+        "--seed", str(seed),
         "--db", str(db), "--output-dir", str(root / db.stem), "--json", *labels,
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -428,20 +433,26 @@ def _print(
     wall: float,
 ) -> None:
     print(
-        f"DL19, {len(RUNS)} systems, depth {args.depth}, listwise {args.judge}, grader"
+        f"DL19, {len(RUNS)} systems, depth {args.depth}, top-k {args.top_k}, listwise"
+        f" {args.judge}, grader"
         f" {args.grader}, {args.seeds} study seeds, human samples on the first"
         f" {min(args.seeds, args.sample_seeds)} ({wall:.0f} s)"
     )
     print(
-        f"{'labels':<28} {'kappa':>14} {'|nDCG-human|':>14} {'tau':>12} {'calls/doc':>9}  separates"
+        f"{'labels':<28} {'kappa':>14} {'|nDCG-human|':>14} {'tau':>12} {'probes/doc':>10}"
+        f" {'tokens':>8}  separates"
     )
     for name, found in labellings.items():
         print(
             f"{name:<28} {_spread([f.kappa for f in found]):>14}"
             f" {_spread([f.mean_abs_error for f in found]):>14}"
-            f" {_spread([f.tau for f in found]):>12} {found[0].calls_per_document:>9.3f}"
-            f"  {found[0].separates}"
+            f" {_spread([f.tau for f in found]):>12}"
+            f" {statistics.mean(f.calls_per_document for f in found):>10.3f}"
+            f" {statistics.mean(f.input_tokens for f in found):>8,.0f}  {found[0].separates}"
         )
+    listwise = [f.listwise_calls for f in labellings.get("pointwise (default)", [])]
+    if listwise:
+        print(f"the tournaments' own calls: {statistics.mean(listwise):,.0f} a study (mean)")
     print(
         f"{'human sample':<14} {'draws':>6} {'cover means':>12} {'half-width':>11}"
         f" {'cover diffs':>12} {'diff half':>10} {'kappa rest':>11} {'|nDCG-human|':>13}"

@@ -282,7 +282,12 @@ def _add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help=f"candidates per judge call ({limits.MIN_BATCH_SIZE}-{limits.MAX_BATCH_SIZE})",
     )
     judging.add_argument(
-        "--top-k", type=int, default=10, help="settle each query's top K (default 10; 0: all)"
+        "--top-k",
+        type=int,
+        default=0,
+        help="settle only each query's top K (default 0: the whole pool's order, which the"
+        " labels are read from; a top K costs about half the calls and labels the rest of"
+        " each pool from a rougher order)",
     )
     judging.add_argument("--seed", type=int, default=0, help="seed (default 0)")
     judging.add_argument(
