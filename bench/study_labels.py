@@ -122,6 +122,13 @@ def main() -> int:
     )
     parser.add_argument("--judge", default=LISTWISE, help=f"listwise judge (default {LISTWISE})")
     parser.add_argument("--grader", default=GRADER, help=f"pointwise grader (default {GRADER})")
+    parser.add_argument(
+        "--sheet",
+        action="store_true",
+        help="a human sample is a filled-in labelling sheet (the NIST grades of the pools'"
+        " documents), and the human value that of the pools so graded; default: the NIST"
+        " qrels of the sampled queries, and the human value NIST's",
+    )
     parser.add_argument("--json", type=Path, help="also write every figure here")
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
@@ -183,7 +190,7 @@ def _one_study(
         first = random.Random(f"{seed}/check").sample(sorted(orders), min(samples))
         _check_calibrate(root, server.address, name, first, qrels, orders, runs, seed, base)
         for size in sorted(samples) if seed < args.sample_seeds else ():
-            _samples(samples[size], orders, qrels, runs, seed, args.draws, base)
+            _samples(samples[size], orders, qrels, runs, seed, args.draws, base, args.sheet)
             print(f"seed {seed}: {samples[size].draws} samples of {size}", file=sys.stderr)
     with LocalServer(db=bands_db) as server, Client(server.address) as client:
         found.append(_scored("rank bands", _labels(client, bands["study"]), qrels, runs, 0.0, 0))
@@ -317,15 +324,22 @@ def _samples(
     seed: int,
     draws: int,
     base: GradeModel,
+    sheet: bool,
 ) -> None:
-    """`draws` human samples of `figures.size` queries, each applied as the report does."""
+    """`draws` human samples of `figures.size` queries, each applied as the report does. A
+    sample is the NIST qrels of its queries; with `sheet`, what a labelling sheet of `study
+    sample` gives: the NIST grade of each pooled document (0 where NIST has none), and the
+    human value is then that of the pools' documents so graded."""
     queries = sorted(orders)
-    human_values = _ndcg({q: qrels[q] for q in queries}, runs)
+    human = {q: qrels[q] for q in queries}
+    if sheet:
+        human = {q: {d: qrels[q].get(d, 0) for d in orders[q].documents} for q in queries}
+    human_values = _ndcg(human, runs)
     truth = {system: _mean(values) for system, values in human_values.items()}
     rng = random.Random(f"{seed}/{figures.size}")
     for _ in range(draws):
         chosen = rng.sample(queries, figures.size)
-        results, labels = calibrated(orders, {q: qrels[q] for q in chosen}, runs, seed, base)
+        results, labels = calibrated(orders, {q: human[q] for q in chosen}, runs, seed, base)
         figures.draws += 1
         for system in results.systems:
             interval = system.measures[NDCG]
