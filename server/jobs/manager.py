@@ -36,6 +36,7 @@ from tierank.server.errors import (
 from tierank.server.job_states import TERMINAL_STATES
 from tierank.server.jobs.admission import admit, as_requested
 from tierank.server.jobs.hub import EventHub
+from tierank.server.jobs.in_flight import CallsInFlight
 from tierank.server.jobs.journal import continued_journal
 from tierank.server.jobs.provider_batches import BatchDesk, BatchedJudge
 from tierank.server.jobs.replica import Replica
@@ -121,6 +122,9 @@ class JobManager:
         self._spending = spending
         self._replica = replica
         self._steps = StepThread(activity)
+        # A lost lease comes back to this server after it expires and a beat claims the job:
+        # calls left in flight wait that long, twice over, to be taken up.
+        self._in_flight = CallsInFlight(storage, spending, adopt_within_s=2 * replica.lease_s)
         self._batches = BatchDesk(storage, replica.replica_id, factory.batch_settings)
         self._runners: dict[str, JobRunner] = {}
         self._leases: dict[str, Lease] = {}
@@ -135,6 +139,7 @@ class JobManager:
 
     async def __aenter__(self) -> JobManager:
         await self._steps.__aenter__()
+        await self._in_flight.__aenter__()
         self._tasks = anyio.create_task_group()
         await self._tasks.__aenter__()
         self._tasks.start_soon(self._keep_beating, name="leases")
@@ -157,9 +162,13 @@ class JobManager:
         try:
             return await self._tasks.__aexit__(exc_type, exc, tb)
         finally:
-            # Every runner has ended, and with it every step it submitted.
-            with anyio.CancelScope(shield=True):
-                await self._steps.__aexit__(None, None, None)
+            # Every runner has ended, and with it every step it submitted; the calls their
+            # lost leases left are cancelled (settled at their reservations).
+            try:
+                await self._in_flight.__aexit__(None, None, None)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await self._steps.__aexit__(None, None, None)
             with anyio.CancelScope(shield=True), anyio.move_on_after(_LAST_WRITE_S):
                 try:
                     await self._storage.leave(self._replica.replica_id)
@@ -275,7 +284,22 @@ class JobManager:
             with in_stored_trace(claim.job.trace_context):
                 self._log.info("claimed job", job_id=claim.job.job_id, epoch=claim.lease.epoch)
             metrics.LEASE_TAKEOVERS.inc()  # new jobs are claimed where they are created
+            # Renewed from the next beat on, and resumed off the beat: resuming reads storage
+            # (the tenant's keys), and a beat that resumed a dozen claims one after the other
+            # renewed no lease meanwhile, so that a busy replica lost live jobs to another.
+            self._leases[claim.job.job_id] = claim.lease
+            assert self._tasks is not None
+            self._tasks.start_soon(self._take_up, claim, name=f"resume {claim.job.job_id}")
+
+    async def _take_up(self, claim: Claim) -> None:
+        """Resume a job a beat claimed; one that cannot be read now is left to its lease."""
+        job_id = claim.job.job_id
+        try:
             await self._resume(claim)
+        except StorageError as error:
+            self._log.warning("could not resume a claimed job", job_id=job_id, error=str(error))
+            if self._leases.get(job_id) == claim.lease:
+                del self._leases[job_id]  # it expires, and whoever looks first resumes it
 
     async def _follow_changes(self) -> None:
         async for change in self._storage.changes():
@@ -417,6 +441,7 @@ class JobManager:
             hub=self._hub,
             spending=self._spending,
             steps=self._steps,
+            in_flight=self._in_flight,
             last_sequence=record.last_sequence,
             create_time=record.create_time,
             trace_context=record.trace_context,
@@ -468,6 +493,8 @@ class JobManager:
             return None
         try:
             pool, judges = await self._build_judges(spec, record.tenant)
+        except StorageError:
+            raise  # not the job's fault: it resumes once storage answers
         except Exception as error:  # an InvalidInput says which judge field, as a client reads it
             self._fail_soon(claim, f"cannot rebuild judges: {error}")
             return None

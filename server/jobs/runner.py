@@ -44,6 +44,7 @@ from tierank.server.errors import (
     clip,
 )
 from tierank.server.jobs.hub import EventHub
+from tierank.server.jobs.in_flight import CallsInFlight
 from tierank.server.jobs.journal import decode_plan, decode_planner, encode_plan, encode_planner
 from tierank.server.jobs.stats import StatsBook
 from tierank.server.jobs.steps import StepThread
@@ -173,10 +174,12 @@ class JobRunner:
         hub: EventHub,
         spending: SpendLedger,
         steps: StepThread,
+        in_flight: CallsInFlight,
         last_sequence: int,
         create_time: float,
         trace_context: str = "",
     ) -> None:
+        """`in_flight`: where the job's calls run, so that they outlive a lost lease."""
         self.job_id = job_id
         self.name = job_name(job_id)
         self._tenant = tenant
@@ -195,6 +198,8 @@ class JobRunner:
         self._deadline = create_time + spec.deadline_seconds if spec.deadline_seconds else None
         self._log = structlog.get_logger().bind(job_id=job_id, tenant=tenant)
         self._paid = PaidCalls(storage, spending, tenant, durably=self._durably, log=self._log)
+        self._in_flight = in_flight
+        self._lease_lost = False
         self.trace_context = trace_context  # the manager's lines about the job carry its trace
         self._telemetry = JobTelemetry(job_id, tenant, trace_context)
         self._wake: MemoryObjectSendStream[_Answer | _Wake] | None = None
@@ -239,7 +244,10 @@ class JobRunner:
     # -- the job ------------------------------------------------------------------------
 
     def abandon(self) -> None:
-        """Stop at once without writing anything more: another replica runs the job now."""
+        """Stop at once without writing anything more: another replica runs the job now. The
+        calls in flight go on (CallsInFlight): should this server claim the job back, they
+        are not asked again."""
+        self._lease_lost = True
         self._abandoned.cancel()
 
     async def run(self, lease: Lease) -> None:
@@ -572,10 +580,19 @@ class JobRunner:
             audit = VerdictAudit(call.call_id, stored, answer.reply.prompt, answer.reply.raw_text)
             settled = [answer.settlement] if answer.settlement is not None else []
             await self._store(JobUpdate(cache=answer.cache, audit=[audit], settlements=settled))
-            send.send_nowait(_Answer(call, verdict, stored))
+            # A runner that lost its lease as the answer was stored has stopped listening: the
+            # answer is in the job's journal, for whichever run comes next.
+            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                send.send_nowait(_Answer(call, verdict, stored))
 
+        judge, request = self._judges[call.judge], self._request(call, resumed)
         try:
-            await self._paid.judge(self._judges[call.judge], self._request(call, resumed), keep)
+            await self._in_flight.ask(
+                (self.job_id, call.call_id),
+                lambda keep: self._paid.judge(judge, request, keep),
+                keep,
+                outlives=lambda: self._lease_lost,
+            )
         except QuotaExceeded as exceeded:
             # Never sent, so never answered: the loop sees the budget gone and ends the job.
             self._log.info("tenant budget exhausted", limit=exceeded.limit, call_id=call.call_id)
@@ -743,7 +760,11 @@ class JobRunner:
 
     async def _store(self, update: JobUpdate) -> None:
         """Commit `update`, waiting out a full disk (the job pauses; nothing is lost)."""
-        await self._durably(lambda: self._storage.commit(self.job_id, update, self._lease))
+        try:
+            await self._durably(lambda: self._storage.commit(self.job_id, update, self._lease))
+        except LeaseLost:
+            self._lease_lost = True  # the calls in flight outlive this run
+            raise
 
     async def _durably(self, write: Callable[[], Awaitable[_Written]]) -> _Written:
         """Make one of the job's writes, retrying it until it fits on a full disk: the job's
