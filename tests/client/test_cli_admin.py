@@ -33,6 +33,8 @@ sys.path.insert(0, str(Path(__file__).parents[1]))
 
 from certs import Ca, Issued, issue, make_ca
 
+pytestmark = pytest.mark.long_module
+
 ADMIN_KEY = "trk_00000000a11c_" + "A" * 43
 MEMBER_KEY = "trk_00000000b0b0_" + "B" * 43
 WRONG_KEY = "trk_0000000bad00_" + "C" * 43

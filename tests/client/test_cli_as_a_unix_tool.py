@@ -7,6 +7,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from cli_process import (
     POOL,
     QUERY,
@@ -20,6 +21,8 @@ from cli_process import (
 
 from tierank.client import Client
 from tierank.client.local_server import failure_reason
+
+pytestmark = pytest.mark.long_module
 
 EXIT_BROKEN_PIPE = 141
 

@@ -27,6 +27,8 @@ from cli_process import (
 from tierank.client import Client, LocalServer, job_spec
 from tierank.v1 import rank_pb2
 
+pytestmark = pytest.mark.long_module
+
 EXIT_INTERRUPTED = 130
 # One call in flight, each taking a while: the job is surely mid-way when Ctrl-C comes.
 SLOW_JUDGE = "oracle?latency_ms=300"

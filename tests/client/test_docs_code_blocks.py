@@ -32,6 +32,8 @@ from pathlib import Path
 import pytest
 from cli_process import REPO_ROOT, cli_environment
 
+pytestmark = pytest.mark.long_module
+
 DOCUMENTS = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
 RUN_LANGUAGES = {"python": "python", "sh": "shell", "bash": "shell"}
 DEFAULT_ADDRESS = "127.0.0.1:50051"

@@ -25,6 +25,8 @@ from tierank.server.app import background_server
 from tierank.server.settings import ServerSettings
 from tierank.v1 import eval_pb2, rank_pb2, rank_pb2_grpc, study_pb2, study_pb2_grpc
 
+pytestmark = pytest.mark.long_module
+
 flavors = pytest.mark.parametrize("flavor", BATCH_FLAVORS)
 
 

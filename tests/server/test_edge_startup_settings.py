@@ -12,6 +12,8 @@ import pytest
 
 from tests.client.cli_process import tierank
 
+pytestmark = pytest.mark.long_module
+
 SERVE = (sys.executable, "-m", "tierank.server", "--listen", "127.0.0.1:0")
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import grpc
 import psycopg
+import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
@@ -45,6 +46,8 @@ from postgres_cluster import (
 
 from tierank.client import LocalServer, candidate, job_spec, judge
 from tierank.v1 import rank_pb2, rank_pb2_grpc
+
+pytestmark = pytest.mark.long_module
 
 LEASE_S = 2.0  # the shortest --lease-seconds allows: failovers come soonest
 # Judges slow enough that a job is still running when a replica is stopped.

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import anyio
 import grpc
+import pytest
 from study_calls import (
     Stubs,
     driving_replica,
@@ -39,6 +40,8 @@ from tierank.v1 import study_pb2
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "observability"))
 
 from collector import TraceCollector, named
+
+pytestmark = pytest.mark.long_module
 
 # The shortest --lease-seconds allows: a study, like a job, moves on soonest.
 LEASE_S = 2.0
