@@ -21,9 +21,9 @@ import structlog
 from anyio.abc import TaskGroup
 
 from tierank.limits import DEFAULT_BATCH_LIVE_QUERIES, DEFAULT_LIVE_QUERIES
+from tierank.resources import FINAL_JOB_STATES, FINAL_STUDY_STATES
 from tierank.server import metrics
 from tierank.server.errors import QuotaExceeded, TierankError, Unavailable
-from tierank.server.job_states import FINAL_STUDY_STATES, TERMINAL_STATES
 from tierank.server.jobs.manager import JobManager
 from tierank.server.judges.graders import Grader
 from tierank.server.judges.llm import BATCH_MODE, MODE_OPTION
@@ -239,6 +239,9 @@ class _Drive:
         # Queries whose probes are being asked, and whether new probes may start (not once
         # the study is being cancelled).
         self._grading: set[str] = set()
+        # The (query, job) outcomes this drive has recorded: a pass reads its queries before a
+        # probing task records one, and must not take it for unfinished (and count it twice).
+        self._recorded: set[tuple[str, str]] = set()
         self._graded = anyio.Event()
         self._probing = True
         self._tasks: TaskGroup | None = None
@@ -378,10 +381,12 @@ class _Drive:
         have been asked; its outcome is then recorded. A job that has just ended starts its
         query's probes (a task of this drive), which record the outcome when they are done."""
         tenant = self._record.tenant
+        if (row.query_id, row.job_id) in self._recorded:
+            return True
         if row.query_id in self._grading:
             return False
         job = await self._storage.get_job(tenant, row.job_id)
-        if job is None or job.state not in TERMINAL_STATES:
+        if job is None or job.state not in FINAL_JOB_STATES:
             return False
         latest = await self._storage.latest_event(tenant, row.job_id, TIER_EVENT_KINDS)
         outcome = outcome_of(row, job, latest)
@@ -395,6 +400,7 @@ class _Drive:
         return True
 
     async def _record_outcome(self, row: StudyQueryRow, outcome: study_pb2.StudyQuery) -> None:
+        self._recorded.add((row.query_id, row.job_id))
         self._progress.add(outcome, row=row)
         await self._storage.finish_study_query(
             self._record.study_id,
