@@ -1,4 +1,5 @@
-"""Blocking client for the tierank service: the same surface as `AsyncClient`, on a sync channel.
+"""Blocking client for the tierank service: the same surface as `AsyncClient`, on a sync channel
+(what both send is built in `_core`).
 
 Like the async client it returns the generated `Job` / `JobEvent` messages as they are (see
 `tierank.client.aio` for why) and raises `TierankError` for every failed call.
@@ -7,13 +8,14 @@ Like the async client it returns the generated `Job` / `JobEvent` messages as th
 from __future__ import annotations
 
 import time
-import uuid
-from collections.abc import Iterable, Iterator, Sequence
-from typing import TypeVar
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
 
 import grpc
 
+from tierank.client import _core as core
 from tierank.client._connection import Pem, channel_security, sync_channel
+from tierank.client._core import ClientSettings, page_items, study_ended
 from tierank.client._errors import (
     CONNECT_PROBE_METHOD,
     TierankError,
@@ -22,19 +24,11 @@ from tierank.client._errors import (
     is_handshake_failure,
     not_answered,
 )
-from tierank.client._names import (
-    FINAL_STUDY_STATES,
-    job_name,
-    job_view,
-    parse_state,
-    study_name,
-    verdict_name,
-)
-from tierank.client._operations import is_done, operation_name, with_request_id
+from tierank.client._names import job_name
+from tierank.client._operations import is_done, with_request_id
 from tierank.client._resume import (
     CONNECT_CHECK_SECONDS,
     DEFAULT_RECONNECT_POLICY,
-    Attempts,
     Deadline,
     EventCursor,
     ReconnectHook,
@@ -82,8 +76,7 @@ class Client:
         self._stub = rank_pb2_grpc.RankServiceStub(self._channel)
         self._evals = eval_pb2_grpc.EvalServiceStub(self._channel)
         self._studies = study_pb2_grpc.StudyServiceStub(self._channel)
-        self._reconnect = reconnect
-        self._on_reconnect = on_reconnect
+        self._settings = ClientSettings(target, reconnect, on_reconnect)
 
     def __enter__(self) -> Client:
         return self
@@ -136,27 +129,22 @@ class Client:
 
         The job comes back without candidate texts and metadata unless `full` (AIP-157 views).
         """
-        request = rank_pb2.CreateJobRequest(spec=spec, request_id=request_id, view=job_view(full))
-        return self._unary(self._stub.CreateJob, request, timeout)
+        return self._unary(self._stub.CreateJob, core.create_job(spec, request_id, full), timeout)
 
     def get_job(
         self, name: str, *, full: bool = False, timeout: float | None = None
     ) -> rank_pb2.Job:
         """The job; its spec without candidate texts and metadata unless `full`."""
-        request = rank_pb2.GetJobRequest(name=job_name(name), view=job_view(full))
-        return self._unary(self._stub.GetJob, request, timeout)
+        return self._unary(self._stub.GetJob, core.get_job(name, full), timeout)
 
     def cancel_job(self, name: str, *, timeout: float | None = None) -> rank_pb2.Job:
-        return self._unary(
-            self._stub.CancelJob, rank_pb2.CancelJobRequest(name=job_name(name)), timeout
-        )
+        return self._unary(self._stub.CancelJob, core.cancel_job(name), timeout)
 
     def get_verdict(
         self, job: str, call_id: str, *, timeout: float | None = None
     ) -> rank_pb2.VerdictRecord:
         """One verdict with the exact prompt its judge saw and the raw answer (audit)."""
-        request = rank_pb2.GetVerdictRequest(name=verdict_name(job, call_id))
-        return self._unary(self._stub.GetVerdict, request, timeout)
+        return self._unary(self._stub.GetVerdict, core.get_verdict(job, call_id), timeout)
 
     def list_jobs(
         self,
@@ -171,15 +159,8 @@ class Client:
         Jobs come without tiers and stats, and with their spec only if `full`. `timeout`
         applies to each page request.
         """
-        request = rank_pb2.ListJobsRequest(
-            page_size=page_size, state=parse_state(state), view=job_view(full)
-        )
-        while True:
-            page = self._unary(self._stub.ListJobs, request, timeout)
-            yield from page.jobs
-            if not page.next_page_token:
-                return
-            request.page_token = page.next_page_token
+        request = core.list_jobs(state, page_size, full)
+        return self._pages(self._stub.ListJobs, request, "jobs", timeout)
 
     def watch_job(
         self, name: str, after_sequence: int = 0, *, timeout: float | None = None
@@ -200,12 +181,8 @@ class Client:
         Without a request_id one is generated, so that a retry after a lost connection can
         never create a second job.
         """
-        request = rank_pb2.RankRequest(spec=spec, request_id=request_id or uuid.uuid4().hex)
-        return self._follow(
-            EventCursor(),
-            Deadline(timeout),
-            rank_request=request,
-        )
+        request = core.rank(spec, request_id)
+        return self._follow(EventCursor(), Deadline(timeout), rank_request=request)
 
     # -- operations: QualifyJudge and FillQrels, which run for minutes --------------------------
 
@@ -223,26 +200,19 @@ class Client:
         return self._unary(self._evals.StartFillQrels, with_request_id(request), timeout)
 
     def get_operation(self, name: str, *, timeout: float | None = None) -> eval_pb2.Operation:
-        request = eval_pb2.GetOperationRequest(name=operation_name(name))
-        return self._unary(self._evals.GetOperation, request, timeout)
+        return self._unary(self._evals.GetOperation, core.get_operation(name), timeout)
 
     def cancel_operation(self, name: str, *, timeout: float | None = None) -> eval_pb2.Operation:
         """Stop the operation and its judge calls; returns it once it has ended."""
-        request = eval_pb2.CancelOperationRequest(name=operation_name(name))
-        return self._unary(self._evals.CancelOperation, request, timeout)
+        return self._unary(self._evals.CancelOperation, core.cancel_operation(name), timeout)
 
     def list_operations(
         self, *, page_size: int = 0, timeout: float | None = None
     ) -> Iterator[eval_pb2.Operation]:
         """Every operation of your tenant, newest first, without results (get_operation has
         them), a page at a time as you iterate."""
-        request = eval_pb2.ListOperationsRequest(page_size=page_size)
-        while True:
-            page = self._unary(self._evals.ListOperations, request, timeout)
-            yield from page.operations
-            if not page.next_page_token:
-                return
-            request.page_token = page.next_page_token
+        request = core.list_operations(page_size)
+        return self._pages(self._evals.ListOperations, request, "operations", timeout)
 
     def watch_operation(
         self, name: str, *, timeout: float | None = None
@@ -250,24 +220,8 @@ class Client:
         """The operation now and at each change of its progress or state, until it ends (the
         last one yielded has ended). A lost connection is reopened; `timeout` bounds the whole
         watch."""
-        deadline = Deadline(timeout)
-        attempts = Attempts(self.target, self._reconnect, self._on_reconnect)
-        request = eval_pb2.WatchOperationRequest(name=operation_name(name))
-        while True:
-            call = self._evals.WatchOperation(request, timeout=deadline.remaining())
-            try:
-                for operation in call:
-                    attempts.progressed()
-                    yield operation
-                    if is_done(operation):
-                        return
-                attempts.answered()
-                error = interrupted_stream_error()
-            except grpc.RpcError as rpc_error:
-                error = error_from_rpc(rpc_error)
-            finally:
-                call.cancel()
-            time.sleep(attempts.next_delay(error, deadline))
+        request = core.watch_operation(name)
+        return self._watch(self._evals.WatchOperation, request, is_done, timeout)
 
     # -- studies: many queries, several systems' runs (study.proto) ----------------------------
 
@@ -284,9 +238,7 @@ class Client:
         `provider_batch` (or the spec's own) sends every judge's calls to its provider's batch
         API: about half the price, answered within hours instead of seconds (openai,
         anthropic and gemini judges only; StudySpec.provider_batch)."""
-        request = study_pb2.CreateStudyRequest(spec=spec, request_id=request_id or uuid.uuid4().hex)
-        if provider_batch:
-            request.spec.provider_batch = True  # on the request's copy: `spec` stays as it was
+        request = core.create_study(spec, request_id, provider_batch)
         return self._unary(self._studies.CreateStudy, request, timeout)
 
     def add_study_inputs(
@@ -300,13 +252,12 @@ class Client:
         one by one; a chunk sent before adds nothing. Returns the study after the last one."""
         study: study_pb2.Study | None = None
         for chunk in chunks:
-            chunk.study = study_name(name)
-            study = self._unary(self._studies.AddStudyInputs, chunk, timeout).study
+            request = core.study_inputs(name, chunk)
+            study = self._unary(self._studies.AddStudyInputs, request, timeout).study
         return study if study is not None else self.get_study(name, timeout=timeout)
 
     def start_study(self, name: str, *, timeout: float | None = None) -> study_pb2.Study:
-        request = study_pb2.StartStudyRequest(name=study_name(name))
-        return self._unary(self._studies.StartStudy, request, timeout)
+        return self._unary(self._studies.StartStudy, core.start_study(name), timeout)
 
     def extend_study(
         self,
@@ -321,87 +272,48 @@ class Client:
         """Judge what the runs added to the ended study since it last ran add to its pools
         (send them first with `add_study_inputs`): those of `systems`, or of every system
         added; `budget`: at most this much more spent."""
-        request = study_pb2.ExtendStudyRequest(
-            name=study_name(name),
-            systems=systems,
-            request_id=request_id or uuid.uuid4().hex,
-            budget=budget,
-            deadline_seconds=deadline_seconds,
-        )
+        request = core.extend_study(name, systems, request_id, budget, deadline_seconds)
         return self._unary(self._studies.ExtendStudy, request, timeout)
 
     def get_study(self, name: str, *, timeout: float | None = None) -> study_pb2.Study:
-        request = study_pb2.GetStudyRequest(name=study_name(name))
-        return self._unary(self._studies.GetStudy, request, timeout)
+        return self._unary(self._studies.GetStudy, core.get_study(name), timeout)
 
     def list_studies(self, *, timeout: float | None = None) -> Iterator[study_pb2.Study]:
         """Every study of the caller's tenant, newest first, a page at a time."""
-        request = study_pb2.ListStudiesRequest()
-        while True:
-            page = self._unary(self._studies.ListStudies, request, timeout)
-            yield from page.studies
-            if not page.next_page_token:
-                return
-            request.page_token = page.next_page_token
+        request = core.list_studies()
+        return self._pages(self._studies.ListStudies, request, "studies", timeout)
 
     def cancel_study(self, name: str, *, timeout: float | None = None) -> study_pb2.Study:
-        request = study_pb2.CancelStudyRequest(name=study_name(name))
-        return self._unary(self._studies.CancelStudy, request, timeout)
+        return self._unary(self._studies.CancelStudy, core.cancel_study(name), timeout)
 
     def watch_study(self, name: str, *, timeout: float | None = None) -> Iterator[study_pb2.Study]:
         """The study now and at each change of its progress or state, until it ends. A lost
         connection is reopened; `timeout` bounds the whole watch."""
-        deadline = Deadline(timeout)
-        attempts = Attempts(self.target, self._reconnect, self._on_reconnect)
-        request = study_pb2.WatchStudyRequest(name=study_name(name))
-        while True:
-            call = self._studies.WatchStudy(request, timeout=deadline.remaining())
-            try:
-                for study in call:
-                    attempts.progressed()
-                    yield study
-                    if study.state in FINAL_STUDY_STATES:
-                        return
-                attempts.answered()
-                error = interrupted_stream_error()
-            except grpc.RpcError as rpc_error:
-                error = error_from_rpc(rpc_error)
-            finally:
-                call.cancel()
-            time.sleep(attempts.next_delay(error, deadline))
+        request = core.watch_study(name)
+        return self._watch(self._studies.WatchStudy, request, study_ended, timeout)
 
     def get_study_report(self, name: str, *, timeout: float | None = None) -> study_pb2.StudyReport:
-        request = study_pb2.GetStudyReportRequest(name=study_name(name))
-        return self._unary(self._studies.GetStudyReport, request, timeout)
+        return self._unary(self._studies.GetStudyReport, core.get_study_report(name), timeout)
 
     def calibrate_study(self, name: str, *, timeout: float | None = None) -> study_pb2.Study:
         """Apply the human sample sent to the ended study (`add_study_inputs` with
         human_sample) to its labels and report, judging nothing again."""
-        request = study_pb2.CalibrateStudyRequest(name=study_name(name))
-        return self._unary(self._studies.CalibrateStudy, request, timeout)
+        return self._unary(self._studies.CalibrateStudy, core.calibrate_study(name), timeout)
 
     def list_study_queries(
         self, name: str, *, timeout: float | None = None
     ) -> Iterator[study_pb2.StudyQuery]:
         """Every query of the study, in topic order, a page at a time."""
-        request = study_pb2.ListStudyQueriesRequest(name=study_name(name))
-        while True:
-            page = self._unary(self._studies.ListStudyQueries, request, timeout)
-            yield from page.queries
-            if not page.next_page_token:
-                return
-            request.page_token = page.next_page_token
+        request = core.list_study_queries(name)
+        return self._pages(self._studies.ListStudyQueries, request, "queries", timeout)
 
     def export_study_qrels(self, name: str, *, timeout: float | None = None) -> str:
         """The labels of the study's tiers as TREC qrels text."""
-        request = study_pb2.ExportStudyQrelsRequest(name=study_name(name))
-        parts = []
-        while True:
-            page = self._unary(self._studies.ExportStudyQrels, request, timeout)
-            parts.append(page.qrels)
-            if not page.next_page_token:
-                return "".join(parts)
-            request.page_token = page.next_page_token
+        request = core.export_study_qrels(name)
+        pages = self._pages(self._studies.ExportStudyQrels, request, "qrels", timeout)
+        return "".join(pages)
+
+    # -- the I/O --------------------------------------------------------------------------------
 
     def _unary(
         self,
@@ -414,13 +326,56 @@ class Client:
         except grpc.RpcError as rpc_error:
             raise error_from_rpc(rpc_error, self.target) from None
 
+    def _pages(
+        self,
+        method: grpc.UnaryUnaryMultiCallable[Any, Any],
+        request: Any,
+        field: str,
+        timeout: float | None,
+    ) -> Iterator[Any]:
+        """Each item of each page's `field` (a single field's value: each page's), a page at a
+        time; `timeout` applies to each page."""
+        while True:
+            page = self._unary(method, request, timeout)
+            yield from page_items(page, field)
+            if not page.next_page_token:
+                return
+            request.page_token = page.next_page_token
+
+    def _watch(
+        self,
+        method: grpc.UnaryStreamMultiCallable[Any, _Response],
+        request: Any,
+        ended: Callable[[_Response], bool],
+        timeout: float | None,
+    ) -> Iterator[_Response]:
+        """A resource as the stream sends it, until `ended`; reopened when the connection is
+        lost, within `timeout` in all."""
+        deadline = Deadline(timeout)
+        attempts = self._settings.attempts()
+        while True:
+            call = method(request, timeout=deadline.remaining())
+            try:
+                for resource in call:
+                    attempts.progressed()
+                    yield resource
+                    if ended(resource):
+                        return
+                attempts.answered()
+                error = interrupted_stream_error()
+            except grpc.RpcError as rpc_error:
+                error = error_from_rpc(rpc_error)
+            finally:
+                call.cancel()
+            time.sleep(attempts.next_delay(error, deadline))
+
     def _follow(
         self,
         cursor: EventCursor,
         deadline: Deadline,
         rank_request: rank_pb2.RankRequest | None,
     ) -> Iterator[rank_pb2.JobEvent]:
-        attempts = Attempts(self.target, self._reconnect, self._on_reconnect)
+        attempts = self._settings.attempts()
         while not cursor.finished:
             # Until the job's name is known (Rank before its first event) only Rank can resume.
             if cursor.job:
