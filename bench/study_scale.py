@@ -58,6 +58,7 @@ from tierank.bench.service_bench import WORDS, cpu_seconds
 from tierank.client import Client, LocalServer
 from tierank.client._study import StudyFiles, chunks, pooled_documents
 from tierank.evaluation import Run
+from tierank.resources import FINAL_JOB_STATES, is_terminal_event
 from tierank.server.studies.driver import PASS_INTERVAL_S
 from tierank.v1 import eval_pb2, rank_pb2, rank_pb2_grpc, study_pb2
 
@@ -344,12 +345,6 @@ class JobsResult:
         return self.cpu_s * 1000 / self.verdicts
 
 
-_FINAL_EVENTS = frozenset({"completed", "failed"})
-_TERMINAL_STATES = frozenset(
-    {rank_pb2.JOB_STATE_SUCCEEDED, rank_pb2.JOB_STATE_FAILED, rank_pb2.JOB_STATE_CANCELLED}
-)
-
-
 async def _judge_as_jobs(
     address: str, specs: list[rank_pb2.JobSpec], max_live: int, wait: str
 ) -> int:
@@ -366,11 +361,11 @@ async def _judge_as_jobs(
                 if wait == "watch":
                     request = rank_pb2.WatchJobRequest(name=job.name)
                     async for event in stub.WatchJob(request):
-                        if event.WhichOneof("kind") in _FINAL_EVENTS:
+                        if is_terminal_event(event):
                             break
                     job = await stub.GetJob(rank_pb2.GetJobRequest(name=job.name))
                 else:
-                    while job.state not in _TERMINAL_STATES:
+                    while job.state not in FINAL_JOB_STATES:
                         await asyncio.sleep(PASS_INTERVAL_S)
                         job = await stub.GetJob(rank_pb2.GetJobRequest(name=job.name))
                 if job.state != rank_pb2.JOB_STATE_SUCCEEDED:

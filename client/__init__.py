@@ -30,11 +30,12 @@ from tierank.client._connection import ConnectionSettingsError
 from tierank.client._errors import ErrorInfo, FieldViolation, TierankError
 from tierank.client._names import job_name, reason_name, state_name
 from tierank.client._operations import operation_result
-from tierank.client._resume import ReconnectPolicy, is_terminal
+from tierank.client._resume import ReconnectPolicy
 from tierank.client._spec import candidate, candidate_from_dict, job_spec, judge
 from tierank.client.aio import AsyncClient
 from tierank.client.local_server import LocalServer, LocalServerError
 from tierank.client.sync import Client
+from tierank.resources import is_terminal_event as is_terminal
 from tierank.v1.rank_pb2 import Job, JobEvent, JobSpec, Tier
 
 __all__ = [

@@ -5,9 +5,15 @@ from __future__ import annotations
 from typing import cast
 
 from tierank.client._spec import api_default_judge_name
-from tierank.v1 import rank_pb2, study_pb2
+from tierank.resources import (
+    JOB_COLLECTION,
+    QUALIFICATION_COLLECTION,
+    STUDY_COLLECTION,
+    VERDICT_COLLECTION,
+)
+from tierank.v1 import rank_pb2
 
-JOB_NAME_PREFIX = "jobs/"
+JOB_NAME_PREFIX = f"{JOB_COLLECTION}/"
 
 
 def job_name(name_or_id: str) -> str:
@@ -15,7 +21,7 @@ def job_name(name_or_id: str) -> str:
     return name_or_id if name_or_id.startswith(JOB_NAME_PREFIX) else JOB_NAME_PREFIX + name_or_id
 
 
-QUALIFICATION_NAME_PREFIX = "qualifications/"
+QUALIFICATION_NAME_PREFIX = f"{QUALIFICATION_COLLECTION}/"
 
 
 def qualification_name(name_or_id: str) -> str:
@@ -32,7 +38,7 @@ def job_view(full: bool) -> rank_pb2.JobView:
 
 def verdict_name(job: str, call_id: str) -> str:
     """The verdict resource name: "jobs/abc/verdicts/b0.j1"."""
-    return f"{job_name(job)}/verdicts/{call_id}"
+    return f"{job_name(job)}/{VERDICT_COLLECTION}/{call_id}"
 
 
 def parse_state(state: str | int | None) -> rank_pb2.JobState:
@@ -128,7 +134,7 @@ def position_bias_note(stats: rank_pb2.JobStats) -> str:
     )
 
 
-STUDY_NAME_PREFIX = "studies/"
+STUDY_NAME_PREFIX = f"{STUDY_COLLECTION}/"
 
 
 def study_name(name_or_id: str) -> str:
@@ -136,13 +142,3 @@ def study_name(name_or_id: str) -> str:
     return (
         name_or_id if name_or_id.startswith(STUDY_NAME_PREFIX) else STUDY_NAME_PREFIX + name_or_id
     )
-
-
-# A study in one of these states has ended: its watch stream closes after it.
-FINAL_STUDY_STATES = frozenset(
-    {
-        study_pb2.STUDY_STATE_SUCCEEDED,
-        study_pb2.STUDY_STATE_FAILED,
-        study_pb2.STUDY_STATE_CANCELLED,
-    }
-)

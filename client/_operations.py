@@ -11,10 +11,10 @@ from google.protobuf.message import Message
 
 from tierank.client._errors import TierankError
 from tierank.client._names import state_name
-from tierank.client._resume import FINAL_JOB_STATES
+from tierank.resources import FINAL_JOB_STATES, OPERATION_COLLECTION
 from tierank.v1 import eval_pb2, rank_pb2
 
-OPERATION_NAME_PREFIX = "operations/"
+OPERATION_NAME_PREFIX = f"{OPERATION_COLLECTION}/"
 Request = TypeVar("Request", eval_pb2.QualifyJudgeRequest, eval_pb2.FillQrelsRequest)
 
 

@@ -16,12 +16,8 @@ from dataclasses import dataclass
 import grpc
 
 from tierank.client._errors import TierankError, cannot_reach, is_connect_failure
+from tierank.resources import FINAL_JOB_STATES, is_terminal_event
 from tierank.v1 import rank_pb2
-
-TERMINAL_EVENT_KINDS = frozenset({"completed", "failed"})
-FINAL_JOB_STATES = frozenset(
-    {rank_pb2.JOB_STATE_SUCCEEDED, rank_pb2.JOB_STATE_FAILED, rank_pb2.JOB_STATE_CANCELLED}
-)
 
 # Codes that mean "the connection or server went away", not "the request is wrong".
 RECONNECTABLE_CODES = frozenset({grpc.StatusCode.UNAVAILABLE})
@@ -32,10 +28,6 @@ CONNECT_CHECK_SECONDS = 0.5
 
 # Called before each reconnect with the attempt number (1-based) and the error that caused it.
 ReconnectHook = Callable[[int, TierankError], None]
-
-
-def is_terminal(event: rank_pb2.JobEvent) -> bool:
-    return event.WhichOneof("kind") in TERMINAL_EVENT_KINDS
 
 
 # How long a stream that was connected keeps trying to come back: long enough to bridge a
@@ -77,7 +69,7 @@ class EventCursor:
             return False
         self.job = self.job or event.job
         self.last_sequence = event.sequence
-        self.finished = is_terminal(event)
+        self.finished = is_terminal_event(event)
         return True
 
 

@@ -24,7 +24,7 @@ Scoring a run (:mod:`.measures`, :mod:`.scoring`)
     Per-query functions live in :mod:`.trec_measures`, including
     ``tie_aware_ndcg(tiers, judgments, cutoff)``.
 
-Set-based measures (:mod:`.set_measures`, METRICS.md)
+Set-based measures (:mod:`.set_measures`, ../shared/METRICS.md)
     ``set_scores(pool_utilities, selected, k, retrieved, params, unjudged_utility) -> SetScores``
     ``utility_weights(pool_utilities, params)``; ``SetParams``; ``GradeScale`` with defaults
     ``TREC_DL_SCALE`` (0–3), ``GRADED_0_4_SCALE`` (0–4), ``UTILITY_SCALE`` (1–5).

@@ -13,7 +13,7 @@ name               cutoff @K   parameters          trec_eval equivalent
 ``Rprec``          none        ``rel`` (1)         ``Rprec``
 ``Success``        required    ``rel`` (1)         ``success.K``
 ``Judged``         optional    —                   (ir-measures ``Judged``)
-``RA-nWG``         required    alpha, cap4, cap3   — (METRICS.md)
+``RA-nWG``         required    alpha, cap4, cap3   — (../shared/METRICS.md)
 ``PROC``           required    alpha, cap4, cap3   —
 ``%PROC``          required    alpha, cap4, cap3   —
 ``N-Recall4+``     required    —                   —
@@ -43,7 +43,8 @@ class MeasureError(ValueError):
 
 
 class Family(Enum):
-    """How a measure is computed: from a ranking (trec_eval family) or from a set (METRICS.md)."""
+    """How a measure is computed: from a ranking (trec_eval family) or from a set
+    (../shared/METRICS.md)."""
 
     RANKED = "ranked"
     SET = "set"

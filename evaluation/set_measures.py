@@ -1,4 +1,5 @@
-"""The set-based family of METRICS.md: RA-nWG@K, PROC@K, %PROC@K, N-Recall, Precision4+, Harm.
+"""The set-based family of ../shared/METRICS.md: RA-nWG@K, PROC@K, %PROC@K, N-Recall,
+Precision4+, Harm.
 
 These measures score the unordered set S_K of the K passages handed to a RAG prompt, on a 1–5
 utility scale (5 decisive, 4 highly relevant, 3 partial, 2 weak, 1 distractor or harmful).
@@ -53,7 +54,7 @@ GRADED_0_4_SCALE = GradeScale({0: 1, 1: 2, 2: 3, 3: 4, 4: 5})
 
 @dataclass(frozen=True)
 class SetParams:
-    """Parameters of the RA-nWG weights; the defaults are those of METRICS.md."""
+    """Parameters of the RA-nWG weights; the defaults are those of ../shared/METRICS.md."""
 
     base: Mapping[int, float] = field(
         default_factory=lambda: {5: 1.0, 4: 0.5, 3: 0.1, 2: 0.0, 1: 0.0}

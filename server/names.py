@@ -12,13 +12,16 @@ import re
 import secrets
 import time
 
-JOB_COLLECTION = "jobs"
-KEY_COLLECTION = "keys"
-TENANT_COLLECTION = "tenants"
-QUALIFICATION_COLLECTION = "qualifications"
-OPERATION_COLLECTION = "operations"
-STUDY_COLLECTION = "studies"
-_VERDICTS = "verdicts"
+from tierank.resources import (
+    JOB_COLLECTION,
+    KEY_COLLECTION,
+    OPERATION_COLLECTION,
+    QUALIFICATION_COLLECTION,
+    STUDY_COLLECTION,
+    TENANT_COLLECTION,
+    VERDICT_COLLECTION,
+)
+
 _ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _CALL_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _ID_RULE = "1 to 64 letters, digits, '-' or '_'"
@@ -111,8 +114,8 @@ def parse_qualification_name(name: str) -> str:
 
 def parse_verdict_name(name: str) -> tuple[str, str]:
     """(job id, call id) of `jobs/{job_id}/verdicts/{call_id}`."""
-    job, separator, call_id = name.partition(f"/{_VERDICTS}/")
-    rule = f"must look like '{JOB_COLLECTION}/{{job_id}}/{_VERDICTS}/{{call_id}}'"
+    job, separator, call_id = name.partition(f"/{VERDICT_COLLECTION}/")
+    rule = f"must look like '{JOB_COLLECTION}/{{job_id}}/{VERDICT_COLLECTION}/{{call_id}}'"
     if not separator or not _CALL_ID.fullmatch(call_id):
         raise BadName(rule)
     try:

@@ -28,7 +28,7 @@ from tierank.client._inputs import (
     read_run,
     read_topics,
 )
-from tierank.client._names import FINAL_STUDY_STATES, study_name
+from tierank.client._names import study_name
 from tierank.client._resume import ReconnectPolicy
 from tierank.client._spec import ENSEMBLE_MODES, JUDGE_KEYS, JUDGE_SYNTAX, job_spec
 from tierank.client._study import StudyFiles, chunks, pooled_documents
@@ -56,6 +56,7 @@ from tierank.client.commands._shared import (
     server_connection,
 )
 from tierank.client.sync import Client
+from tierank.resources import FINAL_STUDY_STATES
 from tierank.v1 import eval_pb2, rank_pb2, study_pb2
 
 # How often `study run` and `study watch` redraw their progress line on a terminal; without

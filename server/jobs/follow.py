@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Iterator
 
-from tierank.server.job_states import TERMINAL_STATES, is_terminal_event
+from tierank.resources import FINAL_JOB_STATES, is_terminal_event
 from tierank.server.jobs.hub import EventHub
 from tierank.server.storage.base import EventRow, JobReader
 from tierank.v1 import rank_pb2
@@ -55,7 +55,7 @@ async def follow_events(
                 # Once subscribed, a job that is still open publishes its end to us.
                 checked_finished = True
                 record = await storage.get_job(tenant, job_id)
-                if record is not None and record.state in TERMINAL_STATES:
+                if record is not None and record.state in FINAL_JOB_STATES:
                     if record.last_sequence <= last:
                         return
                     # It finished between our read and this check: its last events are stored.

@@ -24,6 +24,7 @@ from anyio.abc import TaskGroup
 from google.protobuf.message import DecodeError
 from google.rpc import code_pb2
 
+from tierank.resources import FINAL_JOB_STATES
 from tierank.server import metrics
 from tierank.server.errors import (
     MAX_ERROR_TEXT_BYTES,
@@ -33,7 +34,6 @@ from tierank.server.errors import (
     Unavailable,
     clip,
 )
-from tierank.server.job_states import TERMINAL_STATES
 from tierank.server.jobs.admission import admit, as_requested
 from tierank.server.jobs.hub import EventHub
 from tierank.server.jobs.in_flight import CallsInFlight
@@ -564,7 +564,7 @@ class JobManager:
         with self._hub.watching(job_id) as channel:
             while True:
                 record = await self._storage.get_job(tenant, job_id)
-                if record is None or record.state in TERMINAL_STATES:
+                if record is None or record.state in FINAL_JOB_STATES:
                     return
                 await channel.wait_beyond(record.last_sequence, self._replica.tick_s)
 

@@ -15,8 +15,8 @@ from google.protobuf.message import Message
 from google.rpc import code_pb2
 
 from tierank.limits import DEFAULT_PAGE_SIZE, MAX_OPERATIONS_PAGE_SIZE
+from tierank.resources import FINAL_JOB_STATES
 from tierank.server.errors import FieldViolation, InvalidInput, NotFound, RecordedFailure
-from tierank.server.job_states import TERMINAL_STATES
 from tierank.server.jobs.operations import OperationFailed, OperationManager, OperationWork
 from tierank.server.jobs.replica import MAX_TICK_S
 from tierank.server.names import BadName, operation_name, parse_operation_name
@@ -158,7 +158,7 @@ class Operations:
             if shown != sent:
                 yield record
                 sent = shown
-            if record.state in TERMINAL_STATES:
+            if record.state in FINAL_JOB_STATES:
                 return
             await self._manager.wait_for_change(record.operation_id, _WATCH_POLL_S)
             current = await self._storage.get_operation(record.tenant, record.operation_id)
@@ -173,7 +173,7 @@ class Operations:
             async for current in self.follow(record):
                 record = current
         except BaseException:
-            if record.state not in TERMINAL_STATES:
+            if record.state not in FINAL_JOB_STATES:
                 # The caller is gone (its RPC is being cancelled): nobody would read the result.
                 with anyio.CancelScope(shield=True), anyio.move_on_after(_CANCEL_WAIT_S):
                     await self._manager.cancel(record)

@@ -25,6 +25,7 @@ from tierank.limits import (
     MAX_STUDIES_PAGE_SIZE,
     MAX_STUDY_QUERIES_PAGE_SIZE,
 )
+from tierank.resources import FINAL_STUDY_STATES, STUDY_DRAFT, STUDY_RUNNING
 from tierank.server import metrics
 from tierank.server.errors import (
     FieldViolation,
@@ -33,7 +34,6 @@ from tierank.server.errors import (
     PreconditionFailed,
     shown,
 )
-from tierank.server.job_states import FINAL_STUDY_STATES, STUDY_DRAFT, STUDY_RUNNING
 from tierank.server.jobs.manager import JobManager
 from tierank.server.names import BadName, new_sortable_id, parse_study_name, study_name
 from tierank.server.observability.studies import StudyTelemetry

@@ -1,10 +1,12 @@
 """Durable state: jobs and their events, leases, tenants and keys, spend, qualifications,
-operations and the verdict cache, behind one interface, `Storage`.
+operations, studies, provider batches and the verdict cache, behind one interface, `Storage`,
+made of the roles in `base.py` that each layer is typed against.
 
-Two backends implement it, chosen by the `--db` location (`open_storage`): SQLite
-(`storage/sqlite.py`, the embedded default, one server) and PostgreSQL (`storage/postgres.py`,
-one or several replicas sharing jobs under leases). A new backend subclasses `Storage`, reads
-and writes the record types below, raises the server's errors (server/errors.py) and passes
+Two backends implement it, chosen by the `--db` location (`by_url.open_storage`): SQLite
+(`storage/sqlite/`, the embedded default, one server) and PostgreSQL (`storage/postgres/`, one
+or several replicas sharing jobs under leases), each a package with one module per role and a
+`storage.py` that composes them. A new backend implements every role, reads and writes the
+record types below, raises the server's errors (server/errors.py) and passes
 tests/storage/test_contract.py. Storage is proto-agnostic: specs and events are opaque bytes.
 """
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from tierank.resources import FINAL_JOB_STATES, STUDY_DRAFT, STUDY_RUNNING
 from tierank.server.errors import QuotaExceeded
-from tierank.server.job_states import STUDY_DRAFT, STUDY_RUNNING, TERMINAL_STATES
 from tierank.server.storage.base import (
     LIMIT_NAMES,
     UNENDED_BATCH_STATES,
@@ -31,7 +31,7 @@ COST_SLACK_USD = 1e-9
 # A query for a tenant's unfinished jobs must repeat the predicate of the partial index
 # jobs_unfinished word for word, or neither SQLite nor PostgreSQL can use the index, and scans
 # every job the tenant ever had.
-UNFINISHED_JOBS = f"state NOT IN ({', '.join(str(s) for s in sorted(TERMINAL_STATES))})"
+UNFINISHED_JOBS = f"state NOT IN ({', '.join(str(s) for s in sorted(FINAL_JOB_STATES))})"
 # Likewise for studies and the partial index studies_unfinished.
 UNFINISHED_STUDIES = f"state IN ({STUDY_DRAFT}, {STUDY_RUNNING})"
 # Unfinished jobs and studies per tenant and state, in one statement (one round trip).

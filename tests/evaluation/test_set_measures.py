@@ -1,4 +1,4 @@
-"""The set-based family of METRICS.md, checked against arithmetic done by hand."""
+"""The set-based family of ../shared/METRICS.md, checked against arithmetic done by hand."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from tierank.evaluation import (
     utility_weights,
 )
 
-# The worked example of METRICS.md: U grades [5, 4, 4, 3, 3, 3, 2, 1], S_4 grades [4, 3, 3, 3].
+# The worked example of ../shared/METRICS.md: U grades [5, 4, 4, 3, 3, 3, 2, 1], S_4 grades
+# [4, 3, 3, 3].
 POOL = {"d5": 5, "a4": 4, "b4": 4, "c3": 3, "d3": 3, "e3": 3, "f2": 2, "g1": 1}
 SELECTED = ["a4", "c3", "d3", "e3"]
 

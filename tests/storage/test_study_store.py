@@ -10,7 +10,7 @@ from typing import Protocol
 import anyio
 import pytest
 
-from tierank.server.job_states import STUDY_DRAFT, STUDY_RUNNING
+from tierank.resources import STUDY_DRAFT, STUDY_RUNNING
 from tierank.server.storage.base import (
     ChunkAdded,
     Storage,

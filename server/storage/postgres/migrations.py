@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
-from tierank.server.job_states import STUDY_RUNNING
+from tierank.resources import STUDY_RUNNING
 from tierank.server.storage.rules import UNFINISHED_JOBS, UNFINISHED_STUDIES
 
 

@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from tierank.server.job_states import STUDY_DRAFT, STUDY_RUNNING
+from tierank.resources import STUDY_DRAFT, STUDY_RUNNING
 from tierank.server.storage.base import (
     ChunkAdded,
     StudyChunk,

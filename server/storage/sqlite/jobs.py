@@ -6,8 +6,8 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
+from tierank.resources import FINAL_JOB_STATES
 from tierank.server.errors import LeaseLost, QuotaExceeded
-from tierank.server.job_states import TERMINAL_STATES
 from tierank.server.storage.base import (
     DuplicateRequest,
     EventRow,
@@ -161,7 +161,7 @@ class SqliteJobs(SqliteState, JobStore):
                 )
 
         await self._writer.submit(write)
-        if update.state in TERMINAL_STATES:
+        if update.state in FINAL_JOB_STATES:
             self._cancel_requested.discard(job_id)
 
     async def read_events(

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 import structlog
 
+from tierank.resources import FINAL_JOB_STATES
 from tierank.server.errors import QuotaExceeded
-from tierank.server.job_states import TERMINAL_STATES
 from tierank.server.storage.base import (
     Claim,
     JobRecord,
@@ -99,7 +99,7 @@ class SqliteLeases(SqliteState, LeaseStore):
 
     async def request_cancel(self, tenant: str, job_id: str) -> bool:
         job = await self._reader.submit(lambda conn: read_job(conn, tenant, job_id))
-        if job is None or job.state in TERMINAL_STATES:
+        if job is None or job.state in FINAL_JOB_STATES:
             return False
         self._cancel_requested.add(job_id)
         return True

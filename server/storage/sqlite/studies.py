@@ -7,7 +7,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
 
-from tierank.server.job_states import STUDY_DRAFT, STUDY_RUNNING
+from tierank.resources import STUDY_DRAFT, STUDY_RUNNING
 from tierank.server.storage.base import (
     ChunkAdded,
     StudyChunk,
