@@ -19,6 +19,7 @@ from tierank.server.labeling import fixed_mapping
 from tierank.server.rpc.validation import (
     DEADLINE_RULE,
     bad_deadline,
+    budget_violations,
     resolve_preset,
     validate_request_id,
     validate_spec,
@@ -47,16 +48,7 @@ def probe_job(spec: study_pb2.StudySpec) -> rank_pb2.JobSpec:
 def _limit_violations(
     budget: rank_pb2.Budget, deadline_seconds: float, prefix: str
 ) -> list[FieldViolation]:
-    violations = []
-    for name in ("max_judge_calls", "max_input_tokens", "max_cost_usd"):
-        value = getattr(budget, name)
-        if value < 0 or not math.isfinite(value):
-            violations.append(
-                FieldViolation(
-                    f"{prefix}budget.{name}",
-                    "must be a finite number, not negative (0 means unlimited)",
-                )
-            )
+    violations = budget_violations(budget, f"{prefix}budget")
     if bad_deadline(deadline_seconds):
         violations.append(FieldViolation(f"{prefix}deadline_seconds", DEADLINE_RULE))
     return violations

@@ -77,14 +77,9 @@ def validate_spec(
         bad("max_in_flight", f"must be between 1 and {MAX_IN_FLIGHT}")
     if spec.HasField("quorum") and not 1 <= spec.quorum <= max(1, len(spec.judges)):
         bad("quorum", "must be between 1 and the number of judges")
-    for name in ("max_judge_calls", "max_input_tokens", "max_cost_usd"):
-        value = getattr(spec.budget, name)
-        if value < 0 or (isinstance(value, float) and math.isnan(value)):
-            bad(f"budget.{name}", "must not be negative (0 means unlimited)")
+    violations.extend(budget_violations(spec.budget, "spec.budget"))
     if bad_deadline(spec.deadline_seconds):
         bad("deadline_seconds", DEADLINE_RULE)
-    if spec.budget.max_cost_usd == math.inf:
-        bad("budget.max_cost_usd", "must be finite (0 means unlimited)")
     if spec.ensemble_mode not in _ENSEMBLE_MODES:
         bad("ensemble_mode", f"unknown value {spec.ensemble_mode}")
     return violations
@@ -144,6 +139,20 @@ DEADLINE_RULE = (
     f"must be between 0 and {MAX_DEADLINE_SECONDS:,} seconds"
     f" ({MAX_DEADLINE_SECONDS // 86_400} days; 0 means no deadline)"
 )
+
+
+_BUDGET_LIMITS = ("max_judge_calls", "max_input_tokens", "max_cost_usd")
+_BUDGET_RULE = "must be a finite number, not negative (0 means unlimited)"
+
+
+def budget_violations(budget: rank_pb2.Budget, field: str) -> list[FieldViolation]:
+    """The rule of every limit of a Budget, wherever one is sent (a job's, a study's, an
+    extension's): `field` is where it stands in the request."""
+    return [
+        FieldViolation(f"{field}.{name}", _BUDGET_RULE)
+        for name in _BUDGET_LIMITS
+        if getattr(budget, name) < 0 or not math.isfinite(getattr(budget, name))
+    ]
 
 
 def bad_deadline(seconds: float) -> bool:

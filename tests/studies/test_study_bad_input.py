@@ -458,3 +458,27 @@ async def test_a_start_without_room_for_its_scratch_inputs_is_refused_and_stays_
     started = await stubs.studies.StartStudy(study_pb2.StartStudyRequest(name=draft.name))
     assert started.state == study_pb2.STUDY_STATE_RUNNING
     assert not list(scratch.iterdir()), "the scratch file is deleted once the study started"
+
+
+@pytest.mark.parametrize("cost", [math.inf, math.nan, -0.5])
+async def test_a_jobs_and_a_studys_budget_are_refused_by_one_rule(stubs: Stubs, cost: float):
+    """The same limit, refused alike wherever a budget is sent: a job's spec, a study's, an
+    extension's (once the rule said "must not be negative" for one and "must be a finite
+    number, not negative" for the other)."""
+    job = oracle_ranking(top_k=3)
+    job.query = "a query"
+    job.candidates.add(id="a", text="one")
+    job.candidates.add(id="b", text="two")
+    job.budget.max_cost_usd = cost
+    for_job = await _refused(stubs.rank.CreateJob(rank_pb2.CreateJobRequest(spec=job)))
+    study = _spec(budget=rank_pb2.Budget(max_cost_usd=cost))
+    for_study = await _refused(stubs.studies.CreateStudy(study_pb2.CreateStudyRequest(spec=study)))
+    draft = await _draft(stubs)
+    extension = study_pb2.ExtendStudyRequest(
+        name=draft.name, budget=rank_pb2.Budget(max_cost_usd=cost)
+    )
+    for_extension = await _refused(stubs.studies.ExtendStudy(extension))
+    rule = for_job["spec.budget.max_cost_usd"]
+    assert "finite" in rule and "negative" in rule
+    assert for_study["spec.budget.max_cost_usd"] == rule
+    assert for_extension["budget.max_cost_usd"] == rule
