@@ -12,6 +12,7 @@ from typing import Any
 
 import grpc
 
+from tierank import limits
 from tierank.addresses import parse_address, resolve
 from tierank.client._connection import (
     ChannelSecurity,
@@ -23,7 +24,7 @@ from tierank.client._console import Console
 from tierank.client._errors import FieldViolation, TierankError
 from tierank.client._render import fit_console
 from tierank.client._resume import DEFAULT_RECONNECT_WINDOW_SECONDS
-from tierank.client._spec import parse_judge
+from tierank.client._spec import ENSEMBLE_MODES, JUDGE_KEYS, JUDGE_SYNTAX, job_spec, parse_judge
 from tierank.client.aio import AsyncClient
 from tierank.client.local_server import LocalServer
 from tierank.client.sync import Client
@@ -464,3 +465,122 @@ def table_console() -> Console:
     """Standard output for tables: the terminal's width, or a wide fixed one in a pipe."""
     console = Console(highlight=False)
     return fit_console(console, on_terminal=console.is_terminal)
+
+
+# -- what every command that ranks takes (`rank`, `study run`), declared once ----------------
+
+
+def add_judging_options(group: argparse._ArgumentGroup, *, top_k_help: str) -> None:
+    """The judges and how they are asked: the flags of a JobSpec (`ranking_spec` reads them)."""
+    group.add_argument(
+        "--judge",
+        dest="judges",
+        action="append",
+        type=judge_argument,
+        metavar=JUDGE_SYNTAX,
+        help="a judge, repeatable (default: lexical); e.g. oracle, openai:gpt-4.1-mini,"
+        f" 'openai-compatible:qwen?temperature=0&weight=2'. Keys: {', '.join(JUDGE_KEYS)};"
+        " any other key is a provider option (e.g. noise=0 for oracle). weight=qualified"
+        " takes the weight from the judge's latest `tierank qualify`",
+    )
+    group.add_argument(
+        "--k",
+        type=positive_int,
+        help=f"candidates per judge call ({limits.MIN_BATCH_SIZE}-{limits.MAX_BATCH_SIZE},"
+        f" server default {limits.DEFAULT_BATCH_SIZE})",
+    )
+    group.add_argument("--top-k", type=int, default=0, help=top_k_help)
+    group.add_argument(
+        "--max-in-flight",
+        type=positive_int,
+        help="judge calls in flight for each job"
+        f" (at most {limits.MAX_IN_FLIGHT}, server default {limits.DEFAULT_JOB_MAX_IN_FLIGHT})",
+    )
+    group.add_argument(
+        "--seed", type=int, default=0, help="seed for batches and shuffles (default 0)"
+    )
+    group.add_argument(
+        "--ensemble",
+        choices=sorted(ENSEMBLE_MODES),
+        default="all",
+        help="ask every judge, or extra judges only where the first ones disagree (default all)",
+    )
+    group.add_argument(
+        "--quorum",
+        type=positive_int,
+        help=f"judges in the first quorum (adaptive; server default {limits.DEFAULT_QUORUM})",
+    )
+    group.add_argument(
+        "--samples",
+        type=positive_int,
+        default=1,
+        help="ask every judge N times per batch, each time in its own shuffle, as judges "
+        "NAME#1..NAME#N (self-consistency for unreliable judges; best with --ensemble "
+        "adaptive; default 1)",
+    )
+
+
+def ranking_spec(
+    args: argparse.Namespace,
+    query: str,
+    candidates: Sequence[rank_pb2.Candidate],
+    rubric: str,
+) -> rank_pb2.JobSpec:
+    """The JobSpec of `add_judging_options`' flags (and --allow-unqualified-judges), with no
+    budget: a job's is its own (`budget_options`), a study's is the study's."""
+    return job_spec(
+        query,
+        candidates,
+        judges=args.judges or ["lexical"],
+        rubric=rubric,
+        batch_size=args.k,
+        top_k=args.top_k,
+        max_in_flight=args.max_in_flight,
+        seed=args.seed,
+        ensemble=args.ensemble,
+        quorum=args.quorum,
+        samples_per_judge=args.samples,
+        allow_unqualified_judges=args.allow_unqualified_judges,
+    )
+
+
+def add_budget_options(group: argparse._ArgumentGroup, scope: str) -> None:
+    """--max-calls, --max-input-tokens, --max-cost and --deadline, of `scope` (a job, a study,
+    a round)."""
+    group.add_argument(
+        "--max-calls", type=int, default=0, help=f"{scope} judge call budget (0: unlimited)"
+    )
+    group.add_argument(
+        "--max-input-tokens",
+        type=int,
+        default=0,
+        help=f"{scope} input token budget (0: unlimited)",
+    )
+    group.add_argument(
+        "--max-cost", type=float, default=0.0, help=f"{scope} cost budget in USD (0: unlimited)"
+    )
+    group.add_argument(
+        "--deadline",
+        type=float,
+        default=0.0,
+        help=f"{scope} deadline in seconds (0: none); what is still running then ends"
+        " deadline_exceeded",
+    )
+
+
+def budget_options(args: argparse.Namespace) -> tuple[rank_pb2.Budget, float]:
+    """The budget and the deadline (seconds) of `add_budget_options`' flags."""
+    for flag, value in (
+        ("--max-calls", args.max_calls),
+        ("--max-input-tokens", args.max_input_tokens),
+        ("--max-cost", args.max_cost),
+        ("--deadline", args.deadline),
+    ):
+        if not 0 <= value < float("inf"):
+            raise UsageError(f"{flag} must be a number, 0 or more (0: unlimited)")
+    budget = rank_pb2.Budget(
+        max_judge_calls=args.max_calls,
+        max_input_tokens=args.max_input_tokens,
+        max_cost_usd=args.max_cost,
+    )
+    return budget, args.deadline

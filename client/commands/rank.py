@@ -12,7 +12,6 @@ from typing import TextIO
 
 import grpc
 
-from tierank import limits
 from tierank.client._console import Console
 from tierank.client._errors import TierankError
 from tierank.client._inputs import read_rubric
@@ -20,7 +19,6 @@ from tierank.client._pool import read_jsonl_pool, read_run_pool, read_topic
 from tierank.client._progress import LiveProgress, PlainProgress
 from tierank.client._render import FORMATS, write_result
 from tierank.client._resume import EventCursor, ReconnectPolicy
-from tierank.client._spec import ENSEMBLE_MODES, JUDGE_KEYS, JUDGE_SYNTAX, job_spec
 from tierank.client.aio import AsyncClient
 from tierank.client.commands._outcome import EXIT_STATUS_HELP, outcome
 from tierank.client.commands._shared import (
@@ -31,13 +29,15 @@ from tierank.client.commands._shared import (
     Connection,
     UsageError,
     add_allow_unqualified_option,
+    add_budget_options,
+    add_judging_options,
     add_reconnect_option,
     add_rubric_option,
     add_server_options,
+    budget_options,
     goes_on,
-    judge_argument,
     name_flags,
-    positive_int,
+    ranking_spec,
     same_server,
     server_connection,
     stream_stopped,
@@ -86,69 +86,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     add_rubric_option(sources, f"the server's definition: {DEFAULT_RUBRIC!r}")
 
     judging = parser.add_argument_group("judging")
-    judging.add_argument(
-        "--judge",
-        dest="judges",
-        action="append",
-        type=judge_argument,
-        metavar=JUDGE_SYNTAX,
-        help="a judge, repeatable (default: lexical); e.g. oracle, openai:gpt-4.1-mini,"
-        f" 'openai-compatible:qwen?temperature=0&weight=2'. Keys: {', '.join(JUDGE_KEYS)};"
-        " any other key is a provider option (e.g. noise=0 for oracle). weight=qualified"
-        " takes the weight from the judge's latest `tierank qualify`",
-    )
-    judging.add_argument(
-        "--k",
-        type=positive_int,
-        help=f"candidates per judge call ({limits.MIN_BATCH_SIZE}-{limits.MAX_BATCH_SIZE},"
-        f" server default {limits.DEFAULT_BATCH_SIZE})",
-    )
-    judging.add_argument(
-        "--top-k", type=int, default=0, help="settle only the top K (default 0: full order)"
-    )
-    judging.add_argument(
-        "--max-in-flight",
-        type=positive_int,
-        help="judge calls in flight"
-        f" (at most {limits.MAX_IN_FLIGHT}, server default {limits.DEFAULT_JOB_MAX_IN_FLIGHT})",
-    )
-    judging.add_argument(
-        "--seed", type=int, default=0, help="seed for batches and shuffles (default 0)"
-    )
-    judging.add_argument(
-        "--ensemble",
-        choices=sorted(ENSEMBLE_MODES),
-        default="all",
-        help="ask every judge, or extra judges only where the first ones disagree (default all)",
-    )
-    judging.add_argument(
-        "--quorum",
-        type=positive_int,
-        help=f"judges in the first quorum (adaptive; server default {limits.DEFAULT_QUORUM})",
-    )
-    judging.add_argument(
-        "--samples",
-        type=positive_int,
-        default=1,
-        help="ask every judge N times per batch, each time in its own shuffle, as judges "
-        "NAME#1..NAME#N (self-consistency for unreliable judges; best with --ensemble "
-        "adaptive; default 1)",
-    )
-    judging.add_argument(
-        "--max-calls", type=int, default=0, help="judge call budget (0: unlimited)"
-    )
-    judging.add_argument(
-        "--max-input-tokens", type=int, default=0, help="input token budget (0: unlimited)"
-    )
-    judging.add_argument(
-        "--max-cost", type=float, default=0.0, help="cost budget in USD (0: unlimited)"
-    )
-    judging.add_argument(
-        "--deadline",
-        type=float,
-        default=0.0,
-        help="job deadline in seconds (0: none); a job still running then ends deadline_exceeded",
-    )
+    add_judging_options(judging, top_k_help="settle only the top K (default 0: full order)")
+    add_budget_options(judging, "the job's")
     add_allow_unqualified_option(parser, judging, "rank", "a job")
     judging.add_argument(
         "--request-id",
@@ -178,24 +117,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def run(args: argparse.Namespace) -> int:
     candidates, query = _read_inputs(args)
-    spec = job_spec(
-        query,
-        candidates,
-        judges=args.judges or ["lexical"],
-        rubric=read_rubric(args.rubric),
-        batch_size=args.k,
-        top_k=args.top_k,
-        max_in_flight=args.max_in_flight,
-        seed=args.seed,
-        ensemble=args.ensemble,
-        quorum=args.quorum,
-        samples_per_judge=args.samples,
-        max_judge_calls=args.max_calls,
-        max_input_tokens=args.max_input_tokens,
-        max_cost_usd=args.max_cost,
-        deadline_seconds=args.deadline,
-        allow_unqualified_judges=args.allow_unqualified_judges,
-    )
+    spec = ranking_spec(args, query, candidates, read_rubric(args.rubric))
+    budget, spec.deadline_seconds = budget_options(args)
+    spec.budget.CopyFrom(budget)
     live = sys.stdout.isatty() and sys.stderr.isatty()
     progress = (
         LiveProgress(Console(stderr=True))

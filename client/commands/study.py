@@ -30,7 +30,7 @@ from tierank.client._inputs import (
 )
 from tierank.client._names import study_name
 from tierank.client._resume import ReconnectPolicy
-from tierank.client._spec import ENSEMBLE_MODES, JUDGE_KEYS, JUDGE_SYNTAX, job_spec
+from tierank.client._spec import JUDGE_SYNTAX
 from tierank.client._study import StudyFiles, chunks, pooled_documents
 from tierank.client._study_html import render_report_html
 from tierank.client._study_report import report_json, study_state
@@ -46,18 +46,22 @@ from tierank.client.commands._shared import (
     Connection,
     UsageError,
     add_allow_unqualified_option,
+    add_budget_options,
+    add_judging_options,
     add_reconnect_option,
     add_rubric_option,
     add_server_options,
+    budget_options,
     judge_argument,
     name_flags,
     positive_int,
+    ranking_spec,
     same_server,
     server_connection,
 )
 from tierank.client.sync import Client
 from tierank.resources import FINAL_STUDY_STATES
-from tierank.v1 import eval_pb2, rank_pb2, study_pb2
+from tierank.v1 import eval_pb2, study_pb2
 
 # How often `study run` and `study watch` redraw their progress line on a terminal; without
 # one, a line is written when the progress changes, at most this often.
@@ -268,31 +272,12 @@ def _add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     inputs.add_argument("--name", default="", help="the study's display name")
     judging = parser.add_argument_group("judging (as `tierank rank`)")
-    judging.add_argument(
-        "--judge",
-        dest="judges",
-        action="append",
-        type=judge_argument,
-        metavar=JUDGE_SYNTAX,
-        help=f"a judge, repeatable (default: lexical). Keys: {', '.join(JUDGE_KEYS)}",
-    )
     add_rubric_option(judging, "the server's definition")
-    judging.add_argument(
-        "--k",
-        type=positive_int,
-        help=f"candidates per judge call ({limits.MIN_BATCH_SIZE}-{limits.MAX_BATCH_SIZE})",
-    )
-    judging.add_argument(
-        "--top-k",
-        type=int,
-        default=0,
-        help="settle only each query's top K (default 0: the whole pool's order, which the"
-        " labels are read from; a top K costs about half the calls and labels the rest of"
+    add_judging_options(
+        judging,
+        top_k_help="settle only each query's top K (default 0: the whole pool's order, which"
+        " the labels are read from; a top K costs about half the calls and labels the rest of"
         " each pool from a rougher order)",
-    )
-    judging.add_argument("--seed", type=int, default=0, help="seed (default 0)")
-    judging.add_argument(
-        "--ensemble", choices=sorted(ENSEMBLE_MODES), default="all", help="(default all)"
     )
     judging.add_argument(
         "--max-live",
@@ -309,7 +294,7 @@ def _add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         " to 24 h), so the study takes hours rather than minutes. Every judge must be an"
         " openai, anthropic or gemini one",
     )
-    _add_budget_options(judging, "study-wide")
+    add_budget_options(judging, "the study's")
     judging.add_argument(
         "--measure",
         dest="measures",
@@ -349,35 +334,6 @@ def _add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.set_defaults(handler=_run)
 
 
-def _add_budget_options(group: argparse._ArgumentGroup, scope: str) -> None:
-    group.add_argument(
-        "--max-calls", type=int, default=0, help=f"{scope} judge call budget (0: unlimited)"
-    )
-    group.add_argument(
-        "--max-input-tokens", type=int, default=0, help=f"{scope} input token budget"
-    )
-    group.add_argument("--max-cost", type=float, default=0.0, help=f"{scope} cost budget in USD")
-    group.add_argument(
-        "--deadline", type=float, default=0.0, help=f"{scope} deadline in seconds (0: none)"
-    )
-
-
-def _budget(args: argparse.Namespace) -> rank_pb2.Budget:
-    for flag, value in (
-        ("--max-calls", args.max_calls),
-        ("--max-input-tokens", args.max_input_tokens),
-        ("--max-cost", args.max_cost),
-        ("--deadline", args.deadline),
-    ):
-        if not 0 <= value < float("inf"):
-            raise UsageError(f"{flag} must be a number, 0 or more (0: unlimited)")
-    return rank_pb2.Budget(
-        max_judge_calls=args.max_calls,
-        max_input_tokens=args.max_input_tokens,
-        max_cost_usd=args.max_cost,
-    )
-
-
 def _add_add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser(
         "add-run",
@@ -401,7 +357,7 @@ def _add_add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         " only those the added runs pool are read",
     )
     limits_group = parser.add_argument_group("limits of this round")
-    _add_budget_options(limits_group, "this round's")
+    add_budget_options(limits_group, "this round's")
     parser.add_argument(
         "--request-id",
         default="",
@@ -415,7 +371,7 @@ def _add_add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def _add_run_to_study(args: argparse.Namespace) -> int:
     runs = {name: read_run(path) for name, path in _systems(args.runs, "").items()}
-    budget = _budget(args)
+    budget, deadline = budget_options(args)
     request_id = args.request_id or uuid.uuid4().hex
     name = study_name(args.study)
     with server_connection(args, resume_jobs=True) as connection, connection.client() as client:
@@ -430,7 +386,7 @@ def _add_run_to_study(args: argparse.Namespace) -> int:
             systems=list(runs),
             request_id=request_id,
             budget=budget,
-            deadline_seconds=args.deadline,
+            deadline_seconds=deadline,
         )
         try:
             study_round = study.inputs.rounds[-1]
@@ -561,23 +517,14 @@ def _labels(args: argparse.Namespace) -> eval_pb2.TierMapping:
 
 
 def _spec(args: argparse.Namespace) -> study_pb2.StudySpec:
-    ranking = job_spec(
-        "",
-        [],
-        judges=args.judges or ["lexical"],
-        rubric=read_rubric(args.rubric),
-        batch_size=args.k,
-        top_k=args.top_k,
-        seed=args.seed,
-        ensemble=args.ensemble,
-        allow_unqualified_judges=args.allow_unqualified_judges,
-    )
+    ranking = ranking_spec(args, "", [], read_rubric(args.rubric))
+    budget, deadline = budget_options(args)
     spec = study_pb2.StudySpec(
         display_name=args.name,
         depth=args.depth,
         ranking=ranking,
-        budget=_budget(args),
-        deadline_seconds=args.deadline,
+        budget=budget,
+        deadline_seconds=deadline,
         measures=args.measures or [],
         max_live_queries=args.max_live or 0,
         labels=_labels(args),

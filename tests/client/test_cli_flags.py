@@ -50,6 +50,16 @@ def test_a_bound_the_server_enforces_is_named_by_its_flag(
          "--k: must be between 2 and 20"),
         (("study", "run", *inputs, "--run", f"good={paths['good']}", "--measure", "nDCG@x"),
          "--measure (spec.measures[0]): "),
+        # The judging flags are rank's, sent as rank sends them (issue 36).
+        (("study", "run", *inputs, "--run", f"good={paths['good']}", "--quorum", "3"),
+         "--quorum: must be between 1 and the number of judges"),
+        (("study", "run", *inputs, "--run", f"good={paths['good']}", "--max-in-flight", "65"),
+         "--max-in-flight: must be between 1 and 64"),
+        # Budgets are checked alike by both commands, before anything is sent.
+        (("rank", POOL, "--query", QUERY, "--max-cost", "-1"),
+         "--max-cost must be a number, 0 or more (0: unlimited)"),
+        (("study", "run", *inputs, "--run", f"good={paths['good']}", "--max-cost", "-1"),
+         "--max-cost must be a number, 0 or more (0: unlimited)"),
     ]  # fmt: skip
     for command, message in cases:
         result = tierank(*command, "--server", tierank_server)
