@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import grpc
 from opentelemetry.trace import SpanKind, Status, StatusCode
@@ -35,21 +35,54 @@ class TracingInterceptor(grpc.aio.ServerInterceptor):
         metadata = {
             key: value for key, value in details.invocation_metadata or () if isinstance(value, str)
         }
-        traced = _Traced(method, metadata)
-        if handler.unary_unary is not None:
-            return grpc.unary_unary_rpc_method_handler(
-                traced.unary(handler.unary_unary),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        if handler.unary_stream is not None:
-            return grpc.unary_stream_rpc_method_handler(
-                # grpc.aio's handlers are async; the stubs type those of the threaded server.
-                traced.stream(handler.unary_stream),  # type: ignore[arg-type]
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        return handler
+        return rewrapped(handler, _Traced(method, metadata), deserializes=False)
+
+
+class HandlerWrapper(Protocol):
+    """What a server interceptor puts around an RPC's behaviour, per kind of RPC."""
+
+    def unary(self, behaviour: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]: ...
+
+    def stream(
+        self, behaviour: Callable[..., AsyncIterator[Any]]
+    ) -> Callable[..., AsyncIterator[Any]]: ...
+
+
+@runtime_checkable
+class BidiWrapper(HandlerWrapper, Protocol):
+    def bidi(
+        self, behaviour: Callable[..., AsyncIterator[Any]]
+    ) -> Callable[..., AsyncIterator[Any]]: ...
+
+
+def rewrapped(
+    handler: grpc.RpcMethodHandler[Any, Any], wrapper: HandlerWrapper, *, deserializes: bool
+) -> grpc.RpcMethodHandler[Any, Any]:
+    """`handler` with its behaviour wrapped by `wrapper`, for every interceptor alike: unary and
+    server-streaming RPCs, and bidirectional ones where the wrapper has `bidi` (reflection); any
+    other is left as it is. `deserializes`: the wrapper reads unary and streaming requests' bytes
+    itself (to refuse a malformed one its own way), else gRPC does."""
+    deserializer = None if deserializes else handler.request_deserializer
+    # grpc.aio's handlers are async; the stubs type those of the threaded server.
+    if handler.unary_unary is not None:
+        return grpc.unary_unary_rpc_method_handler(
+            wrapper.unary(handler.unary_unary),
+            request_deserializer=deserializer,
+            response_serializer=handler.response_serializer,
+        )
+    if handler.unary_stream is not None:
+        return grpc.unary_stream_rpc_method_handler(
+            wrapper.stream(handler.unary_stream),  # type: ignore[arg-type]
+            request_deserializer=deserializer,
+            response_serializer=handler.response_serializer,
+        )
+    if handler.stream_stream is not None and isinstance(wrapper, BidiWrapper):
+        return grpc.stream_stream_rpc_method_handler(
+            wrapper.bidi(handler.stream_stream),  # type: ignore[arg-type]
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+    return handler
 
 
 class _Traced:

@@ -35,6 +35,7 @@ from google.protobuf.message import DecodeError
 
 from tierank.server.errors import FieldViolation, InvalidInput, ResourceExhausted
 from tierank.server.jobs.steps import TenantActivity
+from tierank.server.observability.rpc import rewrapped
 from tierank.server.rpc.auth import Authenticator, current_caller, set_caller
 from tierank.server.rpc.revocation import StreamCredentials
 from tierank.server.rpc.statuses import abort, status_of
@@ -88,24 +89,7 @@ class EdgeInterceptor(grpc.aio.ServerInterceptor):
             self._streams,
             self._activity,
         )
-        if handler.unary_unary is not None:
-            return grpc.unary_unary_rpc_method_handler(
-                call.unary(handler.unary_unary),
-                response_serializer=handler.response_serializer,
-            )
-        if handler.unary_stream is not None:
-            return grpc.unary_stream_rpc_method_handler(
-                # grpc.aio's handlers are async; the stubs type those of the threaded server.
-                call.stream(handler.unary_stream),  # type: ignore[arg-type]
-                response_serializer=handler.response_serializer,
-            )
-        if handler.stream_stream is not None:  # server reflection
-            return grpc.stream_stream_rpc_method_handler(
-                call.bidi(handler.stream_stream),  # type: ignore[arg-type]  # async, as above
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        return handler
+        return rewrapped(handler, call, deserializes=True)
 
 
 class _Call:
