@@ -15,8 +15,8 @@ from typing import Any
 
 import anthropic
 
-from tierank.server.judges.base import FailureKind, JudgeConfig
-from tierank.server.judges.bounded_http import ResponseTooLarge, bounded_event_hooks
+from tierank.server.judges.base import JudgeConfig
+from tierank.server.judges.bounded_http import bounded_event_hooks
 from tierank.server.judges.llm import (
     AnswerSchema,
     Completion,
@@ -31,7 +31,7 @@ from tierank.server.judges.prompt import (
     estimate_tokens,
     upper_bound_tokens,
 )
-from tierank.server.judges.retry import CallError, classify_status
+from tierank.server.judges.sdk_errors import stainless_errors
 
 # Anthropic's minimum thinking budget is 1024 tokens.
 DEFAULT_THINKING_BUDGET = 2048
@@ -114,21 +114,10 @@ class AnthropicJudge(LLMJudge):
         seed: int,
         schema: AnswerSchema | None,
     ) -> Completion:
-        try:
+        with stainless_errors(anthropic):
             response = await self.client.messages.create(
                 **self.request_params(messages, max_output_tokens)
             )
-        except anthropic.APIStatusError as error:
-            raise classify_status(
-                error.status_code, error.response.headers, error.message
-            ) from None
-        except anthropic.APITimeoutError:
-            raise CallError(FailureKind.TIMEOUT, "the SDK timed out") from None
-        except anthropic.APIConnectionError as error:
-            if isinstance(error.__cause__, ResponseTooLarge):
-                # Unwrapped, as the other SDKs let it through: LLMJudge classifies it.
-                raise error.__cause__ from None
-            raise CallError(FailureKind.CONNECTION_ERROR, f"connection failed: {error}") from None
         return message_completion(response)
 
     def cache_write_bound(self, prompt: PromptParts) -> int:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 import httpx2
 from google import genai
-from google.genai import errors, types
+from google.genai import types
 
-from tierank.server.judges.base import FailureKind, JudgeConfig
+from tierank.server.judges.base import JudgeConfig
 from tierank.server.judges.bounded_http import bounded_event_hooks
 from tierank.server.judges.llm import (
     AnswerSchema,
@@ -20,11 +19,10 @@ from tierank.server.judges.llm import (
 )
 from tierank.server.judges.prices import TokenCounts
 from tierank.server.judges.prompt import AnswerFormat
-from tierank.server.judges.retry import CallError, classify_status
+from tierank.server.judges.sdk_errors import genai_errors
 
 # -1 asks Gemini for a dynamic thinking budget.
 DYNAMIC_THINKING_BUDGET = -1
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)s$")
 
 
 class GeminiClient:
@@ -84,18 +82,12 @@ class GeminiJudge(LLMJudge):
         seed: int,
         schema: AnswerSchema | None,
     ) -> Completion:
-        try:
+        with genai_errors():
             response = await self.client.genai.aio.models.generate_content(
                 model=self.config.model,
                 contents=contents(messages),
                 config=self.generation_config(max_output_tokens, seed, schema),
             )
-        except errors.APIError as error:
-            raise classify_api_error(error) from None
-        except httpx2.TimeoutException:
-            raise CallError(FailureKind.TIMEOUT, "the HTTP client timed out") from None
-        except httpx2.TransportError as error:
-            raise CallError(FailureKind.CONNECTION_ERROR, f"connection failed: {error}") from None
         return content_completion(response)
 
 
@@ -123,26 +115,6 @@ def content_completion(response: types.GenerateContentResponse) -> Completion:
         response_model=response.model_version or "",
         finish_reason=str(getattr(finish, "value", finish)) if finish else "",
     )
-
-
-def classify_api_error(error: errors.APIError) -> CallError:
-    headers = error.response.headers if error.response is not None else None
-    failure = classify_status(error.code, headers, error.message or str(error))
-    if failure.retry_after_s is None:
-        failure.retry_after_s = _retry_info_delay(error.details)
-    return failure
-
-
-def _retry_info_delay(details: object) -> float | None:
-    """google.rpc.RetryInfo's retryDelay ("7s") from an error body, which Gemini sends on 429
-    instead of a Retry-After header."""
-    body = details.get("error", details) if isinstance(details, dict) else {}
-    for detail in body.get("details", ()) if isinstance(body, dict) else ():
-        if isinstance(detail, dict) and detail.get("@type", "").endswith("google.rpc.RetryInfo"):
-            match = _DURATION.match(str(detail.get("retryDelay", "")))
-            if match:
-                return float(match.group(1))
-    return None
 
 
 def _tokens(usage: types.GenerateContentResponseUsageMetadata | None) -> TokenCounts:

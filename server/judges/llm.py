@@ -36,7 +36,6 @@ from tierank.server.judges.base import (
     JudgeUsage,
     Waiting,
 )
-from tierank.server.judges.bounded_http import ResponseTooLarge
 from tierank.server.judges.breaker import CircuitBreaker
 from tierank.server.judges.endpoints import canonical_base_url, resolves_only_to_loopback
 from tierank.server.judges.limits import ProviderLimits
@@ -687,11 +686,7 @@ class LLMJudge(Judge):
         async def send() -> Completion:
             try:
                 return await self._complete(messages, max_output, seed, schema)
-            except ResponseTooLarge as error:
-                # The adapters let it through (anthropic's SDK wraps it; its adapter unwraps
-                # it), so it is classified here, once, for every provider.
-                raise error.failure() from None
-            except CallError as error:
+            except CallError as error:  # the adapters' SDK errors, mapped in sdk_errors
                 # Scrubbed here, before the breaker keeps it as the last failure it shows.
                 raise shared.scrub(error) from None
 

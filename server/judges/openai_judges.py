@@ -24,7 +24,8 @@ from tierank.server.judges.llm import (
 )
 from tierank.server.judges.prices import TokenCounts
 from tierank.server.judges.prompt import AnswerFormat
-from tierank.server.judges.retry import CallError, classify_status
+from tierank.server.judges.retry import CallError
+from tierank.server.judges.sdk_errors import stainless_errors
 
 DEFAULT_REASONING_EFFORT = "medium"
 # Structured-output forms, strongest first. `text` sends no response_format: the prompt alone
@@ -104,16 +105,8 @@ class OpenAIJudge(LLMJudge):
         return await self._send(self.request_body(messages, max_output_tokens, seed, schema))
 
     async def _send(self, request: Mapping[str, Any]) -> Completion:
-        try:
+        with stainless_errors(openai):
             response = await self.client.chat.completions.create(**request)
-        except openai.APIStatusError as error:
-            raise classify_status(
-                error.status_code, error.response.headers, _error_text(error)
-            ) from None
-        except openai.APITimeoutError:
-            raise CallError(FailureKind.TIMEOUT, "the SDK timed out") from None
-        except openai.APIConnectionError as error:
-            raise CallError(FailureKind.CONNECTION_ERROR, f"connection failed: {error}") from None
         completion = chat_completion(response)
         self._answered_by(response.model)
         return completion
@@ -135,13 +128,6 @@ def chat_completion(response: ChatCompletion) -> Completion:
         response_model=response.model or "",
         finish_reason=choice.finish_reason or "",
     )
-
-
-def _error_text(error: openai.APIStatusError) -> str:
-    """The SDK's message, with the body when that is plain text (it keeps only JSON's)."""
-    if isinstance(error.body, str) and error.body and error.body not in error.message:
-        return f"{error.message} - {error.body[:500]}"
-    return error.message
 
 
 def _tokens(usage: openai.types.CompletionUsage | None) -> TokenCounts:

@@ -12,7 +12,6 @@ from typing import Any
 import anthropic
 
 from tierank.server.judges.anthropic_judge import AnthropicJudge, message_completion
-from tierank.server.judges.batches._sdk_errors import stainless_errors
 from tierank.server.judges.batches.base import (
     CLOCK_SKEW_S,
     LIST_PAGE_MAX_BYTES,
@@ -28,6 +27,7 @@ from tierank.server.judges.batches.base import (
 )
 from tierank.server.judges.bounded_http import response_cap
 from tierank.server.judges.llm import Completion
+from tierank.server.judges.sdk_errors import stainless_errors
 
 LIMITS = BatchLimits(
     max_requests=100_000,

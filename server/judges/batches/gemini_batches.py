@@ -5,12 +5,10 @@ label as the job's display name."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-import httpx2
-from google.genai import errors, types
+from google.genai import types
 
 from tierank.server.judges.base import FailureKind
 from tierank.server.judges.batches.base import (
@@ -25,15 +23,15 @@ from tierank.server.judges.batches.base import (
     VendorOutcomes,
     missing_failure,
 )
-from tierank.server.judges.bounded_http import ResponseTooLarge, response_cap
+from tierank.server.judges.bounded_http import response_cap
 from tierank.server.judges.gemini_judge import (
     GeminiJudge,
-    classify_api_error,
     content_completion,
     contents,
 )
 from tierank.server.judges.llm import Completion
 from tierank.server.judges.retry import CallError
+from tierank.server.judges.sdk_errors import genai_errors
 
 LIMITS = BatchLimits(
     max_requests=None,
@@ -87,7 +85,7 @@ class GeminiBatches(BatchTransport[GeminiJudge]):
     async def submit(self, calls: Sequence[BatchCall], label: str) -> str:
         self._check_label(label)
         self._check_ids(calls)
-        with _genai_errors("creating the batch"):
+        with genai_errors("creating the batch"):
             job = await self.judge.client.genai.aio.batches.create(
                 model=self.judge.config.model,
                 src=[types.InlinedRequest.model_validate(self.entry(call)) for call in calls],
@@ -108,7 +106,7 @@ class GeminiBatches(BatchTransport[GeminiJudge]):
         `calls` and `known` are not needed."""
         oldest = created_after - CLOCK_SKEW_S
         config = types.ListBatchJobsConfig(page_size=LIST_PAGE_SIZE, http_options=_HTTP)
-        with _genai_errors("listing the batches"), response_cap(LIST_PAGE_SIZE * JOB_MAX_BYTES):
+        with genai_errors("listing the batches"), response_cap(LIST_PAGE_SIZE * JOB_MAX_BYTES):
             async for job in await self.judge.client.genai.aio.batches.list(config=config):
                 created = job.create_time.timestamp() if job.create_time else oldest
                 if job.display_name == label and created >= oldest and job.name:
@@ -117,7 +115,7 @@ class GeminiBatches(BatchTransport[GeminiJudge]):
 
     async def _job(self, batch_id: str, what: str, cap: int = JOB_MAX_BYTES) -> types.BatchJob:
         # An ended job carries every inlined response, whoever asks for it (polls too).
-        with _genai_errors(what), response_cap(cap):
+        with genai_errors(what), response_cap(cap):
             return await self.judge.client.genai.aio.batches.get(
                 name=batch_id, config=types.GetBatchJobConfig(http_options=_HTTP)
             )
@@ -153,24 +151,7 @@ class GeminiBatches(BatchTransport[GeminiJudge]):
         return VendorOutcomes(found, missing_failure(state.value))
 
     async def cancel(self, batch_id: str) -> None:
-        with _genai_errors("cancelling the batch"):
+        with genai_errors("cancelling the batch"):
             await self.judge.client.genai.aio.batches.cancel(
                 name=batch_id, config=types.CancelBatchJobConfig(http_options=_HTTP)
             )
-
-
-@contextmanager
-def _genai_errors(what: str) -> Iterator[None]:
-    try:
-        yield
-    except ResponseTooLarge as error:
-        raise error.failure() from None
-    except errors.APIError as error:
-        failure = classify_api_error(error)
-        raise CallError(failure.kind, f"{what}: {failure.message}", failure.retry_after_s) from None
-    except httpx2.TimeoutException:
-        raise CallError(FailureKind.TIMEOUT, f"{what}: timed out") from None
-    except httpx2.TransportError as error:
-        raise CallError(
-            FailureKind.CONNECTION_ERROR, f"{what}: connection failed: {error}"
-        ) from None

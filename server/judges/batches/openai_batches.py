@@ -11,7 +11,6 @@ from typing import Any, Final
 import openai
 from openai.types.chat import ChatCompletion
 
-from tierank.server.judges.batches._sdk_errors import stainless_errors
 from tierank.server.judges.batches.base import (
     CLOCK_SKEW_S,
     LIST_PAGE_MAX_BYTES,
@@ -28,6 +27,7 @@ from tierank.server.judges.batches.base import (
 from tierank.server.judges.bounded_http import response_cap
 from tierank.server.judges.llm import Completion
 from tierank.server.judges.openai_judges import OpenAIJudge, chat_completion
+from tierank.server.judges.sdk_errors import stainless_errors
 
 ENDPOINT: Final = "/v1/chat/completions"
 COMPLETION_WINDOW: Final = "24h"
