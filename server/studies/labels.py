@@ -120,7 +120,7 @@ class Sample:
 class QueryLabels:
     """One query's labels: `reported` (what qrels.txt holds) and `own` (the study's own, made
     without the query's human grades; the same as reported outside the sample), and, where
-    asked for, `predictions`: label sets whose measures, averaged, predict a person's (the
+    asked for, `predictions`: label sets whose measures predict a person's (the
     own labels at the posterior's PREDICTION_QUANTILES; the own labels alone for a fixed
     mapping)."""
 
