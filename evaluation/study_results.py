@@ -111,7 +111,7 @@ class StudyResults:
     pairs: list[PairComparison] = field(default_factory=list)
     interval_method: str = "bootstrap"
     sample: SampleAgreement | None = None
-    # PPI only: each system's mean under the study's own labels, before the correction.
+    # PPI only: each system's mean of the study's predictions, before the correction.
     study_means: dict[str, dict[str, float | None]] = field(default_factory=dict)
 
 
