@@ -382,7 +382,7 @@ def calibrated(
     sample = Sample({q: dict(g) for q, g in sample_grades.items()})
     ordered = [orders[q] for q in sorted(orders)]
     model, folds = fit_models(_readings(orders, sample), sample, seed, base)
-    labeller = Labeller(_pointwise_spec(seed), sample, model, folds)
+    labeller = Labeller(_pointwise_spec(seed), sample, model, folds, predictor=base)
     tally = StudyTally([NDCG], systems=sorted(runs), primary=NDCG)
     own: Qrels = {}
     for query in labeller.label(ordered, predictions=True):

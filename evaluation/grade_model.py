@@ -118,9 +118,10 @@ class GradeModel:
         ]
 
 
-# The posterior quantiles whose label sets, averaged, predict a measure: the mean of a
-# distribution is the mean of its quantile function, so the measure's average over these
-# comonotone label sets approximates its posterior expectation without sampling (it predicts
+# The posterior quantiles whose label sets predict a measure: the mean of a distribution is
+# the mean of its quantile function, so a document's grade averaged over these sets, and any
+# sum of gains over them (a DCG, its ideal), approximates its posterior expectation without
+# sampling; a measure's average over these comonotone sets approximates its own (it predicts
 # a person's nDCG@10 of a query about a tenth better than the median labels do).
 PREDICTION_QUANTILES = (0.1, 0.3, 0.5, 0.7, 0.9)
 

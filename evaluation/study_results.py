@@ -38,6 +38,7 @@ from tierank.evaluation.prediction_powered import (
 )
 from tierank.evaluation.scoring import evaluate
 from tierank.evaluation.set_measures import TREC_DL_SCALE, GradeScale
+from tierank.evaluation.trec_measures import ideal_dcg
 
 # Persistence of the rank-biased overlap of system orderings: its top 10 carry 86% of its weight,
 # about the number of systems a study compares.
@@ -110,7 +111,7 @@ class StudyResults:
     pairs: list[PairComparison] = field(default_factory=list)
     interval_method: str = "bootstrap"
     sample: SampleAgreement | None = None
-    # PPI only: each system's mean under the study's own labels, before the correction.
+    # PPI only: each system's mean of the study's predictions, before the correction.
     study_means: dict[str, dict[str, float | None]] = field(default_factory=dict)
 
 
@@ -204,8 +205,9 @@ class StudyTally:
         retrieved nothing), its human grades (None: the human qrels do not judge it) and, for
         a query of the human sample, the labels it is reported with (`sample`: the person's
         grades, and the study's where they gave none) and the person's grades alone
-        (`sample_grades`). `predictions`: label sets whose measures, averaged, predict a
-        person's, for prediction-powered intervals (the labels alone without them)."""
+        (`sample_grades`). `predictions`: label sets whose measures predict a person's
+        (:meth:`_predict`), for prediction-powered intervals (the labels alone without
+        them)."""
         self._queries.append(qid)
         for system in self._systems:
             run = {qid: runs.get(system, {})}
@@ -245,15 +247,25 @@ class StudyTally:
         qid: str,
         run: Mapping[str, Mapping[str, float]],
     ) -> None:
-        """Each measure's mean over the label sets (those where it is defined), or None."""
-        found: dict[str, list[float]] = {name: [] for name in self._parsed}
+        """Each measure's mean over the label sets (those where it is defined), or None; for
+        nDCG the mean DCG over the mean ideal DCG (each set's value weighted by its ideal).
+
+        Why nDCG differs: a person's nDCG is one ratio, and the mean of the sets' ratios
+        depends on how the grades of a query's documents vary together, which the comonotone
+        sets only caricature (every document at the same quantile at once); the means of DCG
+        and ideal DCG are sums of each document's expected gain, which the posterior gives
+        document by document. The ratio of means is nDCG under those expected gains."""
+        totals: dict[str, list[float]] = {name: [0.0, 0.0] for name in self._parsed}
         for labels in label_sets:
             values = _values_by_name(self._parsed, {qid: labels}, run, self._scale)
             for name, by_query in values.items():
                 if (value := by_query[qid]) is not None:
-                    found[name].append(value)
-        for name, defined in found.items():
-            into[name][qid] = sum(defined) / len(defined) if defined else None
+                    measure = self._parsed[name]
+                    weight = ideal_dcg(labels, measure.cutoff) if measure.name == "nDCG" else 1.0
+                    totals[name][0] += weight * value
+                    totals[name][1] += weight
+        for name, (weighted, weights) in totals.items():
+            into[name][qid] = weighted / weights if weights > 0 else None
 
     def results(
         self,

@@ -29,8 +29,8 @@ def _discount(position: int) -> float:
     return math.log2(position + 2)
 
 
-def _ideal_dcg(judgments: Mapping[str, int], cutoff: int | None) -> float:
-    # The ideal ranking holds every judged document with a positive grade, best first.
+def ideal_dcg(judgments: Mapping[str, int], cutoff: int | None) -> float:
+    """The DCG of the ideal ranking: every judged document with a positive grade, best first."""
     gains = sorted((grade for grade in judgments.values() if grade > 0), reverse=True)
     return sum(gain / _discount(i) for i, gain in enumerate(gains[:cutoff]))
 
@@ -42,7 +42,7 @@ def ndcg(
 
     Negative grades add no gain (trec_eval's default gains are the positive grades).
     """
-    ideal = _ideal_dcg(judgments, cutoff)
+    ideal = ideal_dcg(judgments, cutoff)
     if ideal == 0:
         return None
     gained = (max(judgments.get(docid, 0), 0) for docid in ranking[:cutoff])
@@ -58,7 +58,7 @@ def tie_aware_ndcg(
     (McSherry & Najork, ECIR 2008), so no enumeration of orders is needed. A tier that straddles
     the cutoff contributes only the positions inside it. Gains and ideal are as in :func:`ndcg`.
     """
-    ideal = _ideal_dcg(judgments, cutoff)
+    ideal = ideal_dcg(judgments, cutoff)
     if ideal == 0:
         return None
     total = 0.0

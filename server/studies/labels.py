@@ -9,15 +9,21 @@ fit it, one a page at a time to label. With a human sample:
 - the model's emission is fitted to the sample's (human grade, probe) pairs and the sample's
   queries enter the chain as observed grades;
 - each sample query is reported with the person's grades (the model's where they gave none);
-- for the agreement and the prediction-powered intervals, each sample query also gets the
-  study's *own* labels, from a model fitted without that query's human grades (its fold of
-  FOLDS), so that its human-minus-study difference is what the study's error is elsewhere.
+- for the agreement, each sample query also gets the study's *own* labels, from a model
+  fitted without that query's human grades (its fold of FOLDS), so that its disagreement with
+  the person is what the study's is elsewhere;
+- the prediction-powered intervals correct predictions of a person's values made by the
+  model of the probes alone, for every query: predictions that do not depend on the sample
+  make its human-minus-study differences those of every other query by construction (the
+  fold models would each predict a little differently, noise the correction then carries),
+  and the correction, not the model, is what a grader's bias is set right by there.
 
 A query whose job learned nothing (every judge call failed) has no labels: it is not judged.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -120,9 +126,9 @@ class Sample:
 class QueryLabels:
     """One query's labels: `reported` (what qrels.txt holds) and `own` (the study's own, made
     without the query's human grades; the same as reported outside the sample), and, where
-    asked for, `predictions`: label sets whose measures, averaged, predict a person's (the
-    own labels at the posterior's PREDICTION_QUANTILES; the own labels alone for a fixed
-    mapping)."""
+    asked for, `predictions`: label sets whose measures predict a person's (the labels of the
+    model of the probes alone at the posterior's PREDICTION_QUANTILES; the own labels alone
+    for a fixed mapping)."""
 
     query_id: str
     reported: dict[str, int]
@@ -132,7 +138,9 @@ class QueryLabels:
 
 
 class Labeller:
-    """Labels judged queries under the study's mapping, a page at a time."""
+    """Labels judged queries under the study's mapping, a page at a time: pointwise ones with
+    `model` (the sample's queries' own labels with `folds`) and their predictions with
+    `predictor`, the model of the probes alone (`model` when not given)."""
 
     def __init__(
         self,
@@ -140,11 +148,13 @@ class Labeller:
         sample: Sample,
         model: GradeModel | None = None,
         folds: Mapping[int, GradeModel] | None = None,
+        predictor: GradeModel | None = None,
     ) -> None:
         self._spec = spec
         self._sample = sample
         self._model = model
         self._folds = folds or {}
+        self._predictor = predictor or model
         self._fold_of = sample.folds()
         self._fixed = None if is_pointwise(spec) else fixed_mapping("spec.labels", spec.labels)
 
@@ -163,17 +173,15 @@ class Labeller:
             predicted = [[grades] for grades in own] if predictions else None
         else:
             assert self._model is not None  # pointwise labellers are built with theirs
+            assert self._predictor is not None
             own = self._decode(self._model, orders, with_sample=False)
             if predictions:
-                predicted = self._quantiles(self._model, orders)
+                predicted = self._quantiles(self._predictor, orders)
             for fold, model in self._folds.items():
                 chosen = [i for i, o in enumerate(orders) if self._fold_of.get(o.query_id) == fold]
                 in_fold = [orders[i] for i in chosen]
                 for i, grades in zip(chosen, self._decode(model, in_fold, False), strict=True):
                     own[i] = grades
-                if predicted is not None:
-                    for i, sets in zip(chosen, self._quantiles(model, in_fold), strict=True):
-                        predicted[i] = sets
         reported = list(own)
         in_sample = [i for i, o in enumerate(orders) if o.query_id in self._sample.grades]
         if in_sample and self._model is not None:
@@ -298,10 +306,12 @@ async def study_labeller(
     readings = ProbeReadings()
     for start in range(0, len(rows), page):
         readings.add(await judged_orders(storage, record, rows[start : start + page]), sample)
-    model, folds = await anyio.to_thread.run_sync(
-        fit_models, readings, sample, spec.labels.pointwise.seed
+    seed = spec.labels.pointwise.seed
+    probes = await anyio.to_thread.run_sync(
+        functools.partial(fit_grade_model, readings.probed, seed=seed)
     )
-    return Labeller(spec, sample, model, folds)
+    model, folds = await anyio.to_thread.run_sync(fit_models, readings, sample, seed, probes)
+    return Labeller(spec, sample, model, folds, predictor=probes)
 
 
 def reported_qrels(labels: Iterable[QueryLabels]) -> Qrels:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import ir_measures
 import pytest
 
@@ -107,6 +109,22 @@ def test_a_tally_fed_query_by_query_in_any_order_is_study_results():
         runs = {system: run[qid] for system, run in RUNS.items() if qid in run}
         tally.add(qid, LABELS[qid], runs, HUMAN.get(qid))
     assert tally.results(samples=500) == whole
+
+
+def test_predictions_average_each_measure_but_ndcg_by_its_ideal():
+    # Two label sets for q1, ranked d1 then d2: one where d1 is a 3 (nDCG@10 1, ideal DCG 3),
+    # one where d2 is a 1 (nDCG@10 1/log2(3), ideal 1). nDCG's prediction is the mean DCG
+    # over the mean ideal, (3 + 1/log2 3) / 4, not the mean of the two ratios; P@1's is the
+    # mean, 0.5. q2, the sample's query, predicts 1 for both.
+    tally = StudyTally(["nDCG@10", "P@1"], systems=["a"])
+    rich, poor = {"d1": 3, "d2": 0}, {"d1": 0, "d2": 1}
+    tally.add("q1", rich, {"a": {"d1": 2.0, "d2": 1.0}}, predictions=[rich, poor])
+    tally.add("q2", {"e1": 1}, {"a": {"e1": 1.0}}, sample={"e1": 1}, sample_grades={"e1": 1})
+    means = tally.results().study_means["a"]
+    discounted = 1 / math.log2(3)
+    assert means["nDCG@10"] == pytest.approx(((3 + discounted) / 4 + 1) / 2)
+    assert means["nDCG@10"] != pytest.approx(((1 + discounted) / 2 + 1) / 2)
+    assert means["P@1"] == pytest.approx((0.5 + 1) / 2)
 
 
 # ---- DL19: six runs against the human qrels ----------------------------------------------------

@@ -6,6 +6,7 @@ study none of whose queries was judged failing rather than reporting invented la
 from __future__ import annotations
 
 import math
+import random
 import time
 from collections.abc import AsyncIterator
 
@@ -16,7 +17,15 @@ from study_data import Collection, collection, inputs_request, oracle_ranking
 
 from tierank.client.commands.study import progress_line
 from tierank.evaluation import cohen_kappa, parse_qrels
+from tierank.evaluation.grade_model import fit_grade_model
 from tierank.limits import DEFAULT_PROBE_RATE, MIN_PROBES
+from tierank.server.studies.labels import (
+    Labeller,
+    ProbeReadings,
+    QueryOrder,
+    Sample,
+    fit_models,
+)
 from tierank.v1 import eval_pb2, rank_pb2, study_pb2
 
 QUERIES = 6
@@ -263,3 +272,33 @@ def test_the_progress_line_says_a_pause_instead_of_an_eta_and_the_probes_under_w
     assert "ETA" not in line
     study.state = study_pb2.STUDY_STATE_SUCCEEDED
     assert "paused" not in progress_line(study) and "probes" not in progress_line(study)
+
+
+def test_predictions_come_from_the_probes_alone_whatever_the_sample() -> None:
+    # Eight queries of twelve documents in order, probed every third position along a
+    # falling grade; a person labels three of them, against the probes near the top. The
+    # sample changes the labels it is reported with, and its queries' own labels come from
+    # their folds' models, but every query's predictions are those of the probes' model.
+    rng = random.Random(7)
+    orders = []
+    for q in range(8):
+        documents = [f"q{q}d{i}" for i in range(12)]
+        probes = {
+            documents[i]: min(3, max(0, 3 - i // 3 + rng.choice((-1, 0, 1)))) for i in (0, 3, 6, 9)
+        }
+        orders.append(QueryOrder(f"q{q}", [[doc] for doc in documents], probes))
+    human = {order.query_id: {doc: 0 for doc in order.documents[:6]} for order in orders[:3]}
+    sample = Sample(human)
+    spec = study_pb2.StudySpec(labels=_grader())
+    readings = ProbeReadings()
+    readings.add(orders, sample)
+    probes_alone = fit_grade_model(readings.probed, seed=1)
+    model, folds = fit_models(readings, sample, 1, probes_alone)
+    labelled = Labeller(spec, sample, model, folds, predictor=probes_alone)
+    with_sample = labelled.label(orders, predictions=True)
+    without = Labeller(spec, Sample(), probes_alone).label(orders, predictions=True)
+    assert [q.predictions for q in with_sample] == [q.predictions for q in without]
+    assert [q.reported for q in with_sample] != [q.reported for q in without]
+    # Not vacuous: the model with the sample in it would predict otherwise.
+    by_model = Labeller(spec, sample, model, folds).label(orders, predictions=True)
+    assert [q.predictions for q in by_model] != [q.predictions for q in without]
