@@ -92,25 +92,24 @@ def test_a_tenant_runs_only_a_few_grading_requests_at_once(tmp_path: Path) -> No
         grpc.insecure_channel(server.address, options=_LARGE_MESSAGES) as channel,
     ):
         stub = eval_pb2_grpc.EvalServiceStub(channel)
-        running = [
+        # One maximal request more than the limit, all at once: whichever arrives last is
+        # refused, however the machine's load orders their arrival (a small request sent after
+        # them could be let in before a big one still on its way, and take its slot).
+        sent = [
             stub.GradePairs.future(_grade_request(MAX_PAIRS), timeout=120.0)
-            for _ in range(MAX_EVAL_REQUESTS_PER_TENANT)
+            for _ in range(MAX_EVAL_REQUESTS_PER_TENANT + 1)
         ]
-        # A small request asked until it is refused: on a busy machine the big ones may still
-        # be on their way in when the first is asked, and then it runs (quickly, and alone
-        # among the tenant's requests: it takes a slot only while it runs).
-        refused = None
         give_up = time.monotonic() + 60
-        while refused is None and time.monotonic() < give_up:
-            try:
-                stub.GradePairs(_grade_request(1), timeout=30)
-                time.sleep(0.2)
-            except grpc.RpcError as error:
-                refused = error
-        # Still grading when the small one was refused, then given up.
-        assert not any(call.done() for call in running)
-        for call in running:
+        while not any(call.done() for call in sent):
+            assert time.monotonic() < give_up, "no request of the tenant was refused"
+            time.sleep(0.05)
+        ended = [call for call in sent if call.done()]
+        # The others still grading when it was refused, then given up.
+        running = [call for call in sent if not call.done()]
+        for call in sent:
             call.cancel()
-        assert refused is not None, "a further request of the tenant is refused"
+        assert len(ended) == 1 and len(running) == MAX_EVAL_REQUESTS_PER_TENANT, len(ended)
+        refused = ended[0].exception()
+        assert refused is not None, "the request past the limit is refused"
         assert refused.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, refused
         assert f"already runs {MAX_EVAL_REQUESTS_PER_TENANT} grading" in refused.details()
