@@ -325,7 +325,7 @@ def test_a_lease_lost_and_claimed_back_takes_up_the_calls_in_flight(
     job back once that lease runs out, takes up the answers of the calls it had in flight
     rather than asking them again."""
     with FakeLLMThread() as fake:
-        fake.respond_with("openai", GradedResponder(latency_s=1.5, name="openai"))
+        fake.respond_with("openai", GradedResponder(latency_s=1.0, name="openai"))
         config = tmp_path / "judges.json"
         config.write_text(json.dumps(judges_config(fake, prices=FAKE_MODEL_PRICES)))
         spec = job_spec(
@@ -334,6 +334,7 @@ def test_a_lease_lost_and_claimed_back_takes_up_the_calls_in_flight(
             judges=[judge(f"openai:{MODELS['openai']}")],
             rubric="a passage is better the higher its grade",
             batch_size=4,
+            top_k=3,
         )
         env = dict.fromkeys(PROVIDER_ENV)
         with replicas(schema_url, 1, "--judges-config", str(config), env=env) as (a,):
