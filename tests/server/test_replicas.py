@@ -128,6 +128,25 @@ def oracle_spec(n: int, **fields: object) -> rank_pb2.JobSpec:
     )
 
 
+def _fake_judges(fake: FakeLLMThread, tmp_path: Path) -> Path:
+    """A judges config that sends the openai provider to `fake`."""
+    config = tmp_path / "judges.json"
+    config.write_text(json.dumps(judges_config(fake, prices=FAKE_MODEL_PRICES)))
+    return config
+
+
+def _graded_openai_spec(**fields: object) -> rank_pb2.JobSpec:
+    """24 graded passages for the fake openai judge, which ranks them by their hidden grade."""
+    return job_spec(
+        "which passage has the highest grade",
+        [candidate(c.id, c.text) for c in graded_pool(24)],
+        judges=[judge(f"openai:{MODELS['openai']}")],
+        rubric="a passage is better the higher its grade",
+        batch_size=4,
+        **fields,
+    )
+
+
 # -- failover -------------------------------------------------------------------------------------
 
 
@@ -138,15 +157,8 @@ def test_kill_9_the_running_replica_and_a_watcher_elsewhere_sees_the_job_complet
     with FakeLLMThread() as fake:
         responder = GradedResponder(latency_s=latency_s, name="openai")
         fake.respond_with("openai", responder)
-        config = tmp_path / "judges.json"
-        config.write_text(json.dumps(judges_config(fake, prices=FAKE_MODEL_PRICES)))
-        spec = job_spec(
-            "which passage has the highest grade",
-            [candidate(c.id, c.text) for c in graded_pool(24)],
-            judges=[judge(f"openai:{MODELS['openai']}")],
-            rubric="a passage is better the higher its grade",
-            batch_size=4,
-        )
+        config = _fake_judges(fake, tmp_path)
+        spec = _graded_openai_spec()
         env = dict.fromkeys(PROVIDER_ENV)
         with replicas(schema_url, 3, "--judges-config", str(config), env=env) as (a, b, _):
             name = stub(a).CreateJob(rank_pb2.CreateJobRequest(spec=spec)).name
@@ -326,16 +338,8 @@ def test_a_lease_lost_and_claimed_back_takes_up_the_calls_in_flight(
     rather than asking them again."""
     with FakeLLMThread() as fake:
         fake.respond_with("openai", GradedResponder(latency_s=1.0, name="openai"))
-        config = tmp_path / "judges.json"
-        config.write_text(json.dumps(judges_config(fake, prices=FAKE_MODEL_PRICES)))
-        spec = job_spec(
-            "which passage has the highest grade",
-            [candidate(c.id, c.text) for c in graded_pool(24)],
-            judges=[judge(f"openai:{MODELS['openai']}")],
-            rubric="a passage is better the higher its grade",
-            batch_size=4,
-            top_k=3,
-        )
+        config = _fake_judges(fake, tmp_path)
+        spec = _graded_openai_spec(top_k=3)
         env = dict.fromkeys(PROVIDER_ENV)
         with replicas(schema_url, 1, "--judges-config", str(config), env=env) as (a,):
             name = stub(a).CreateJob(rank_pb2.CreateJobRequest(spec=spec)).name
