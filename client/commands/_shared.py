@@ -570,14 +570,14 @@ def add_budget_options(group: argparse._ArgumentGroup, scope: str) -> None:
 
 def budget_options(args: argparse.Namespace) -> tuple[rank_pb2.Budget, float]:
     """The budget and the deadline (seconds) of `add_budget_options`' flags."""
-    for flag, value in (
-        ("--max-calls", args.max_calls),
-        ("--max-input-tokens", args.max_input_tokens),
-        ("--max-cost", args.max_cost),
-        ("--deadline", args.deadline),
+    for flag, value, zero in (
+        ("--max-calls", args.max_calls, "unlimited"),
+        ("--max-input-tokens", args.max_input_tokens, "unlimited"),
+        ("--max-cost", args.max_cost, "unlimited"),
+        ("--deadline", args.deadline, "none"),
     ):
         if not 0 <= value < float("inf"):
-            raise UsageError(f"{flag} must be a number, 0 or more (0: unlimited)")
+            raise UsageError(f"{flag} must be a number, 0 or more (0: {zero})")
     budget = rank_pb2.Budget(
         max_judge_calls=args.max_calls,
         max_input_tokens=args.max_input_tokens,
