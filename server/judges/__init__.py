@@ -5,8 +5,10 @@ Offline judges (`lexical`, `oracle`, judges/offline.py) and the LLM providers (O
 Anthropic, Gemini and any OpenAI-compatible endpoint, each an `LLMJudge` over its official SDK:
 PROVIDERS.md) implement `Judge`; `JudgeFactory` builds the one a `JudgeConfig` names. A new
 provider subclasses `LLMJudge` (its `_complete`, one request to the provider) or, when it calls
-no model, `Judge` itself; it is named in judges/settings.py (`PROVIDERS`, its defaults and
-environment) and built in judges/llm_providers.py, which imports its SDK with its first judge.
+no model, `Judge` itself; it is declared once in judges/providers.py (its environment, batch
+API and price fraction, batch transport, GenAI system name), maps its SDK's errors in
+judges/sdk_errors.py, and is built in judges/llm_providers.py, which imports its SDK with its
+first judge.
 Failures are returned, never raised: a failed reply adds no votes.
 """
 

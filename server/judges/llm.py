@@ -54,6 +54,7 @@ from tierank.server.judges.prompt import (
     render_prompt_parts,
     upper_bound_tokens,
 )
+from tierank.server.judges.providers import BATCH_PROVIDERS, PROVIDERS_BY_NAME, no_batch_api
 from tierank.server.judges.retry import CallError, InFlightTime, call_with_retries, time_limit_s
 from tierank.server.judges.settings import JudgeSettings
 from tierank.server.observability.genai import ChatSpan, chat_span
@@ -78,7 +79,6 @@ MODE_OPTION = "mode"
 CALL_MODE = "call"
 BATCH_MODE = "batch"
 # Providers with a batch API (judges.batches); a self-hosted OpenAI-compatible server has none.
-BATCH_PROVIDERS = ("openai", "anthropic", "gemini")
 
 Answer = TypeVar("Answer")
 
@@ -306,7 +306,7 @@ class LLMJudge(Judge):
         if mode == BATCH_MODE and self.provider not in BATCH_PROVIDERS:
             raise JudgeConfigError(
                 f"parameters.options.{MODE_OPTION}",
-                f"{self.provider} has no batch API (batch mode: {', '.join(BATCH_PROVIDERS)})",
+                no_batch_api(self.provider),
             )
         self.batch_mode = mode == BATCH_MODE
         if not config.model:
@@ -533,6 +533,7 @@ class LLMJudge(Judge):
         with chat_span(
             self.provider,
             self.config.model,
+            system=PROVIDERS_BY_NAME[self.provider].genai_system,
             call_id=call_id,
             max_tokens=max_output_tokens,
             temperature=self.config.temperature,

@@ -18,18 +18,14 @@ from tierank.server.judges.accounts import ProviderAccount
 from tierank.server.judges.base import JudgeConfig, JudgeConfigError
 from tierank.server.judges.limits import ProviderLimits, ReplicaShare
 from tierank.server.judges.llm import LLMJudge, ProviderShared
-from tierank.server.judges.settings import PROVIDERS, JudgeSettings, ProviderSettings
+from tierank.server.judges.providers import PROVIDERS, PROVIDERS_BY_NAME
+from tierank.server.judges.settings import JudgeSettings, ProviderSettings
 
 if TYPE_CHECKING:
     from tierank.server.judges.openai_judges import ResponseFormats
 
 # Local servers usually ignore the key, but the SDK refuses an empty one.
 PLACEHOLDER_API_KEY = "not-needed"
-_KEY_HINT = {
-    "openai": "OPENAI_API_KEY",
-    "anthropic": "ANTHROPIC_API_KEY",
-    "gemini": "GEMINI_API_KEY or GOOGLE_API_KEY",
-}
 # (provider, tenant): whose key a client and its shared state spend; tenant None: the server's.
 Scope = tuple[str, str | None]
 
@@ -107,7 +103,9 @@ class LLMProviders:
         key = self.settings.provider(provider).api_key
         if not key:
             raise JudgeConfigError(
-                "provider", f"{provider} judges need {_KEY_HINT[provider]} in the server's settings"
+                "provider",
+                f"{provider} judges need {' or '.join(PROVIDERS_BY_NAME[provider].key_variables)}"
+                " in the server's settings",
             )
         return key
 

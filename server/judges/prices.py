@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from tierank.server.judges.providers import PROVIDERS_BY_NAME
+
 
 @dataclass(frozen=True)
 class Price:
@@ -114,23 +116,11 @@ DEFAULT_PRICES: Mapping[str, Price] = {
 }
 
 
-# Batch mode (provider batch APIs): each vendor bills a batch request at a fixed fraction of the
-# call-by-call price of the same model, input, output and prompt-cache tokens alike, so the
-# batch price is derived from the per-call price (a config override of one changes both).
-# Read on 2026-11-28 from:
-# - openai: https://openai.com/api/pricing/ and https://platform.openai.com/docs/guides/batch
-#   ("50% cost discount compared to synchronous APIs");
-# - anthropic: https://docs.anthropic.com/en/docs/about-claude/pricing#batch-processing ("50%
-#   discount on both input and output tokens"; prompt-caching multipliers apply on top);
-# - gemini: https://ai.google.dev/gemini-api/docs/batch-api and .../docs/pricing ("50% of the
-#   standard cost"; the pricing page's Batch rows are half the Standard rows).
-BATCH_PRICE_FRACTION: Mapping[str, float] = {"openai": 0.5, "anthropic": 0.5, "gemini": 0.5}
-
-
 def batch_price(provider: str, price: Price | None) -> Price | None:
     """What `price` (a model's call-by-call price) costs when the call goes in a provider
     batch; None for a model without a price or a provider without batch mode."""
-    fraction = BATCH_PRICE_FRACTION.get(provider)
+    described = PROVIDERS_BY_NAME.get(provider)
+    fraction = described.batch_price_fraction if described is not None else None
     if price is None or fraction is None:
         return None
     return Price(

@@ -1,4 +1,5 @@
-"""Builds judges from job specs. The one place that knows every provider name."""
+"""Builds judges from job specs: the offline ones here, the LLM providers' (declared in
+providers.py) through llm_providers.py."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from tierank.server.judges.base import Judge, JudgeConfig, PoolContext
 from tierank.server.judges.graders import Grader, LLMGrader, OracleGrader
 from tierank.server.judges.llm_providers import LLMProviders
 from tierank.server.judges.offline import LexicalJudge, OracleJudge
-from tierank.server.judges.settings import PROVIDERS, BatchSettings, JudgeSettings
+from tierank.server.judges.providers import PROVIDERS
+from tierank.server.judges.settings import BatchSettings, JudgeSettings
 
 # Judges that call no provider, and so spend on no one's key.
 _OFFLINE: Mapping[str, Callable[[JudgeConfig, PoolContext], Judge]] = {

@@ -16,8 +16,8 @@ from types import UnionType
 from typing import Any, get_args, get_type_hints
 
 from tierank.server.judges.prices import DEFAULT_PRICES, Price, find_price
+from tierank.server.judges.providers import PROVIDERS, PROVIDERS_BY_NAME
 
-PROVIDERS = ("openai", "anthropic", "gemini", "openai-compatible")
 CONFIG_PATH_ENV = "TIERANK_JUDGES_CONFIG"
 _SECTIONS = ("batches", "prices", "providers", "rate_limits")
 
@@ -155,31 +155,16 @@ def provider_defaults(name: str) -> ProviderSettings:
     return LOCAL_SERVER_DEFAULTS if name == "openai-compatible" else ProviderSettings()
 
 
-# Environment variables, in order of preference, for each provider's key and base URL.
-_KEY_ENV: Mapping[str, tuple[str, ...]] = {
-    "openai": ("OPENAI_API_KEY",),
-    "anthropic": ("ANTHROPIC_API_KEY",),
-    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
-    "openai-compatible": ("TIERANK_OPENAI_COMPATIBLE_API_KEY",),
-}
-_BASE_URL_ENV: Mapping[str, tuple[str, ...]] = {
-    "openai": ("TIERANK_OPENAI_BASE_URL",),
-    "anthropic": ("TIERANK_ANTHROPIC_BASE_URL",),
-    "gemini": ("TIERANK_GEMINI_BASE_URL",),
-    "openai-compatible": ("TIERANK_OPENAI_COMPATIBLE_BASE_URL",),
-}
-
-
 def _first_set(environ: Mapping[str, str], names: tuple[str, ...]) -> str | None:
     return next((environ[name] for name in names if environ.get(name)), None)
 
 
 def apply_environment(settings: JudgeSettings, environ: Mapping[str, str]) -> JudgeSettings:
     providers = dict(settings.providers)
-    for name in PROVIDERS:
+    for name, described in PROVIDERS_BY_NAME.items():
         current = settings.provider(name)
-        key = _first_set(environ, _KEY_ENV[name]) or current.api_key
-        base_url = _first_set(environ, _BASE_URL_ENV[name]) or current.base_url
+        key = _first_set(environ, described.key_variables) or current.api_key
+        base_url = environ.get(described.base_url_variable) or current.base_url
         providers[name] = replace(current, api_key=key, base_url=base_url)
     return replace(settings, providers=providers)
 

@@ -30,15 +30,6 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from tierank.server.observability.tracing import capturing_content, tracer, tracing_now
 
-# tierank's provider names as the conventions' well-known values; others pass through.
-_SYSTEMS: Mapping[str, str] = {
-    "openai": "openai",
-    "anthropic": "anthropic",
-    "gemini": "gcp.gemini",
-    # It speaks OpenAI's API; server.address (the endpoint) tells which server it really is.
-    "openai-compatible": "openai",
-}
-
 # What a job's judge calls carry besides their own attributes (set by JobTelemetry.running,
 # inherited by the tasks the job starts).
 job_attributes: ContextVar[Mapping[str, str] | None] = ContextVar("job_attributes", default=None)
@@ -115,6 +106,7 @@ def chat_span(
     provider: str,
     model: str,
     *,
+    system: str,
     call_id: str,
     max_tokens: int,
     temperature: float | None,
@@ -122,11 +114,11 @@ def chat_span(
     output_type: str,
     server_address: str,
 ) -> Iterator[ChatSpan]:
-    """The span of one judge call, current for the block."""
+    """The span of one judge call, current for the block; `system`: the provider as the
+    GenAI conventions name it (judges/providers.py)."""
     if not tracing_now():
         yield ChatSpan(trace.INVALID_SPAN)
         return
-    system = _SYSTEMS.get(provider, provider)
     attributes: dict[str, str | int | float] = {
         "gen_ai.operation.name": "chat",
         "gen_ai.system": system,

@@ -23,7 +23,7 @@ from tierank.server.errors import (
     NotFound,
     PreconditionFailed,
 )
-from tierank.server.judges.settings import PROVIDERS
+from tierank.server.judges.providers import PROVIDERS
 from tierank.server.names import (
     TENANT_RULE,
     BadName,

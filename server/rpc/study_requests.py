@@ -13,8 +13,8 @@ from tierank.limits import (
     MAX_STUDY_MEASURES,
 )
 from tierank.server.errors import FieldViolation, InvalidInput, shown
-from tierank.server.judges.batches import BATCH_PROVIDERS
 from tierank.server.judges.llm import BATCH_MODE, MODE_OPTION
+from tierank.server.judges.providers import BATCH_PROVIDERS, no_batch_api
 from tierank.server.labeling import fixed_mapping
 from tierank.server.rpc.validation import (
     DEADLINE_RULE,
@@ -158,8 +158,8 @@ def _batch_violations(
             violations.append(
                 FieldViolation(
                     f"{field}.provider",
-                    f"{shown(judge.provider)} has no batch API: every judge of a provider_batch"
-                    f" study must be one of {', '.join(BATCH_PROVIDERS)}",
+                    f"{no_batch_api(shown(judge.provider))}: every judge of a provider_batch"
+                    " study must have one",
                 )
             )
         mode = judge.parameters.options.get(MODE_OPTION, "")

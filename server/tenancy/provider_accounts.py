@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from tierank.server.errors import FieldViolation, InvalidInput, PreconditionFailed
 from tierank.server.judges.accounts import ProviderAccount
-from tierank.server.judges.settings import PROVIDERS
+from tierank.server.judges.providers import PROVIDERS
 from tierank.server.storage.base import TenantStore
 from tierank.server.tenancy.sealing import Sealer, SealingError
 

@@ -19,7 +19,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from fakes import FakeLLMServer, provider_settings
 
 from tierank.server.app import background_server
-from tierank.server.judges.settings import CONFIG_PATH_ENV, PROVIDERS
+from tierank.server.judges.providers import PROVIDERS
+from tierank.server.judges.settings import CONFIG_PATH_ENV
 from tierank.server.settings import ServerSettings
 from tierank.v1 import rank_pb2_grpc
 

@@ -10,8 +10,9 @@ import pytest
 from tierank.server.judges.base import JudgeConfig, Passage, PoolContext
 from tierank.server.judges.prices import DEFAULT_PRICES
 from tierank.server.judges.prompt import TEMPLATE_VERSION
+from tierank.server.judges.providers import PROVIDERS
 from tierank.server.judges.registry import JudgeFactory
-from tierank.server.judges.settings import PROVIDERS, JudgeSettings, JudgeSettingsError, RateLimit
+from tierank.server.judges.settings import JudgeSettings, JudgeSettingsError, RateLimit
 
 POOL = PoolContext("q", "r", (Passage("a", "alpha"), Passage("b", "beta")))
 ENV = {

@@ -21,11 +21,13 @@ ids already journaled, tell them apart). `poll_once` is one poll with its backof
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from tierank.server.judges.base import JudgeConfigError
 from tierank.server.judges.batches.base import BatchLimits, BatchTransport
-from tierank.server.judges.llm import BATCH_PROVIDERS, LLMJudge
+from tierank.server.judges.llm import LLMJudge
+from tierank.server.judges.providers import BATCH_PROVIDERS, PROVIDERS_BY_NAME, no_batch_api
 
 __all__ = ["BATCH_PROVIDERS", "transport_for"]
 
@@ -33,18 +35,9 @@ __all__ = ["BATCH_PROVIDERS", "transport_for"]
 def transport_for(judge: LLMJudge, limits: BatchLimits | None = None) -> BatchTransport[Any]:
     """The batch transport of `judge`'s provider, on the judge's own client. The vendor's
     module (and SDK) is imported here, as the judges import theirs when first built."""
-    if judge.provider == "openai":
-        from tierank.server.judges.batches.openai_batches import OpenAIBatches
-
-        return OpenAIBatches(judge, limits)  # type: ignore[arg-type]
-    if judge.provider == "anthropic":
-        from tierank.server.judges.batches.anthropic_batches import AnthropicBatches
-
-        return AnthropicBatches(judge, limits)  # type: ignore[arg-type]
-    if judge.provider == "gemini":
-        from tierank.server.judges.batches.gemini_batches import GeminiBatches
-
-        return GeminiBatches(judge, limits)  # type: ignore[arg-type]
-    raise JudgeConfigError(
-        "provider", f"{judge.provider} has no batch API (batch mode: {', '.join(BATCH_PROVIDERS)})"
-    )
+    described = PROVIDERS_BY_NAME.get(judge.provider)
+    if described is not None and described.batch_transport is not None:
+        module, _, name = described.batch_transport.partition(":")
+        transport: Any = getattr(importlib.import_module(module), name)
+        return transport(judge, limits)
+    raise JudgeConfigError("provider", no_batch_api(judge.provider))
