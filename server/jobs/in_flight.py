@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from types import TracebackType
 
 import anyio
 from anyio.abc import TaskGroup
@@ -53,27 +52,20 @@ class _Call:
 
 
 class CallsInFlight:
-    def __init__(self, storage: VerdictCache, spending: SpendLedger, adopt_within_s: float):
+    def __init__(
+        self,
+        storage: VerdictCache,
+        spending: SpendLedger,
+        adopt_within_s: float,
+        tasks: TaskGroup,
+    ) -> None:
+        """`tasks`: the job manager's, where its runners run too: a shutdown cancels the calls
+        lost leases left with them (each settled at its reservation)."""
         self._storage = storage
         self._spending = spending
         self._adopt_within_s = adopt_within_s
         self._calls: dict[CallKey, _Call] = {}
-        self._tasks: TaskGroup | None = None
-
-    async def __aenter__(self) -> CallsInFlight:
-        self._tasks = anyio.create_task_group()
-        await self._tasks.__aenter__()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        assert self._tasks is not None
-        self._tasks.cancel_scope.cancel()  # what is left was left by lost leases
-        return await self._tasks.__aexit__(exc_type, exc, tb)
+        self._tasks = tasks
 
     @property
     def orphans(self) -> int:
@@ -94,7 +86,6 @@ class CallsInFlight:
         waiter = _Waiter(keep)
         if call is None:
             call = self._calls[key] = _Call(waiter)
-            assert self._tasks is not None
             self._tasks.start_soon(self._run, key, call, paid, name=f"call {key[1]}")
         else:
             call.waiter = waiter
@@ -113,17 +104,19 @@ class CallsInFlight:
 
     async def _run(self, key: CallKey, call: _Call, paid: PaidCall) -> None:
         error: Exception | None = None
-        with call.scope:
-            try:
-                await paid(lambda answer: self._keep(key, call, answer))
-            except Exception as raised:
-                error = raised
-        if call.parked is None and self._calls.get(key) is call:
-            del self._calls[key]
-        call.finished.set()
-        if call.waiter is not None:
-            call.waiter.error = error
-            call.waiter.done.set()
+        try:
+            with call.scope:
+                try:
+                    await paid(lambda answer: self._keep(key, call, answer))
+                except Exception as raised:
+                    error = raised
+        finally:  # a shutdown cancels this task too, and the runner waiting for it is told
+            if call.parked is None and self._calls.get(key) is call:
+                del self._calls[key]
+            call.finished.set()
+            if call.waiter is not None:
+                call.waiter.error = error
+                call.waiter.done.set()
 
     async def _keep(self, key: CallKey, call: _Call, answer: Answer) -> None:
         waiter = call.waiter
@@ -145,7 +138,6 @@ class CallsInFlight:
     def _orphan(self, key: CallKey, call: _Call) -> None:
         call.waiter = None
         call.orphaned += 1
-        assert self._tasks is not None
         self._tasks.start_soon(self._expire, key, call, call.orphaned)
 
     async def _expire(self, key: CallKey, call: _Call, orphaned: int) -> None:

@@ -122,9 +122,7 @@ class JobManager:
         self._spending = spending
         self._replica = replica
         self._steps = StepThread(activity)
-        # A lost lease comes back to this server after it expires and a beat claims the job:
-        # calls left in flight wait that long, twice over, to be taken up.
-        self._in_flight = CallsInFlight(storage, spending, adopt_within_s=2 * replica.lease_s)
+        self._in_flight: CallsInFlight | None = None  # with the task group, on entering
         self._batches = BatchDesk(storage, replica.replica_id, factory.batch_settings)
         self._runners: dict[str, JobRunner] = {}
         self._leases: dict[str, Lease] = {}
@@ -139,9 +137,12 @@ class JobManager:
 
     async def __aenter__(self) -> JobManager:
         await self._steps.__aenter__()
-        await self._in_flight.__aenter__()
         self._tasks = anyio.create_task_group()
         await self._tasks.__aenter__()
+        # A lost lease comes back to this server after it expires and a beat claims the job:
+        # calls left in flight wait that long, twice over, to be taken up.
+        adopt_within_s = 2 * self._replica.lease_s
+        self._in_flight = CallsInFlight(self._storage, self._spending, adopt_within_s, self._tasks)
         self._tasks.start_soon(self._keep_beating, name="leases")
         self._tasks.start_soon(self._follow_changes, name="changes")
         self._tasks.start_soon(self._batches.run, name="provider batches")
@@ -162,13 +163,9 @@ class JobManager:
         try:
             return await self._tasks.__aexit__(exc_type, exc, tb)
         finally:
-            # Every runner has ended, and with it every step it submitted; the calls their
-            # lost leases left are cancelled (settled at their reservations).
-            try:
-                await self._in_flight.__aexit__(None, None, None)
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await self._steps.__aexit__(None, None, None)
+            # Every runner has ended, and with it every step it submitted.
+            with anyio.CancelScope(shield=True):
+                await self._steps.__aexit__(None, None, None)
             with anyio.CancelScope(shield=True), anyio.move_on_after(_LAST_WRITE_S):
                 try:
                     await self._storage.leave(self._replica.replica_id)
@@ -441,11 +438,15 @@ class JobManager:
             hub=self._hub,
             spending=self._spending,
             steps=self._steps,
-            in_flight=self._in_flight,
+            in_flight=self._calls_in_flight(),
             last_sequence=record.last_sequence,
             create_time=record.create_time,
             trace_context=record.trace_context,
         )
+
+    def _calls_in_flight(self) -> CallsInFlight:
+        assert self._in_flight is not None, "runners are made once the manager has started"
+        return self._in_flight
 
     def _start(
         self, runner: JobRunner, task: Callable[..., Coroutine[Any, Any, None]], *args: object
