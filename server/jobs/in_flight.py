@@ -67,11 +67,6 @@ class CallsInFlight:
         self._calls: dict[CallKey, _Call] = {}
         self._tasks = tasks
 
-    @property
-    def orphans(self) -> int:
-        """Calls in flight, or answers landed, that no runner waits for."""
-        return sum(call.waiter is None for call in self._calls.values())
-
     async def ask(
         self, key: CallKey, paid: PaidCall, keep: Keep, outlives: Callable[[], bool]
     ) -> None:
