@@ -25,7 +25,8 @@ from tierank.bench.ranking.data import load_queries
 from tierank.bench.ranking.experiment import Task, run_task
 from tierank.server.judges.batches import transport_for
 from tierank.server.judges.batches.base import BatchLimits
-from tierank.server.judges.prices import BATCH_PRICE_FRACTION, DEFAULT_PRICES, cost_usd, find_price
+from tierank.server.judges.prices import DEFAULT_PRICES, cost_usd, find_price
+from tierank.server.judges.providers import PROVIDERS_BY_NAME
 
 pytestmark = pytest.mark.usefixtures("shared_data")
 # More queries than DL19's first few, so that a second seed comes round (43 queries a pass).
@@ -118,7 +119,7 @@ def test_the_batch_bill_is_the_per_call_bill_at_the_batch_fraction(
         price = find_price(DEFAULT_PRICES, provider, model)
         assert vendor.per_call_usd == cost_usd(vendor.tokens, price) > 0
         assert vendor.batch_usd == pytest.approx(
-            vendor.per_call_usd * BATCH_PRICE_FRACTION[provider], rel=1e-12
+            vendor.per_call_usd * PROVIDERS_BY_NAME[provider].batch_price_fraction, rel=1e-12
         )
         # One batch per wave: a small study is far inside every vendor's limits.
         assert vendor.batches == len(all_live.waves)
