@@ -21,6 +21,10 @@ SERVER_UNWANTED = ("numpy", "matplotlib")
         ("tierank.server.__main__", SERVER_UNWANTED),
         ("tierank.server.admin_tool", SERVER_UNWANTED),
         ("tierank.client.cli", (*SERVER_UNWANTED, "cryptography")),
+        # A provider's judge loads its own SDK only: google-genai costs a third of a second.
+        ("tierank.server.judges.openai_judges", ("google.genai",)),
+        ("tierank.server.judges.anthropic_judge", ("google.genai",)),
+        ("tierank.server.judges.batches.openai_batches", ("google.genai",)),
     ],
 )
 def test_starting_imports_no_heavy_library_it_seldom_needs(

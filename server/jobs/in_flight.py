@@ -25,7 +25,7 @@ from anyio.abc import TaskGroup
 
 from tierank.server.errors import LeaseLost
 from tierank.server.storage.base import VerdictCache
-from tierank.server.tenancy.paid_call import Answer, Keep
+from tierank.server.tenancy.paid_call import Answer, Keep, settle_and_cache
 from tierank.server.tenancy.spending import SpendLedger
 
 # A job's call, as the paid call layer asks it: given where to keep the answer.
@@ -123,10 +123,7 @@ class CallsInFlight:
                 waiter.error = lost
                 waiter.done.set()
                 self._orphan(key, call)
-        if answer.settlement is not None:
-            await self._spending.settle(answer.settlement)
-        if answer.cache:
-            await self._storage.cache_put(list(answer.cache))
+        await settle_and_cache(self._spending, self._storage, answer.settlement, answer.cache)
         # Taken up as a paid answer (its usage counts in the job's stats), already settled.
         call.parked = Answer(answer.reply, answer.cached, (), None)
 

@@ -11,7 +11,6 @@ from contextlib import contextmanager
 from typing import Any
 
 import httpx2
-from google.genai import errors
 
 from tierank.server.judges.base import FailureKind
 from tierank.server.judges.bounded_http import ResponseTooLarge
@@ -55,7 +54,11 @@ def _status_text(error: Any) -> str:
 
 @contextmanager
 def genai_errors(what: str = "") -> Iterator[None]:
-    """For google-genai, whose errors are APIError, and httpx's below it."""
+    """For google-genai, whose errors are APIError, and httpx's below it. Its SDK is imported
+    here, not with the module: an openai or anthropic judge never loads it (a third of a
+    second)."""
+    from google.genai import errors
+
     try:
         yield
     except ResponseTooLarge as error:

@@ -197,9 +197,22 @@ class PaidCalls:
     async def _settle_and_cache(
         self, settlement: Settlement, entries: Sequence[CacheEntry]
     ) -> None:
-        await self._durably(lambda: self._spending.settle(settlement))
-        if entries:
-            await self._durably(lambda: self._storage.cache_put(list(entries)))
+        await settle_and_cache(self._spending, self._storage, settlement, entries, self._durably)
+
+
+async def settle_and_cache(
+    spending: SpendLedger,
+    storage: VerdictCache,
+    settlement: Settlement | None,
+    entries: Sequence[CacheEntry],
+    durably: Durably = written_once,
+) -> None:
+    """Settle an answer's call and keep it in the verdict cache, where no caller stores the
+    answer with its bill (a grading request's, or one whose job lost its lease)."""
+    if settlement is not None:
+        await durably(lambda: spending.settle(settlement))
+    if entries:
+        await durably(lambda: storage.cache_put(list(entries)))
 
 
 async def _nothing_to_keep(_: Answer) -> None:
