@@ -185,10 +185,13 @@ async def _rank(
 def _stream_ended(
     connection: Connection, followed: EventCursor, args: argparse.Namespace, error: TierankError
 ) -> Exception:
-    if not followed.job:
+    timed_out = error.code == grpc.StatusCode.DEADLINE_EXCEEDED and args.timeout is not None
+    if not followed.job and not timed_out:
         return error
-    if args.server or error.code != grpc.StatusCode.DEADLINE_EXCEEDED:
+    if followed.job and (args.server or not timed_out):
         return stream_stopped(error, followed.job, followed.last_sequence, args)
+    # Our own --timeout, also while the server was still admitting the job (a busy model
+    # server's model list): the command's timed-out exit, not a bare gRPC deadline.
     why = f"stopped after --timeout {args.timeout:g}s"
     return _left(connection, followed, args, why, EXIT_TIMED_OUT)
 

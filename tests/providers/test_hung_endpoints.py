@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from conftest import StartAddress, StartServer
 from fakes import MODELS, Answer, FakeLLMServer, Hang, LocalServer, Recorded, rank_by_score
@@ -172,4 +173,32 @@ async def test_rank_prints_the_stall_of_a_judge_that_never_answers(
     assert line.split(" ", 2)[2].startswith(f"{LOCAL}/any-name: a call has waited ")
     assert line.endswith(
         f"s without an answer (no answer from it yet in this job); it fails after {LIMIT_S:.0f}s"
+    )
+
+
+async def test_a_short_timeout_while_the_job_is_still_admitted_exits_as_timed_out(
+    fake_llm: FakeLLMServer, judged_address: StartAddress, tmp_path: Path
+) -> None:
+    """A one-slot model server busy with another job's call answers its model list only when
+    the slot is free, and admission waits for that list: a `--timeout` shorter than the wait
+    ends the command as timed out (124), saying the job was never named, not with a bare gRPC
+    DEADLINE_EXCEEDED and exit 1."""
+    fake_llm.local = LocalServer(models=[{"id": "any-name", "object": "model"}])
+    fake_llm.respond_with(LOCAL, never_answers)
+    address = await judged_address(**{LOCAL: STALL_TEST_SETTINGS})
+    pool = tmp_path / "pool.jsonl"
+    lines = [json.dumps({"id": f"c{i}", "text": f"passage c{i} has score {i}."}) for i in range(8)]
+    pool.write_text("\n".join(lines) + "\n")
+    command = ("rank", str(pool), "--query", "q", "--judge", f"{LOCAL}:any-name", "--k", "4")
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(tierank, *command, "--max-in-flight", "1", "--server", address)
+        with anyio.fail_after(30):
+            while not fake_llm.requests(LOCAL):  # the slot is taken by a call that hangs
+                await anyio.sleep(0.05)
+        timed_out = await tierank(*command, "--timeout", "1", "--server", address)
+
+    assert timed_out.returncode == 124, timed_out.stderr
+    assert timed_out.stderr.splitlines()[-1] == (
+        f"tierank rank: stopped after --timeout 1s before the job was named; `tierank jobs` on"
+        f" --server {address} lists it if it was created"
     )
